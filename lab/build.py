@@ -1,0 +1,337 @@
+"""Build a rung: load its .cu from kernels/, apply knobs, compile with NVRTC, load through CuPy.
+
+Why our own NVRTC call rather than `cupy.RawModule(code=...)`:
+- CuPy's cache key hashes the source string and options only, so editing a header under
+  kernels/common/ would silently reuse a stale binary. Our key hashes every included header.
+- The same compile gives the compile report (ptxas's registers/shared memory/spills, and the SASS
+  instruction mix) for the exact binary that runs, and it works with no GPU present for any arch.
+- `sm_90a` (wgmma, setmaxnreg) needs an arch string CuPy does not choose by itself.
+The cubin is then loaded with `cupy.RawModule(path=...)`, so launching stays plain CuPy.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from lab import nvrtc
+from lab.errors import CompileError, LabError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+KERNELS_DIR = REPO_ROOT / "kernels"
+COMMON_DIR = KERNELS_DIR / "common"
+ARCHS = (75, 80, 86, 89, 90)  # the archs every rung is checked against in CI
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One compiled entry point: a source file, the function in it, and the knobs it is built with."""
+
+    source: str  # path relative to kernels/, e.g. "copy/03_vectorized.cu"
+    entry: str  # extern "C" name, or a C++ name expression for a template instance
+    knobs: tuple[tuple[str, int], ...] = ()  # passed as -D NAME=VALUE
+    min_arch: int = 75
+    arch_suffix: str = ""  # "a" for sm_90a-only instructions
+
+    def with_knobs(self, **knobs: int) -> KernelSpec:
+        merged = dict(self.knobs) | knobs
+        return KernelSpec(self.source, self.entry, tuple(sorted(merged.items())), self.min_arch,
+                          self.arch_suffix)
+
+    @property
+    def path(self) -> Path:
+        return KERNELS_DIR / self.source
+
+
+def read_source(spec: KernelSpec) -> str:
+    if not spec.path.is_file():
+        raise LabError(f"Kernel source {spec.source!r} does not exist under {KERNELS_DIR}; check the rung's path.")
+    return spec.path.read_text()
+
+
+def included_headers(source: str, search_dirs: tuple[Path, ...] = (COMMON_DIR,)) -> list[Path]:
+    """Every quoted #include the source pulls in, recursively, in first-seen order."""
+    seen: list[Path] = []
+    pending = [source]
+    while pending:
+        text = pending.pop()
+        for name in _INCLUDE.findall(text):
+            for d in search_dirs:
+                candidate = (d / name).resolve()
+                if candidate.is_file():
+                    if candidate not in seen:
+                        seen.append(candidate)
+                        pending.append(candidate.read_text())
+                    break
+            else:
+                raise LabError(f'#include "{name}" was not found in {", ".join(map(str, search_dirs))}.')
+    return seen
+
+
+def nvrtc_version() -> tuple[int, int]:
+    return nvrtc.version()
+
+
+def arch_string(arch: int, suffix: str = "") -> str:
+    return f"sm_{arch}{suffix}"
+
+
+def compile_options(spec: KernelSpec, arch: int, verbose_ptxas: bool = True) -> list[str]:
+    opts = [
+        f"--gpu-architecture={arch_string(arch, spec.arch_suffix if arch >= 90 else '')}",
+        "--std=c++17",
+        f"--include-path={COMMON_DIR}",
+        "--device-int128",
+    ]
+    opts += [f"-D{k}={v}" for k, v in spec.knobs]
+    if verbose_ptxas:
+        opts.append("--ptxas-options=-v")
+    return opts
+
+
+def cache_key(spec: KernelSpec, arch: int) -> str:
+    h = hashlib.sha256()
+    h.update(read_source(spec).encode())
+    for header in included_headers(read_source(spec)):
+        h.update(header.name.encode())
+        h.update(header.read_bytes())
+    h.update(repr((spec.entry, spec.knobs, compile_options(spec, arch), nvrtc_version())).encode())
+    return h.hexdigest()[:24]
+
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("LAB_CACHE_DIR", Path.home() / ".cache" / "cupy-kernel-lab"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+# ----------------------------------------------------------------------------------------------
+# Compiling (no GPU needed)
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class CompiledKernel:
+    spec: KernelSpec
+    arch: int
+    cubin: bytes
+    lowered_name: str
+    log: str
+
+
+_LOG_LINE = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>error|warning)[^:]*: (?P<msg>.*)$")
+
+
+def format_compile_log(log: str, source: str, filename: str, max_errors: int = 5) -> str:
+    """Turn NVRTC's log into 'file:line: message' followed by the offending line and its neighbours."""
+    lines = source.splitlines()
+    out: list[str] = []
+    shown = 0
+    for raw in log.splitlines():
+        m = _LOG_LINE.match(raw.strip())
+        if not m or m["kind"] != "error":
+            continue
+        shown += 1
+        if shown > max_errors:
+            out.append("  ... more errors follow; fix these first.")
+            break
+        n = int(m["line"])
+        where = filename if Path(m["file"]).name == Path(filename).name else m["file"]
+        out.append(f"{where}:{n}: error: {m['msg']}")
+        if Path(m["file"]).name == Path(filename).name:
+            for i in range(max(1, n - 1), min(len(lines), n + 1) + 1):
+                marker = ">>" if i == n else "  "
+                out.append(f"  {marker} {i:4d} | {lines[i - 1]}")
+    if not out:  # a link-level or option error with no line number: show the log as it is
+        out = [ln for ln in log.strip().splitlines() if ln.strip()][:20]
+    return "\n".join(out)
+
+
+def compile_cubin(spec: KernelSpec, arch: int, source: str | None = None) -> CompiledKernel:
+    """Compile one entry point to a cubin for `arch` with NVRTC. Works with no GPU present."""
+    source = read_source(spec) if source is None else source
+    if arch < spec.min_arch:
+        raise LabError(f"{spec.source} needs sm_{spec.min_arch} or newer; sm_{arch} was asked for.")
+    supported = nvrtc.supported_archs()
+    if arch not in supported:
+        raise LabError(
+            f"This NVRTC ({'.'.join(map(str, nvrtc_version()))}) cannot build for sm_{arch}; it supports "
+            f"{', '.join(f'sm_{a}' for a in sorted(supported))}. Install the CUDA wheels that match your driver."
+        )
+    filename = spec.path.name
+    result = nvrtc.compile_to_cubin(source, filename, compile_options(spec, arch), [spec.entry])
+    if not result.ok:
+        raise CompileError(
+            f"{spec.source} failed to compile for sm_{arch}:\n{format_compile_log(result.log, source, filename)}",
+            result.log,
+        )
+    lowered = (result.lowered_names or {}).get(spec.entry)
+    if lowered is None:
+        raise CompileError(
+            f"{spec.source} compiled, but it has no kernel named {spec.entry!r}: check the __global__ "
+            'function\'s name and that it is extern "C" (or a valid template instance).'
+        )
+    return CompiledKernel(spec, arch, result.cubin, lowered, result.log)
+
+
+# ----------------------------------------------------------------------------------------------
+# Compile report (registers, shared memory, spills, instruction mix)
+# ----------------------------------------------------------------------------------------------
+
+# SASS opcodes worth pointing out in a lesson: wide loads, async copies, tensor cores, barriers.
+NOTABLE_OPS = ("LDG", "STG", "LDS", "STS", "LDGSTS", "LDSM", "HMMA", "HGMMA", "FFMA", "BAR", "SHFL",
+               "LDL", "STL", "ATOMG", "RED")
+
+_PTXAS_FUNC = re.compile(r"Compiling entry function '(?P<name>[^']+)'")
+_PTXAS_FRAME = re.compile(
+    r"(?P<stack>\d+) bytes stack frame, (?P<st>\d+) bytes spill stores, (?P<ld>\d+) bytes spill loads")
+_PTXAS_USED = re.compile(r"Used (?P<regs>\d+) registers(?:.*?(?P<smem>\d+) bytes smem)?")
+
+
+@dataclass
+class CompileReport:
+    source: str
+    entry: str
+    arch: str
+    knobs: dict
+    registers: int
+    smem_static_bytes: int
+    stack_frame_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+    instructions: dict = field(default_factory=dict)  # opcode (with width suffix) -> count
+    sass_available: bool = False
+
+    @property
+    def spills(self) -> bool:
+        return self.spill_store_bytes > 0 or self.spill_load_bytes > 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse_ptxas_log(log: str, lowered_name: str) -> dict:
+    """registers / smem / stack / spills for one entry function from `ptxas -v` output."""
+    blocks = re.split(r"(?=ptxas info\s*: Compiling entry function)", log)
+    for block in blocks:
+        m = _PTXAS_FUNC.search(block)
+        if not m or m["name"] != lowered_name:
+            continue
+        frame = _PTXAS_FRAME.search(block)
+        used = _PTXAS_USED.search(block)
+        return {
+            "registers": int(used["regs"]) if used else 0,
+            "smem_static_bytes": int(used["smem"]) if used and used["smem"] else 0,
+            "stack_frame_bytes": int(frame["stack"]) if frame else 0,
+            "spill_store_bytes": int(frame["st"]) if frame else 0,
+            "spill_load_bytes": int(frame["ld"]) if frame else 0,
+        }
+    raise LabError(f"ptxas printed no resource usage for {lowered_name}; the compile log was:\n{log}")
+
+
+def find_nvdisasm() -> str | None:
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    try:
+        import nvidia
+
+        for base in map(Path, nvidia.__path__):
+            for candidate in base.glob("*/bin/nvdisasm"):
+                return str(candidate)
+    except ImportError:
+        pass
+    return None
+
+
+def sass_instruction_mix(cubin: bytes, lowered_name: str) -> dict | None:
+    """Counts of notable SASS opcodes in one function, or None when nvdisasm is not installed."""
+    tool = find_nvdisasm()
+    if tool is None:
+        return None
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        proc = subprocess.run([tool, "-c", f.name], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    counts: Counter[str] = Counter()
+    for line in _function_sass(proc.stdout, lowered_name):
+        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?(?P<op>[A-Z0-9_.]+)", line)
+        if not m:
+            continue
+        op = m["op"]
+        base = op.split(".")[0]
+        if base in NOTABLE_OPS:
+            width = next((p for p in op.split(".")[1:] if p in ("64", "128", "U16", "U8")), "")
+            counts[f"{base}.{width}" if width else base] += 1
+    return dict(sorted(counts.items()))
+
+
+def _function_sass(listing: str, lowered_name: str) -> list[str]:
+    """The lines of one function's section in an nvdisasm listing."""
+    out: list[str] = []
+    inside = False
+    for line in listing.splitlines():
+        if line.lstrip().startswith(".section") and ".text." in line:
+            inside = line.split(",")[0].strip().endswith(f".text.{lowered_name}")
+        elif inside:
+            out.append(line)
+    return out
+
+
+def compile_report(spec: KernelSpec, arch: int) -> CompileReport:
+    compiled = compile_cubin(spec, arch)
+    usage = parse_ptxas_log(compiled.log, compiled.lowered_name)
+    mix = sass_instruction_mix(compiled.cubin, compiled.lowered_name)
+    return CompileReport(
+        source=spec.source, entry=spec.entry, arch=arch_string(arch, spec.arch_suffix if arch >= 90 else ""),
+        knobs=dict(spec.knobs), instructions=mix or {}, sass_available=mix is not None, **usage,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Loading for launch (needs a GPU)
+# ----------------------------------------------------------------------------------------------
+
+def _cached_cubin(spec: KernelSpec, arch: int) -> tuple[Path, str]:
+    key = cache_key(spec, arch)
+    cubin_path = cache_dir() / f"{key}.cubin"
+    meta_path = cache_dir() / f"{key}.json"
+    if cubin_path.is_file() and meta_path.is_file():
+        return cubin_path, json.loads(meta_path.read_text())["lowered_name"]
+    compiled = compile_cubin(spec, arch)
+    tmp = cubin_path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_bytes(compiled.cubin)
+    os.replace(tmp, cubin_path)  # atomic: parallel graders never read half a file
+    meta_path.write_text(json.dumps({"lowered_name": compiled.lowered_name, "spec": asdict(spec)}))
+    return cubin_path, compiled.lowered_name
+
+
+@functools.lru_cache(maxsize=256)
+def get_kernel(spec: KernelSpec):
+    """A launchable `cupy.RawKernel` for the current GPU, built (or fetched from the cache) on first use."""
+    import cupy
+
+    from lab import device
+
+    gpu = device.current()
+    if gpu.arch < spec.min_arch:
+        raise LabError(
+            f"{spec.source} needs sm_{spec.min_arch} or newer, but this GPU ({gpu.name}) is {gpu.sm}; "
+            "pick an earlier rung or run on a newer GPU."
+        )
+    archs = nvrtc.supported_archs()
+    arch = gpu.arch if gpu.arch in archs else max(a for a in archs if a <= gpu.arch)
+    path, lowered = _cached_cubin(spec, arch)
+    module = cupy.RawModule(path=str(path))
+    return module.get_function(lowered)

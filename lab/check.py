@@ -1,0 +1,153 @@
+"""Correctness: float64 references, poisoned outputs with guard zones, and repeat runs for races.
+
+A kernel passes only if, on fresh random inputs (never zeros):
+- every output element was written (none still carries the poison bit pattern),
+- nothing before or after the output changed (guard zones, compared bit for bit),
+- it matches the float64 reference within the dtype's tolerance (exactly, for data movement),
+- a second run with a different poison gives bit-identical output (a moving answer is a race).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Quiet NaNs with payloads no arithmetic produces, so "still poisoned" and "guard touched" are
+# unambiguous even for kernels that legitimately output NaN.
+_POISON = {2: (0x7E0B, 0x7E0C), 4: (0x7FC0BAD0, 0x7FC0BAD1), 8: (0x7FF80000BAD00000, 0x7FF80000BAD00001)}
+_GUARD = {2: 0x7E0D, 4: 0x7FC0DEAD, 8: 0x7FF80000DEAD0000}
+_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+DISTRIBUTIONS = ("normal", "uniform", "wide")
+
+
+def random_array(shape, dtype=np.float32, seed: int = 0, dist: str = "normal"):
+    """Fresh random values on the GPU, never exactly zero.
+
+    normal: N(0, 1); uniform: |x| in [0.5, 2) with random signs; wide: random signs, magnitudes
+    spread over 10^-3 .. 10^3 (catches kernels that lose precision or mix up elements of similar size).
+    """
+    import cupy as cp
+
+    rng = cp.random.default_rng(seed)
+    if dist == "normal":
+        x = rng.standard_normal(shape, dtype=cp.float32 if np.dtype(dtype).itemsize <= 4 else cp.float64)
+    elif dist == "uniform":
+        x = rng.uniform(0.5, 2.0, shape) * cp.where(rng.random(shape) < 0.5, -1.0, 1.0)
+    elif dist == "wide":
+        x = 10.0 ** rng.uniform(-3, 3, shape) * cp.where(rng.random(shape) < 0.5, -1.0, 1.0)
+    else:
+        raise ValueError(f"unknown distribution {dist!r}; use one of {DISTRIBUTIONS}")
+    x = x.astype(dtype)
+    x[x == 0] = 1  # never zeros: a zero hides an unwritten or mis-indexed output
+    return x
+
+
+class GuardedBuffer:
+    """An output array with guard zones before and after it, and a poison pattern inside it.
+
+    `offset` shifts the output's start by that many elements, to test kernels on outputs that
+    are not 16-byte aligned.
+    """
+
+    def __init__(self, shape, dtype=np.float32, guard: int = 4096, offset: int = 0):
+        import cupy as cp
+
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        if self.dtype.itemsize not in _UINT:
+            raise ValueError(f"GuardedBuffer supports 2-, 4- and 8-byte dtypes, not {self.dtype}")
+        self.size = math.prod(self.shape)
+        self.start = guard + offset
+        self.raw = cp.empty(self.size + self.start + guard, dtype=self.dtype)
+        self.bits = self.raw.view(_UINT[self.dtype.itemsize])
+        self.out = self.raw[self.start:self.start + self.size].reshape(self.shape)
+
+    def poison(self, variant: int = 0) -> None:
+        item = self.dtype.itemsize
+        self.bits.fill(_GUARD[item])
+        self.bits[self.start:self.start + self.size] = _POISON[item][variant % 2]
+
+    def problems(self) -> list[str]:
+        """What went wrong at the memory level: out-of-bounds writes, unwritten elements."""
+        import cupy as cp
+
+        item = self.dtype.itemsize
+        found = []
+        before = self.bits[:self.start]
+        after = self.bits[self.start + self.size:]
+        bad_before = int(cp.count_nonzero(before != _GUARD[item]))
+        bad_after = int(cp.count_nonzero(after != _GUARD[item]))
+        if bad_before:
+            found.append(f"wrote {bad_before} element(s) in the guard zone BEFORE the output")
+        if bad_after:
+            found.append(f"wrote {bad_after} element(s) in the guard zone AFTER the output")
+        inside = self.bits[self.start:self.start + self.size]
+        unwritten = int(cp.count_nonzero((inside == _POISON[item][0]) | (inside == _POISON[item][1])))
+        if unwritten:
+            first = int(cp.argmax((inside == _POISON[item][0]) | (inside == _POISON[item][1])))
+            where = np.unravel_index(first, self.shape)
+            found.append(f"left {unwritten} of {self.size} output element(s) unwritten (first at {where})")
+        return found
+
+
+def tolerance(dtype, reduction_length: int = 1) -> float:
+    """Relative tolerance for a result accumulated over `reduction_length` products in `dtype`.
+
+    Rounding error of a sum grows ~sqrt(length) for random data; 8 ulps of headroom per step.
+    Data movement (length 0) must be exact.
+    """
+    if reduction_length <= 0:
+        return 0.0
+    eps = float(np.finfo(np.dtype(dtype)).eps) if np.dtype(dtype).kind == "f" else 0.0
+    return 8 * eps * math.sqrt(reduction_length)
+
+
+@dataclass
+class Comparison:
+    passed: bool
+    max_abs_error: float
+    max_rel_error: float  # normwise: ||out - ref|| / ||ref||
+    worst_index: tuple
+    nonfinite: int
+
+    def describe(self) -> str:
+        if self.nonfinite:
+            return f"{self.nonfinite} NaN/Inf value(s) where the reference is finite"
+        return f"max |err| {self.max_abs_error:.3g} at {self.worst_index}, rel err {self.max_rel_error:.3g}"
+
+
+def compare(out, ref: np.ndarray, rtol: float) -> Comparison:
+    """Compare a GPU output with a float64 reference; rtol=0 means bit-exact after casting."""
+    got = out.get().astype(np.float64) if hasattr(out, "get") else np.asarray(out, dtype=np.float64)
+    if got.shape != ref.shape:
+        raise ValueError(f"output shape {got.shape} differs from the reference's {ref.shape}")
+    finite_ref = np.isfinite(ref)
+    nonfinite = int(np.count_nonzero(~np.isfinite(got) & finite_ref))
+    diff = np.where(finite_ref, np.abs(got - ref), 0.0)
+    diff = np.nan_to_num(diff, nan=np.inf)
+    worst = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else ()
+    max_abs = float(diff.max()) if diff.size else 0.0
+    norm_ref = float(np.linalg.norm(ref[finite_ref])) or 1.0
+    rel = float(np.linalg.norm(diff)) / norm_ref
+    if rtol == 0:
+        passed = nonfinite == 0 and max_abs == 0.0
+    else:
+        passed = nonfinite == 0 and rel <= rtol
+    return Comparison(passed, max_abs, rel, tuple(int(i) for i in worst), nonfinite)
+
+
+@dataclass
+class CheckResult:
+    family: str
+    rung: str
+    case: str  # the shape/length and any offsets, as a readable label
+    passed: bool
+    reasons: list[str] = field(default_factory=list)
+    max_rel_error: float = 0.0
+
+    def line(self) -> str:
+        status = "PASS" if self.passed else "FAIL"
+        why = "" if self.passed else ": " + "; ".join(self.reasons)
+        return f"{status} {self.family}/{self.rung} [{self.case}]{why}"

@@ -1,0 +1,1 @@
+"""One module per kernel family: how to launch its rungs, its reference and its ceiling."""

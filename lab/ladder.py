@@ -1,0 +1,103 @@
+"""The catalogue: families of rungs, each with its launch geometry, reference and ceiling.
+
+A family knows how to make a problem of a given size, launch any of its rungs on it, compute the
+float64 reference, and run the ceiling it is measured against (in the same run). The checking and
+benchmarking drivers (lab.verify, lab.bench) work on any family through this interface.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lab.build import KernelSpec
+from lab.errors import LabError
+
+
+@dataclass(frozen=True)
+class Rung:
+    family: str
+    key: str  # "03_vectorized": the file's stem, which orders the ladder
+    spec: KernelSpec
+    title: str
+
+    @property
+    def number(self) -> int:
+        return int(self.key.split("_")[0])
+
+
+@dataclass
+class Problem:
+    """One concrete input set: the arrays, the output's shape, and how to label it."""
+
+    label: str
+    inputs: dict
+    out_shape: tuple
+    bytes_moved: int
+    out_offset: int = 0  # elements by which the output's start is shifted (alignment tests)
+    params: dict = field(default_factory=dict)
+    dtype: np.dtype = np.dtype(np.float32)
+
+
+class Family:
+    name: str = ""
+    title: str = ""
+    metric: str = "GB/s"
+    ceiling_name: str = "cupy_device_copy"
+    rungs: tuple[Rung, ...] = ()
+    reduction_length: int = 0  # 0: data movement, checked bit-exactly
+
+    def rung(self, key: str) -> Rung:
+        for r in self.rungs:
+            if key in (r.key, str(r.number), f"{r.number:02d}", r.key.split("_", 1)[1]):
+                return r
+        raise LabError(f"{self.name} has no rung {key!r}; its rungs are {', '.join(r.key for r in self.rungs)}.")
+
+    # --- to implement per family -------------------------------------------------------------
+    def check_cases(self) -> list[dict]:
+        raise NotImplementedError
+
+    def make_problem(self, seed: int = 0, dist: str = "normal", **params) -> Problem:
+        raise NotImplementedError
+
+    def launch(self, rung: Rung, problem: Problem, out) -> None:
+        raise NotImplementedError
+
+    def reference(self, problem: Problem) -> np.ndarray:
+        raise NotImplementedError
+
+    def launch_ceiling(self, problem: Problem, out) -> None:
+        raise NotImplementedError
+
+    def sweep_params(self, max_bytes: int) -> list[dict]:
+        raise NotImplementedError
+
+    def tail_params(self) -> list[dict]:
+        raise NotImplementedError
+
+    def headline_params(self) -> list[dict]:
+        raise NotImplementedError
+
+    # --- shared -------------------------------------------------------------------------------
+    def baselines(self) -> dict:
+        """Extra library baselines timed beside the ceiling: name -> launch(problem, out)."""
+        return {}
+
+
+def families() -> dict[str, Family]:
+    from lab.families.copy import CopyFamily
+    from lab.families.transpose import TransposeFamily
+
+    return {f.name: f for f in (CopyFamily(), TransposeFamily())}
+
+
+def get_family(name: str) -> Family:
+    known = families()
+    if name not in known:
+        raise LabError(f"Unknown family {name!r}; the ladders are: {', '.join(known)}.")
+    return known[name]
+
+
+def all_rungs() -> list[Rung]:
+    return [r for f in families().values() for r in f.rungs]

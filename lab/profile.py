@@ -1,0 +1,89 @@
+"""Nsight Compute, when present: hardware counters for one launch of one rung.
+
+`ncu` must wrap a process, so the helper re-runs this module as a small target program that
+launches the rung once (after a warm-up launch that ncu skips) and parses ncu's CSV output.
+Counters read with `--clock-control none`: the lab never changes the GPU's clocks.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from lab.errors import LabError
+
+METRICS = {
+    "l2_hit_rate_pct": "lts__t_sector_hit_rate.pct",
+    "dram_read_bytes": "dram__bytes_read.sum",
+    "dram_write_bytes": "dram__bytes_write.sum",
+    "smem_bank_conflicts_ld": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "smem_bank_conflicts_st": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+    "smem_wavefronts_ld": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+}
+_UNITS = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9}
+
+
+def find_ncu() -> str | None:
+    found = shutil.which("ncu")
+    if found:
+        return found
+    candidate = Path("/usr/local/cuda/bin/ncu")
+    return str(candidate) if candidate.exists() else None
+
+
+def parse_ncu_csv(text: str) -> dict[str, float]:
+    """ncu --csv rows ("Metric Name", "Metric Unit", "Metric Value") -> {lab name: value in base units}."""
+    start = text.find('"ID"')
+    if start < 0:
+        raise LabError(f"ncu printed no metrics; its output ended with:\n{text[-800:]}")
+    by_metric = {v: k for k, v in METRICS.items()}
+    out: dict[str, float] = {}
+    for row in csv.DictReader(io.StringIO(text[start:])):
+        name = by_metric.get(row.get("Metric Name", ""))
+        if name is None:
+            continue
+        value = float(row["Metric Value"].replace(",", "") or "nan")
+        out[name] = value * _UNITS.get(row.get("Metric Unit", ""), 1)
+    return out
+
+
+def kernel_counters(family: str, rung: str, params: dict, timeout_s: int = 300) -> dict[str, float]:
+    """Counters for one launch of `rung` on `params`; LabError when ncu is absent or fails."""
+    from lab.ladder import get_family
+
+    ncu = find_ncu()
+    if ncu is None:
+        raise LabError("Nsight Compute (ncu) is not installed here; install it with the CUDA toolkit to read "
+                       "hardware counters, or skip the profile step.")
+    fam = get_family(family)
+    spec = fam.rung(rung).spec
+    cmd = [ncu, "--clock-control", "none", "--csv", "--launch-skip", "1", "--launch-count", "1",
+           "--kernel-name", spec.entry, "--metrics", ",".join(METRICS.values()),
+           sys.executable, "-m", "lab.profile", family, rung, json.dumps(params)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        raise LabError(f"ncu failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-600:]}")
+    return parse_ncu_csv(proc.stdout)
+
+
+def _target(family: str, rung: str, params_json: str) -> None:
+    """The program ncu profiles: two launches of the rung (the first is skipped as warm-up)."""
+    import cupy as cp
+
+    from lab.ladder import get_family
+
+    fam = get_family(family)
+    problem = fam.make_problem(seed=3, **json.loads(params_json))
+    out = cp.empty(problem.out_shape, dtype=problem.dtype)
+    for _ in range(2):
+        fam.launch(fam.rung(rung), problem, out)
+    cp.cuda.get_current_stream().synchronize()
+
+
+if __name__ == "__main__":
+    _target(*sys.argv[1:4])

@@ -1,0 +1,94 @@
+"""Timing GPU work honestly: CUDA events, warm-up, cold or warm L2, rotating inputs, medians.
+
+Rules (METHOD.md in spirit; see notebook 00 for the why):
+- Events on the stream, never a host clock around asynchronous work.
+- Warm-up launches first: module load, first-touch and clock ramp-up stay out of the numbers.
+- Cold L2: before every timed launch, a write over a buffer twice the L2's size evicts the inputs,
+  so a kernel that "reads" from L2 gets no credit for it. Warm L2: no flush, same inputs again.
+- Each launch is timed on its own; the median is the figure, p10-p90 its spread.
+- Enough repetitions for a minimum measured duration, so short kernels are not one noisy sample.
+`cupyx.profiler.benchmark` does not flush the L2: fine for warm numbers, wrong for cold ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+L2_MODES = ("cold", "warm")
+
+
+@dataclass
+class Timing:
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    min_ms: float
+    reps: int
+    l2: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class L2Flusher:
+    """Evicts the L2 by writing a buffer of twice its size (sized from the device, not assumed)."""
+
+    def __init__(self, l2_bytes: int | None = None):
+        import cupy as cp
+
+        from lab import device
+
+        l2 = l2_bytes if l2_bytes is not None else device.current().l2_bytes
+        self.buffer = cp.empty(max(2 * l2, 1 << 20) // 4, dtype=cp.int32)
+        self._value = 0
+
+    def flush(self) -> None:
+        self._value ^= 1  # a different value each time, so no write can be skipped as redundant
+        self.buffer.fill(self._value)
+
+
+def measure(launch: Callable[[int], None], *, l2: str = "warm", warmup: int = 3, min_time_ms: float = 25.0,
+            min_reps: int = 5, max_reps: int = 500, flusher: L2Flusher | None = None) -> Timing:
+    """Time `launch(i)` (i = repetition index, to rotate input sets) with CUDA events."""
+    import cupy as cp
+
+    if l2 not in L2_MODES:
+        raise ValueError(f"l2 must be one of {L2_MODES}, not {l2!r}")
+    if l2 == "cold" and flusher is None:
+        flusher = L2Flusher()
+    stream = cp.cuda.get_current_stream()
+    for i in range(warmup):
+        launch(i)
+    stream.synchronize()
+
+    # One timed probe sizes the number of repetitions for the minimum measured duration.
+    probe = _time_once(launch, warmup, flusher if l2 == "cold" else None)
+    reps = int(np.clip(np.ceil(min_time_ms / max(probe, 1e-3)), min_reps, max_reps))
+
+    pairs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
+    for i, (start, end) in enumerate(pairs):
+        if l2 == "cold":
+            flusher.flush()
+        start.record(stream)
+        launch(i)
+        end.record(stream)
+    end.synchronize()
+    times = np.array([cp.cuda.get_elapsed_time(s, e) for s, e in pairs])
+    return Timing(float(np.median(times)), float(np.percentile(times, 10)), float(np.percentile(times, 90)),
+                  float(times.min()), reps, l2)
+
+
+def _time_once(launch: Callable[[int], None], index: int, flusher: L2Flusher | None) -> float:
+    import cupy as cp
+
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    if flusher is not None:
+        flusher.flush()
+    start.record()
+    launch(index)
+    end.record()
+    end.synchronize()
+    return cp.cuda.get_elapsed_time(start, end)

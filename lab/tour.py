@@ -1,0 +1,146 @@
+"""`lab tour`: every ladder on the GPU found here, or compile-only plus replayed results without one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from lab import bench, build, device, plots, records, report
+from lab.errors import LabError
+from lab.ladder import Family, families
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TextColumn("{task.fields[step]}"), console=console, transient=True)
+
+
+def compile_reports(arch: int, fams: list[Family]) -> list[build.CompileReport]:
+    return [build.compile_report(r.spec, arch) for f in fams for r in f.rungs if arch >= r.spec.min_arch]
+
+
+def _family_plots(rs: records.RecordSet, name: str, out: Path) -> list[Path]:
+    made = [plots.ladder_bars(rs, name, out / f"{name}_ladder.png"),
+            plots.bandwidth_vs_bytes(rs, name, out / f"{name}_bandwidth.png"),
+            plots.tail(rs, name, out / f"{name}_tail.png")]
+    return [p for p in made if p is not None]
+
+
+def _section(rs: records.RecordSet, fam: Family, images: list[Path], extra: str = "") -> str:
+    pics = "\n".join(f"![{p.stem}]({p.name})" for p in images)
+    return f"## {fam.title}\n\n{rs.label()}\n\n{report.headline_markdown(rs, fam.name)}\n\n{extra}{pics}"
+
+
+def run_live(out: Path, console: Console, quick: bool, names: list[str], profile: bool) -> Path:
+    from lab.verify import check_rung
+
+    gpu = device.current()
+    console.print(f"[bold]GPU found: {gpu.name} ({gpu.sm}, {gpu.sm_count} SMs, {gpu.l2_bytes >> 20} MB L2)"
+                  " — running every ladder live.[/bold]")
+    fams = [families()[n] for n in names]
+    reports = compile_reports(gpu.arch, fams)
+    console.print(report.compile_table(reports, f"Compile report for {gpu.sm}"))
+    sections = [f"## Compile report ({gpu.sm})\n\n{report.compile_markdown(reports)}"]
+    plan = bench.BenchPlan(quick=quick)
+    for fam in fams:
+        failures = []
+        with _progress(console) as prog:
+            cases = fam.check_cases()[:: 4 if quick else 1]
+            task = prog.add_task(f"check {fam.name}", total=len(cases) * len(fam.rungs), step="")
+            for rung in fam.rungs:
+                for res in check_rung(fam, rung, cases):
+                    prog.update(task, advance=1, step=res.case)
+                    if not res.passed:
+                        failures.append(res)
+        if failures:
+            for f in failures[:10]:
+                console.print(f"[red]{f.line()}[/red]")
+            raise LabError(f"{len(failures)} correctness check(s) failed in {fam.name}; fix them before timing.")
+        console.print(f"[green]{fam.name}: every rung passed {len(cases)} cases x 3 input distributions.[/green]")
+        with _progress(console) as prog:
+            task = prog.add_task(f"bench {fam.name}", total=bench.job_count(fam, plan), step="")
+            rs = bench.run(fam, plan, progress=lambda s, t=task: prog.update(t, advance=1, step=s))
+        records.save(out / f"{fam.name}.json", rs)
+        console.print(report.headline_table(rs, fam.name))
+        extra = ""
+        if profile and fam.name == "transpose":
+            extra = _profile_section(fam, out, console)
+        sections.append(_section(rs, fam, _family_plots(rs, fam.name, out), extra))
+    header = f"# Lab tour — measured live on {gpu.name}\n\n{report.provenance_markdown(rs)}"
+    return report.write_summary(out, header, sections)
+
+
+def _profile_section(fam: Family, out: Path, console: Console) -> str:
+    from lab import profile
+
+    if profile.find_ncu() is None:
+        console.print("[yellow]ncu not found: skipping bank-conflict counters.[/yellow]")
+        return ""
+    params = fam.headline_params()[0]
+    rows = []
+    for rung in fam.rungs:
+        try:
+            rows.append({"rung": rung.key, **profile.kernel_counters(fam.name, rung.key, params)})
+        except LabError as exc:
+            console.print(f"[yellow]ncu on {rung.key}: {exc}[/yellow]")
+    if not rows:
+        return ""
+    payload = {"provenance": records.provenance(), "params": params, "rows": rows}
+    (out / f"{fam.name}_profile.json").write_text(json.dumps(payload, indent=1) + "\n")
+    png = plots.profile_bars(rows, "smem_bank_conflicts_ld",
+                             f"{fam.name}: shared-memory load bank conflicts at {params} (Nsight Compute)",
+                             out / f"{fam.name}_bank_conflicts.png")
+    lines = ["| rung | smem ld conflicts | smem st conflicts | L2 hit % | DRAM read MB | DRAM write MB |",
+             "|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['rung']} | {r.get('smem_bank_conflicts_ld', 0):.0f} | {r.get('smem_bank_conflicts_st', 0):.0f}"
+              f" | {r.get('l2_hit_rate_pct', 0):.1f} | {r.get('dram_read_bytes', 0) / 1e6:.1f} | "
+              f"{r.get('dram_write_bytes', 0) / 1e6:.1f} |" for r in rows]
+    return "Nsight Compute, one launch each:\n\n" + "\n".join(lines) + f"\n\n![bank conflicts]({png.name})\n\n"
+
+
+def run_replay(out: Path, console: Console, arch: int, names: list[str]) -> Path:
+    fams = [families()[n] for n in names]
+    replays = {}
+    for fam in fams:
+        try:
+            replays[fam.name] = records.reference_records(fam.name)
+        except LabError:
+            replays[fam.name] = None
+    first = next((r for r in replays.values() if r), None)
+    source = (f"replaying results recorded on {first.provenance['device']} on {first.provenance['date'][:10]}"
+              if first else "no recorded results to replay")
+    console.print(f"[bold yellow]No GPU here ({device.why_no_gpu()}): compiling every kernel for sm_{arch} with "
+                  f"NVRTC, and {source}. Nothing below was measured on this machine.[/bold yellow]")
+    reports = compile_reports(arch, fams)
+    console.print(report.compile_table(reports, f"Compile report for sm_{arch} (compile-only, no GPU)"))
+    sections = [f"## Compile report (sm_{arch}, compile-only)\n\n{report.compile_markdown(reports)}"]
+    for fam in fams:
+        rs = replays[fam.name]
+        if rs is None:
+            console.print(f"[yellow]{fam.name}: no recorded results under {records.REFERENCE_GPU_DIR}.[/yellow]")
+            continue
+        console.print(report.headline_table(rs, fam.name))
+        sections.append(_section(rs, fam, _family_plots(rs, fam.name, out)))
+    header = ("# Lab tour — NO GPU: compile-only, with REPLAYED results\n\n"
+              f"Every figure below is replayed from `results/h200/`, {source}; none was measured here.")
+    return report.write_summary(out, header, sections)
+
+
+def run(out_dir: str = "report", arch: int | None = None, quick: bool = False, names: list[str] | None = None,
+        profile: bool = True, console: Console | None = None) -> Path:
+    console = console or Console()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    names = names or list(families())
+    unknown = [n for n in names if n not in families()]
+    if unknown:
+        raise LabError(f"Unknown family {unknown[0]!r}; the ladders are: {', '.join(families())}.")
+    if device.gpu_available():
+        summary = run_live(out, console, quick, names, profile)
+    else:
+        summary = run_replay(out, console, arch or 90, names)
+    console.print(f"Report written: {summary}")
+    return summary
