@@ -20,7 +20,7 @@ from lab.errors import LabError
 
 SCHEMA = 1
 RESULTS_DIR = REPO_ROOT / "results"
-REFERENCE_GPU_DIR = RESULTS_DIR / "h200"
+REFERENCE_GPU_DIR = RESULTS_DIR / "h200"  # the committed reference-GPU records, replayed without a GPU
 
 
 @dataclass
@@ -127,4 +127,9 @@ def load(path: Path | str) -> RecordSet:
 
 def reference_records(family: str) -> RecordSet:
     """The committed reference-GPU records of a family, for replay where no GPU is present."""
-    return load(REFERENCE_GPU_DIR / f"{family}.json")
+    return load(reference_dir() / f"{family}.json")
+
+
+def reference_dir() -> Path:
+    """Where replayed records are read from; LAB_REFERENCE_RESULTS overrides it (tests, other GPUs)."""
+    return Path(os.environ.get("LAB_REFERENCE_RESULTS", REFERENCE_GPU_DIR))

@@ -120,7 +120,7 @@ def run_replay(out: Path, console: Console, arch: int, names: list[str]) -> Path
     for fam in fams:
         rs = replays[fam.name]
         if rs is None:
-            console.print(f"[yellow]{fam.name}: no recorded results under {records.REFERENCE_GPU_DIR}.[/yellow]")
+            console.print(f"[yellow]{fam.name}: no recorded results under {records.reference_dir()}.[/yellow]")
             continue
         console.print(report.headline_table(rs, fam.name))
         sections.append(_section(rs, fam, _family_plots(rs, fam.name, out)))
