@@ -11,7 +11,7 @@ log="$OUT/pack/log.txt"
   echo "== nvidia-smi"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
   python3 -m lab doctor
   echo "== GPU tests"
-  python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -25
+  python3 -m pytest -m gpu -q -p no:cacheprovider ${GPU_TESTS:-tests} 2>&1 | tail -25
   echo "== knob sweep"
   python3 scripts/knob_sweep.py "$OUT/pack/knobs.json"
   if [ "$mode" = smoke ]; then
