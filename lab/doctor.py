@@ -50,7 +50,7 @@ def findings() -> list[Finding]:
         found.append(Finding("CuPy", False, "not installed", "Run `bash run.sh test`, or `pip install cupy-cuda13x`."))
     try:
         found.append(Finding("NVRTC", True, f"{'.'.join(map(str, nvrtc.version()))}, archs "
-                             f"{min(nvrtc.supported_archs())}-{max(nvrtc.supported_archs())}"))
+                             f"{min(nvrtc.supported_archs())}-{max(nvrtc.supported_archs())}, {nvrtc.library_path()}"))
     except Exception as exc:
         found.append(Finding("NVRTC", False, str(exc).split(";")[0], "`pip install nvidia-cuda-nvrtc`."))
     disasm = build.find_nvdisasm()

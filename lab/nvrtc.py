@@ -15,17 +15,22 @@ from lab.errors import LabError
 
 
 @functools.lru_cache(maxsize=1)
-def _lib() -> ctypes.CDLL:
+def library_path() -> str:
     try:
         from cuda.pathfinder import load_nvidia_dynamic_lib
 
-        return ctypes.CDLL(load_nvidia_dynamic_lib("nvrtc").abs_path)
+        return load_nvidia_dynamic_lib("nvrtc").abs_path
     except Exception as exc:
         raise LabError(
             "NVRTC (CUDA's runtime compiler) was not found; install it with "
             "`pip install nvidia-cuda-nvrtc` (CUDA 13) or `nvidia-cuda-nvrtc-cu12` (CUDA 12), "
             f"or run `bash run.sh test`, which does. ({exc})"
         ) from None
+
+
+@functools.lru_cache(maxsize=1)
+def _lib() -> ctypes.CDLL:
+    return ctypes.CDLL(library_path())
 
 
 class NvrtcError(Exception):

@@ -7,6 +7,8 @@ Rules (METHOD.md in spirit; see notebook 00 for the why):
   so a kernel that "reads" from L2 gets no credit for it. Warm L2: no flush, same inputs again.
 - Each launch is timed on its own; the median is the figure, p10-p90 its spread.
 - Enough repetitions for a minimum measured duration, so short kernels are not one noisy sample.
+- A short spin kernel runs before each start event, so the timed kernel is already queued when the
+  GPU reaches it: the events then bracket GPU time, not the host's launch latency.
 `cupyx.profiler.benchmark` does not flush the L2: fine for warm numbers, wrong for cold ones.
 """
 
@@ -18,6 +20,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 L2_MODES = ("cold", "warm")
+SPIN_NS = 50_000  # longer than the host needs to queue the start event and one launch through CuPy
 
 
 @dataclass
@@ -60,18 +63,20 @@ def measure(launch: Callable[[int], None], *, l2: str = "warm", warmup: int = 3,
     if l2 == "cold" and flusher is None:
         flusher = L2Flusher()
     stream = cp.cuda.get_current_stream()
+    spin = _spinner()
     for i in range(warmup):
         launch(i)
     stream.synchronize()
 
     # One timed probe sizes the number of repetitions for the minimum measured duration.
-    probe = _time_once(launch, warmup, flusher if l2 == "cold" else None)
+    probe = _time_once(launch, warmup, flusher if l2 == "cold" else None, spin)
     reps = int(np.clip(np.ceil(min_time_ms / max(probe, 1e-3)), min_reps, max_reps))
 
     pairs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
     for i, (start, end) in enumerate(pairs):
         if l2 == "cold":
             flusher.flush()
+        spin()
         start.record(stream)
         launch(i)
         end.record(stream)
@@ -81,12 +86,23 @@ def measure(launch: Callable[[int], None], *, l2: str = "warm", warmup: int = 3,
                   float(times.min()), reps, l2)
 
 
-def _time_once(launch: Callable[[int], None], index: int, flusher: L2Flusher | None) -> float:
+def _spinner() -> Callable[[], None]:
+    import numpy as np
+
+    from lab.build import KernelSpec, get_kernel
+
+    kernel = get_kernel(KernelSpec("common/spin.cu", "lab_spin_ns"))
+    return lambda: kernel((1,), (1,), (np.uint64(SPIN_NS),))
+
+
+def _time_once(launch: Callable[[int], None], index: int, flusher: L2Flusher | None,
+               spin: Callable[[], None]) -> float:
     import cupy as cp
 
     start, end = cp.cuda.Event(), cp.cuda.Event()
     if flusher is not None:
         flusher.flush()
+    spin()
     start.record()
     launch(index)
     end.record()

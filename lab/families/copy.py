@@ -66,10 +66,16 @@ class CopyFamily(Family):
             kernel(((n + BLOCK - 1) // BLOCK,), (BLOCK,), (x, out, np.int64(n)))
             return
         blocks = max(1, min(device.current().sm_count * BLOCKS_PER_SM, (n + BLOCK - 1) // BLOCK))
+        head = _head(x, out, n)
         if rung.key == "02_grid_stride":
             kernel((blocks,), (BLOCK,), (x, out, np.int64(n)))
+        elif rung.key == "04_unrolled":
+            # One chunk per block, no grid-stride rounds: see the rung's header.
+            chunk = 4 * BLOCK * dict(rung.spec.knobs)["UNROLL"]
+            chunks = max(1, (n - head) // chunk)
+            kernel((min(chunks, 2**31 - 1),), (BLOCK,), (x, out, np.int64(n), np.int64(head)))
         else:
-            kernel((blocks,), (BLOCK,), (x, out, np.int64(n), np.int64(_head(x, out, n))))
+            kernel((blocks,), (BLOCK,), (x, out, np.int64(n), np.int64(head)))
 
     def reference(self, problem: Problem) -> np.ndarray:
         return problem.inputs["x"][0].get().astype(np.float64)
