@@ -48,8 +48,11 @@ def cmd_inspect(args) -> int:
     knobs = dict(_knob(k) for k in args.knob)
     reports = []
     for arch in args.arch:
-        reports += [build.compile_report(r.spec.with_knobs(**knobs) if knobs else r.spec, arch)
-                    for r in rungs if arch >= r.spec.min_arch]
+        eligible = [r for r in rungs if arch >= r.spec.min_arch]
+        if not eligible:
+            oldest = min(r.spec.min_arch for r in rungs)
+            raise LabError(f"No selected kernel builds for sm_{arch}; they need sm_{oldest} or newer.")
+        reports += [build.compile_report(r.spec.with_knobs(**knobs) if knobs else r.spec, arch) for r in eligible]
     console.print(report.compile_table(reports, "Compile report (NVRTC, no GPU needed)"))
     return 0
 
@@ -62,11 +65,13 @@ def _knob(text: str) -> tuple[str, int]:
 
 
 def cmd_verify(args) -> int:
+    from lab import device
     from lab.ladder import get_family
     from lab.verify import check_rung
 
     fam = get_family(args.family)
     rungs = [fam.rung(args.rung)] if args.rung else fam.rungs
+    device.current()  # a sentence, not a CUDA traceback, when there is no GPU
     failed = 0
     for rung in rungs:
         results = check_rung(fam, rung)

@@ -124,8 +124,10 @@ def run_replay(out: Path, console: Console, arch: int, names: list[str]) -> Path
             continue
         console.print(report.headline_table(rs, fam.name))
         sections.append(_section(rs, fam, _family_plots(rs, fam.name, out)))
+    where = records.reference_dir().resolve()  # results/h200/ unless LAB_REFERENCE_RESULTS says otherwise
+    where = where.relative_to(build.REPO_ROOT) if where.is_relative_to(build.REPO_ROOT) else where
     header = ("# Lab tour — NO GPU: compile-only, with REPLAYED results\n\n"
-              f"Every figure below is replayed from `results/h200/`, {source}; none was measured here.")
+              f"Every figure below is replayed from `{where}/`, {source}; none was measured here.")
     return report.write_summary(out, header, sections)
 
 

@@ -34,8 +34,10 @@ def sweep(family_name: str, rung_key: str, settings: list[dict], params: dict) -
 
 if __name__ == "__main__":
     rows = []
-    rows += sweep("copy", "04", [{"UNROLL": u} for u in (1, 2, 4, 8)], {"n": 1 << 26})
-    grid = [{"TILE": t, "BLOCK_ROWS": b} for t in (32, 64) for b in (2, 4, 8)]
+    copy_grid = [{"UNROLL": u, "BLOCK": b, "STREAMING": s} for u in (1, 2, 4) for b in (128, 256, 512) for s in (0, 1)]
+    for n in (1 << 26, 1 << 28):
+        rows += sweep("copy", "04", copy_grid, {"n": n})
+    grid = [{"TILE": t, "BLOCK_ROWS": b} for t, b in ((32, 4), (32, 8), (64, 2), (64, 4), (64, 8), (64, 16))]
     for key in ("03", "04"):
         rows += sweep("transpose", key, grid, {"rows": 8192, "cols": 8192})
     json.dump({"provenance": provenance(), "rows": rows}, open(sys.argv[1] if len(sys.argv) > 1 else "knobs.json", "w"),

@@ -11,12 +11,30 @@
 //   sizes, where rung 03 sits a few percent under it.
 // Tails and alignment: exactly as rung 03 (scalar head to reach 16-byte alignment, scalar tail);
 //   the unrolled body covers whole chunks of UNROLL*blockDim float4, a plain float4 loop the rest.
-// Requires: sm_75+. Knobs: UNROLL (default 4).
+// Requires: sm_75+. Knobs: UNROLL (default 4), STREAMING (0), and the launcher's BLOCK (256).
 #include "lab_memory.cuh"
 
 #ifndef UNROLL
 #define UNROLL 4
 #endif
+#ifndef STREAMING
+#define STREAMING 0  // 1: evict-first cache hints (ld.global.cs / st.global.cs), data used once
+#endif
+
+__device__ __forceinline__ float4 load4(const float4* p) {
+#if STREAMING
+    return __ldcs(p);
+#else
+    return *p;
+#endif
+}
+__device__ __forceinline__ void store4(float4* p, float4 v) {
+#if STREAMING
+    __stcs(p, v);
+#else
+    *p = v;
+#endif
+}
 
 extern "C" __global__ void copy_unrolled(const float* __restrict__ x, float* __restrict__ y, long long n,
                                          long long head) {
@@ -35,9 +53,9 @@ extern "C" __global__ void copy_unrolled(const float* __restrict__ x, float* __r
         const long long base = c * chunk + threadIdx.x;
         float4 r[UNROLL];
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) r[u] = xv[base + (long long)u * blockDim.x];
+        for (int u = 0; u < UNROLL; ++u) r[u] = load4(xv + base + (long long)u * blockDim.x);
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) yv[base + (long long)u * blockDim.x] = r[u];
+        for (int u = 0; u < UNROLL; ++u) store4(yv + base + (long long)u * blockDim.x, r[u]);
     }
     // The float4s after the last whole chunk, then the scalar tail.
     for (long long v = n_chunks * chunk + tid; v < n_vec; v += stride) yv[v] = xv[v];

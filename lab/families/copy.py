@@ -71,9 +71,10 @@ class CopyFamily(Family):
             kernel((blocks,), (BLOCK,), (x, out, np.int64(n)))
         elif rung.key == "04_unrolled":
             # One chunk per block, no grid-stride rounds: see the rung's header.
-            chunk = 4 * BLOCK * dict(rung.spec.knobs)["UNROLL"]
-            chunks = max(1, (n - head) // chunk)
-            kernel((min(chunks, 2**31 - 1),), (BLOCK,), (x, out, np.int64(n), np.int64(head)))
+            knobs = dict(rung.spec.knobs)
+            block = knobs.get("BLOCK", BLOCK)
+            chunks = max(1, (n - head) // (4 * block * knobs["UNROLL"]))
+            kernel((min(chunks, 2**31 - 1),), (block,), (x, out, np.int64(n), np.int64(head)))
         else:
             kernel((blocks,), (BLOCK,), (x, out, np.int64(n), np.int64(head)))
 

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Convert notebooks/*.py (jupytext percent format) to their paired .ipynb and execute them.
+
+    python scripts/execute_notebooks.py --inplace             # on the GPU machine: commit the outputs
+    python scripts/execute_notebooks.py --out /tmp/executed   # anywhere: executed copies elsewhere
+    python scripts/execute_notebooks.py --sync                # no execution: refresh the .ipynb inputs
+    python scripts/execute_notebooks.py notebooks/01_memory_bound.py --out /tmp/x   # one notebook
+
+The .py file is the source of truth; the .ipynb twin carries the outputs. --sync rewrites each .ipynb's
+cells from its .py and keeps the outputs of cells whose source did not change (jupytext's update).
+Each cell runs under a time limit (--timeout). On an error the script still writes the partly executed
+notebook (for reading the traceback) and exits 1, naming the notebook and the cell that failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIR = REPO / "notebooks"
+PAIRING = "ipynb,py:percent"
+
+
+def notebook_sources(paths: list[str] | None = None) -> list[Path]:
+    """The .py twins to work on: those named (a .py or its .ipynb), else every notebooks/NN_*.py."""
+    if not paths:
+        return sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.py"))
+    found = []
+    for p in map(Path, paths):
+        py = p.with_suffix(".py")
+        if not py.is_file():
+            raise SystemExit(f"error: {py} does not exist; name a notebooks/NN_*.py file.")
+        found.append(py.resolve())
+    return found
+
+
+def read_paired(py: Path):
+    """The notebook as the .py twin describes it, with the pairing recorded in its metadata."""
+    import jupytext
+
+    nb = jupytext.read(py)
+    nb.metadata.setdefault("jupytext", {})["formats"] = PAIRING
+    nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+    return nb
+
+
+def sync(py: Path) -> Path:
+    """Rewrite the .ipynb's cells from the .py, keeping outputs where a cell's source is unchanged."""
+    import jupytext
+    from jupytext.combine import combine_inputs_with_outputs
+
+    nb = read_paired(py)
+    ipynb = py.with_suffix(".ipynb")
+    if ipynb.is_file():
+        nb = combine_inputs_with_outputs(nb, jupytext.read(ipynb), fmt="py:percent")
+    jupytext.write(nb, ipynb)
+    return ipynb
+
+
+def _first_line(source: str) -> str:
+    line = next((ln for ln in source.splitlines() if ln.strip()), "")
+    return line if len(line) <= 80 else line[:77] + "..."
+
+
+def execute(py: Path, out_path: Path, timeout: int, kernel: str) -> str | None:
+    """Execute one notebook and write it to out_path; returns None, or what failed and where."""
+    import jupytext
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    nb = read_paired(py)
+    started = {"index": None}
+
+    def on_cell_start(cell, cell_index, **_):
+        started["index"] = cell_index
+
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel, allow_errors=False,
+                            resources={"metadata": {"path": str(py.parent)}}, on_cell_start=on_cell_start)
+    failure = None
+    try:
+        client.execute()
+    except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
+        i = started["index"]
+        where = f"cell {i} ({_first_line(nb.cells[i].source)!r})" if i is not None else "kernel start"
+        if isinstance(exc, CellExecutionError):
+            what = f"{exc.ename}: {exc.evalue}"
+        elif isinstance(exc, CellTimeoutError):
+            what = f"timed out after {timeout} s"
+        else:
+            what = f"the kernel died ({exc})"
+        failure = f"{py.relative_to(REPO) if py.is_relative_to(REPO) else py}: {where} failed: {what}"
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    jupytext.write(nb, out_path)
+    return failure
+
+
+def execute_all(sources: list[Path], out_dir: Path | None = None, timeout: int = 600, kernel: str = "python3",
+                log=print) -> list[str]:
+    """Execute each notebook, in place (out_dir None) or into out_dir; returns the failures."""
+    failures = []
+    for py in sources:
+        target = py.with_suffix(".ipynb") if out_dir is None else Path(out_dir) / py.with_suffix(".ipynb").name
+        t0 = time.perf_counter()
+        failure = execute(py, target, timeout, kernel)
+        status = "FAILED" if failure else "ok"
+        log(f"{py.name}: {status} in {time.perf_counter() - t0:.1f} s -> {target}")
+        if failure:
+            failures.append(failure)
+    return failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("notebooks", nargs="*", help="notebooks/NN_*.py (or .ipynb) to run; default: all")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--inplace", action="store_true", help="execute and write outputs into notebooks/*.ipynb")
+    mode.add_argument("--out", type=Path, help="execute and write the executed notebooks into this folder")
+    mode.add_argument("--sync", action="store_true", help="only refresh each .ipynb's cells from its .py")
+    p.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
+    p.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
+    args = p.parse_args(argv)
+
+    sources = notebook_sources(args.notebooks)
+    if not sources:
+        print(f"error: no notebooks/NN_*.py found in {NOTEBOOK_DIR}", file=sys.stderr)
+        return 2
+    if args.sync:
+        for py in sources:
+            print(f"{py.name} -> {sync(py).name}")
+        return 0
+    failures = execute_all(sources, None if args.inplace else args.out, args.timeout, args.kernel)
+    for f in failures:
+        print(f"error: {f}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
