@@ -53,13 +53,13 @@ def mode() -> Mode:
     if wanted not in ("", "auto", "live", "replay"):
         raise LabError(f"{MODE_VARIABLE} must be live, replay or auto, not {wanted!r}.")
     if wanted == "replay":
-        return Mode(False, f"{MODE_VARIABLE}=replay was set")
+        return Mode(False, f"{MODE_VARIABLE}=replay was set, so no GPU is used")
     if device.gpu_available():
         gpu = device.current()
         return Mode(True, f"{gpu.name} ({gpu.sm}) found")
     if wanted == "live":
         raise LabError(f"{MODE_VARIABLE}=live asks for a GPU, but {device.why_no_gpu()}. Unset it to replay.")
-    return Mode(False, f"no GPU here: {device.why_no_gpu()}")
+    return Mode(False, f"no GPU here ({device.why_no_gpu()})")
 
 
 def compile_arch(current: Mode | None = None) -> int:
@@ -109,7 +109,7 @@ def describe_gpu(current: Mode, rs: RecordSet | None = None) -> str:
         gpu = device.current()
         rows = gpu.as_dict() | {"datasheet_bandwidth_gbs": round(gpu.datasheet_bandwidth_gbs, 1)}
         return "This machine's GPU (lab.device.current()):\n" + "\n".join(f"  {k:22s} {v}" for k, v in rows.items())
-    lines = [f"No GPU here ({current.reason})."]
+    lines = [f"REPLAY: {current.reason}."]
     if rs is None:
         return "\n".join(lines + ["No records to replay either, so no GPU to describe."])
     keys = ("device", "arch", "sm_count", "l2_bytes", "driver_cuda", "runtime_cuda", "cupy", "date", "host")
@@ -266,6 +266,15 @@ def records_status(rs: RecordSet | None, family: str) -> str:
     kinds = sorted({r.kind for r in rs.records})
     loud = "REPLAYED, NOT MEASURED HERE: " if rs.replayed else ""
     return f"{loud}{len(rs.records)} {family} records ({', '.join(kinds)}), {rs.label()}."
+
+
+def headline_table(rs: RecordSet | None, family: str) -> Markdown:
+    """lab.report's headline table of a family, as Markdown (or the sentence saying there are no records)."""
+    from lab import report
+
+    if rs is None:
+        return md(missing(family))
+    return md(f"{rs.label()}\n\n{report.headline_markdown(rs, family)}")
 
 
 def ceiling_name(rs: RecordSet) -> str:
@@ -428,7 +437,7 @@ def cold_versus_warm(rs: RecordSet | None, family: str | Family, key: str = "cei
         if warm is None:
             continue
         mark = "  <- fits in L2" if l2 and cold.bytes_moved <= l2 else ""
-        lines.append(f"  {_fmt_bytes(cold.bytes_moved):>9} | {cold.value:9.0f} | {warm.value:9.0f} | "
+        lines.append(f"  {_fmt_bytes(cold.bytes_moved):>9} | {cold.value:9.4g} | {warm.value:9.4g} | "
                      f"{warm.value / cold.value:8.2f}x{mark}")
     if len(lines) == 1:
         lines.append("  (no sweep records with both cold and warm L2)")

@@ -46,7 +46,7 @@ def bandwidth_vs_bytes(rs: RecordSet, family: str, path: Path | None = None):
             ax.plot(cx, cy, ":", color=color, alpha=0.6, label=f"device copy ({l2_mode})")
         if l2:
             ax.axvline(l2, color=CEIL, lw=1, ls="--")
-            ax.text(l2, ax.get_ylim()[1] * 0.02 if ax.get_ylim()[1] else 0, f" L2 {_fmt_bytes(l2)}", fontsize=7)
+            ax.text(l2, 0.02, f" L2 {_fmt_bytes(l2)}", fontsize=7, transform=ax.get_xaxis_transform())
         ax.set_xscale("log", base=2)
         ax.set_xlabel("bytes moved (read + write)")
         ax.set_title(rung, fontsize=10)

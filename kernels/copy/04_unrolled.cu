@@ -11,11 +11,16 @@
 //   sizes, where rung 03 sits a few percent under it.
 // Tails and alignment: exactly as rung 03 (scalar head to reach 16-byte alignment, scalar tail);
 //   the unrolled body covers whole chunks of UNROLL*blockDim float4, a plain float4 loop the rest.
-// Requires: sm_75+. Knobs: UNROLL (default 4), STREAMING (0), and the launcher's BLOCK (256).
+// Measured (scripts/knob_sweep.py, H200, results/h200/knobs.json): the grid change was the big win;
+//   unrolling past 2 did not help (UNROLL=4 ran ~0.95-0.97x of the device copy against ~0.99-1.0x
+//   for UNROLL=2 with 128-thread blocks): 2048 resident threads x 32 B already cover Little's law
+//   here, and more bytes per thread only means fewer, longer blocks. Evict-first hints (STREAMING=1)
+//   cost 3-7%. The prediction was right about the ceiling and wrong about why.
+// Requires: sm_75+. Knobs: UNROLL (default 2), STREAMING (0), and the launcher's BLOCK (128).
 #include "lab_memory.cuh"
 
 #ifndef UNROLL
-#define UNROLL 4
+#define UNROLL 2
 #endif
 #ifndef STREAMING
 #define STREAMING 0  // 1: evict-first cache hints (ld.global.cs / st.global.cs), data used once

@@ -32,7 +32,8 @@ class CopyFamily(Family):
         _rung("01_naive", "copy_naive", "one thread per element"),
         _rung("02_grid_stride", "copy_grid_stride", "grid-stride loop"),
         _rung("03_vectorized", "copy_vectorized", "16-byte float4 accesses"),
-        _rung("04_unrolled", "copy_unrolled", "float4 x UNROLL loads in flight", UNROLL=4),
+        # UNROLL and BLOCK from scripts/knob_sweep.py on the H200 (results/h200/knobs.json).
+        _rung("04_unrolled", "copy_unrolled", "float4 x UNROLL loads in flight", UNROLL=2, BLOCK=128, STREAMING=0),
     )
 
     def check_cases(self) -> list[dict]:
