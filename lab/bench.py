@@ -47,7 +47,7 @@ def _measure_problem(family: Family, problem: Problem, kind: str, l2: str, plan:
     records: list[Record] = []
     ceiling_value = 0.0
     for name, launch in _targets(family):
-        t = timing.measure(lambda i, launch=launch: launch(problem, out, i), l2=l2, flusher=flusher,
+        t = timing.measure(lambda i, launch=launch, out=out: launch(problem, out, i), l2=l2, flusher=flusher,
                            min_time_ms=plan.min_time_ms / (3 if plan.quick else 1),
                            max_reps=100 if plan.quick else 500)
         value = problem.bytes_moved / (t.median_ms * 1e-3) / 1e9
@@ -56,7 +56,6 @@ def _measure_problem(family: Family, problem: Problem, kind: str, l2: str, plan:
         records.append(Record(family.name, name, kind, problem.params, problem.bytes_moved, l2, t.median_ms,
                               t.p10_ms, t.p90_ms, t.reps, family.metric, value, family.ceiling_name,
                               ceiling_value))
-    del out
     return records
 
 

@@ -298,7 +298,8 @@ def _usage_from_loaded_function(compiled: CompiledKernel, mix: dict | None) -> d
 
     if not device.gpu_available() or device.current().arch != compiled.arch:
         raise LabError(
-            f"This NVRTC ({'.'.join(map(str, nvrtc_version()))}) printed no ptxas resource report, and sm_{compiled.arch} "
+            f"This NVRTC ({'.'.join(map(str, nvrtc_version()))}) printed no ptxas resource report, and "
+            f"sm_{compiled.arch} "
             "is not this machine's GPU, so the report cannot be read from the driver either. Install the "
             "nvidia-cuda-nvrtc wheel (`bash run.sh test` does) and try again."
         )

@@ -94,8 +94,8 @@ def mode_banner(*family_names: str, current: Mode | None = None) -> str:
     for name in family_names or ("copy",):
         rs = reference(name)
         if rs is None:
-            lines.append(f"{name}: NO RECORDED RESULTS at {reference_path(name)}; its measurement cells say so")
-            lines.append("  and show nothing. Record them on a GPU with")
+            lines.append(f"{name}: NO RECORDED RESULTS at {reference_path(name)};")
+            lines.append("  its measurement cells say so and show nothing. Record them on a GPU with")
             lines.append(f"  `lab bench {name} --json {reference_path(name)}`.")
         else:
             lines.append(f"{name}: REPLAYED from {describe_provenance(rs.provenance)}.")
@@ -108,7 +108,8 @@ def describe_gpu(current: Mode, rs: RecordSet | None = None) -> str:
     if current.live:
         gpu = device.current()
         rows = gpu.as_dict() | {"datasheet_bandwidth_gbs": round(gpu.datasheet_bandwidth_gbs, 1)}
-        return "This machine's GPU (lab.device.current()):\n" + "\n".join(f"  {k:22s} {v}" for k, v in rows.items())
+        return "This machine's GPU (lab.device.current()):\n" + "\n".join(
+            f"  {k:22s} {v}" for k, v in rows.items())
     lines = [f"REPLAY: {current.reason}."]
     if rs is None:
         return "\n".join(lines + ["No records to replay either, so no GPU to describe."])
@@ -172,8 +173,9 @@ def rung_header(family: str | Family, key: str) -> str:
     return "\n".join(lines).strip()
 
 
-_PREDICTION = re.compile(r"Prediction:\s*(?P<text>.*?)(?=\s(?:Requires|Tails[^:]*|Knobs|Cost|What[^:]*|Why):|$)",
-                         re.DOTALL)
+# A header's fields start with one of these words and a colon; the prediction runs up to the next one.
+_FIELDS = r"Requires|Tails[^:]*|Knobs|Cost|What[^:]*|Why|Measured[^:]*"
+_PREDICTION = re.compile(rf"Prediction:\s*(?P<text>.*?)(?=\s(?:{_FIELDS}):|$)", re.DOTALL)
 
 
 def prediction(family: str | Family, key: str) -> str:
@@ -183,14 +185,21 @@ def prediction(family: str | Family, key: str) -> str:
     return m["text"].strip() if m else "(this rung's header states no prediction)"
 
 
+def knobs_line(family: str | Family, key: str) -> str:
+    """The knobs this rung is built and launched with (the ladder's defaults, from lab/families/)."""
+    rung = _family(family).rung(key)
+    knobs = ", ".join(f"{k}={v}" for k, v in rung.spec.knobs) or "none"
+    return f"{rung.spec.source} as the ladder builds it: entry {rung.spec.entry}, knobs {knobs}"
+
+
 def rung_diff(family: str | Family, key: str, context: int = 3) -> str:
     """Unified diff of the previous rung's source against this one's ('' for a ladder's first rung)."""
     pair = rung_pair(family, key)
     if len(pair) == 1:
         return ""
     before, after = (read_source(r.spec).splitlines(keepends=True) for r in pair)
-    return "".join(difflib.unified_diff(before, after, fromfile=pair[0].spec.source, tofile=pair[1].spec.source,
-                                        n=context))
+    return "".join(difflib.unified_diff(before, after, fromfile=pair[0].spec.source,
+                                        tofile=pair[1].spec.source, n=context))
 
 
 def show_source(family: str | Family, key: str) -> Markdown:
@@ -201,7 +210,8 @@ def show_source(family: str | Family, key: str) -> Markdown:
 def show_diff(family: str | Family, key: str, context: int = 3) -> Markdown:
     diff = rung_diff(family, key, context)
     if not diff:
-        return md(f"`{_family(family).rung(key).spec.source}` is the first rung: there is nothing to diff against.")
+        first = _family(family).rung(key).spec.source
+        return md(f"`{first}` is the first rung: there is nothing to diff against.")
     return md(f"```diff\n{diff.rstrip()}\n```")
 
 
@@ -209,8 +219,8 @@ def instruction_delta(reports: list) -> str:
     """How registers, shared memory, spills and the notable SASS opcodes changed between two reports."""
     if len(reports) < 2:
         only = reports[0]
-        mix = ", ".join(f"{k} x{v}" for k, v in only.instructions.items()) or "(no nvdisasm: no instruction mix)"
-        return f"{only.source}: {only.registers} registers, {only.smem_static_bytes} B static smem; SASS: {mix}"
+        mix = ", ".join(f"{k} x{v}" for k, v in only.instructions.items()) or "(no nvdisasm: no mix)"
+        return f"{only.source}: {only.registers} registers, {only.smem_static_bytes} B static smem; {mix}"
     a, b = reports[-2], reports[-1]
     lines = [f"{a.source} -> {b.source} ({b.arch}):",
              f"  registers {a.registers} -> {b.registers}; static smem {a.smem_static_bytes} -> "
@@ -290,7 +300,8 @@ def _key(rs: RecordSet, family: str | Family, key: str) -> str:
     return _family(family).rung(key).key
 
 
-def select(rs: RecordSet | None, family: str | Family, keys: Iterable[str], ceiling: bool = True) -> RecordSet | None:
+def select(rs: RecordSet | None, family: str | Family, keys: Iterable[str],
+           ceiling: bool = True) -> RecordSet | None:
     """Only these rungs' records (plus the ceiling's), keeping the provenance and the replay flag."""
     if rs is None:
         return None
@@ -305,7 +316,8 @@ def so_far(rs: RecordSet | None, family: str | Family, key: str) -> RecordSet | 
     fam = _family(family)
     last = fam.rung(key).number
     rungs = {r.key for r in fam.rungs}
-    keep = [r.key for r in fam.rungs if r.number <= last] + [r.rung for r in rs.records if r.rung not in rungs]
+    baselines = [r.rung for r in rs.records if r.rung not in rungs]
+    keep = [r.key for r in fam.rungs if r.number <= last] + baselines
     return select(rs, fam, list(dict.fromkeys(keep)))
 
 
@@ -319,7 +331,9 @@ def record_fields(rec: Record | None) -> str:
         return "(no record to show: see the banner at the top)"
     d = rec.as_dict()
     width = max(map(len, d))
-    return "\n".join(f"{k.ljust(width)} : {v!r}" for k, v in d.items()) + f"\n{'ratio'.ljust(width)} : {rec.ratio:.4f}"
+    lines = [f"{k.ljust(width)} : {v!r}" for k, v in d.items()]
+    lines.append(f"{'ratio'.ljust(width)} : {rec.ratio:.4f}  (a property: value / ceiling_value)")
+    return "\n".join(lines)
 
 
 def provenance_fields(rs: RecordSet | None) -> str:
@@ -351,8 +365,8 @@ def headline_summary(rs: RecordSet | None, family: str | Family, key: str) -> st
     for rec in rs.where(kind="headline", rung=rung):
         lines.append(f"  [{_size(rec.params)}, {rec.l2} L2] median {rec.median_ms:.4f} ms "
                      f"(p10-p90 {rec.p10_ms:.4f}-{rec.p90_ms:.4f} ms, {rec.reps} reps) -> "
-                     f"{rec.value:.0f} {rec.metric} = {rec.ratio:.3f}x {rec.ceiling} ({rec.ceiling_value:.0f} "
-                     f"{rec.metric}, same run)")
+                     f"{rec.value:.0f} {rec.metric} = {rec.ratio:.3f}x {rec.ceiling} "
+                     f"({rec.ceiling_value:.0f} {rec.metric}, same run)")
         if len(pair) == 2:
             prev = one_record(rs, kind="headline", rung=pair[0].key, params=rec.params, l2=rec.l2)
             if prev is not None and prev.value:
@@ -401,8 +415,9 @@ class Ratio:
             return f"{self.rung} / {self.against}, {self.where}: {at}"
         lo = min(p[2] for p in self.pairs)
         hi = max(p[2] for p in self.pairs)
-        return (f"{self.rung} / {self.against}, {self.where}: median {self.median:.3f}x over {len(self.pairs)} "
-                f"sizes ({lo:.3f}x-{hi:.3f}x, {_fmt_bytes(self.pairs[0][1])} to {_fmt_bytes(self.pairs[-1][1])})")
+        first, last = _fmt_bytes(self.pairs[0][1]), _fmt_bytes(self.pairs[-1][1])
+        return (f"{self.rung} / {self.against}, {self.where}: median {self.median:.3f}x over "
+                f"{len(self.pairs)} sizes ({lo:.3f}x-{hi:.3f}x, {first} to {last})")
 
 
 def ratio(rs: RecordSet | None, family: str | Family, key: str, against: str = "ceiling", *,
@@ -413,7 +428,10 @@ def ratio(rs: RecordSet | None, family: str | Family, key: str, against: str = "
         return missing(fam.name)
     a, b = _key(rs, fam, key), _key(rs, fam, against)
     lo, hi = regime_bounds(rs, regime) if regime else (0, math.inf)
-    where = f"{kind}, {l2} L2" + (f", {regime} regime ({_fmt_bytes(lo)}-{_fmt_bytes(hi)} moved)" if regime else "")
+    where = f"{kind}, {l2} L2"
+    if regime:
+        top = " and up" if math.isinf(hi) else f"-{_fmt_bytes(hi)}"
+        where += f", {regime} regime ({_fmt_bytes(lo)}{top} moved)"
     mine = sorted((r for r in rs.where(kind=kind, rung=a, l2=l2) if lo <= r.bytes_moved <= hi),
                   key=lambda r: r.bytes_moved)
     pairs = []
@@ -431,7 +449,8 @@ def cold_versus_warm(rs: RecordSet | None, family: str | Family, key: str = "cei
         return missing(fam.name)
     target = _key(rs, fam, key)
     l2 = rs.provenance.get("l2_bytes", 0)
-    lines = [f"{target}: bytes moved | cold GB/s | warm GB/s | warm/cold   (L2 = {_fmt_bytes(l2)}; {rs.label()})"]
+    lines = [f"{target} (L2 = {_fmt_bytes(l2)}; {rs.label()})",
+             "  bytes moved | cold GB/s | warm GB/s | warm/cold"]
     for cold in sorted(rs.where(kind="sweep", rung=target, l2="cold"), key=lambda r: r.bytes_moved):
         warm = one_record(rs, kind="sweep", rung=target, l2="warm", params=cold.params)
         if warm is None:
@@ -453,8 +472,8 @@ def spread_table(rs: RecordSet | None, family: str | Family, key: str = "ceiling
     lines = [f"{target}, {l2} L2: bytes moved | median ms | p10-p90 ms | (p90-p10)/median | reps"]
     for r in sorted(rs.where(kind="sweep", rung=target, l2=l2), key=lambda r: r.bytes_moved):
         rel = (r.p90_ms - r.p10_ms) / r.median_ms if r.median_ms else math.nan
-        lines.append(f"  {_fmt_bytes(r.bytes_moved):>9} | {r.median_ms:9.4f} | {r.p10_ms:.4f}-{r.p90_ms:.4f} | "
-                     f"{100 * rel:6.1f}% | {r.reps}")
+        lines.append(f"  {_fmt_bytes(r.bytes_moved):>9} | {r.median_ms:9.4f} | "
+                     f"{r.p10_ms:.4f}-{r.p90_ms:.4f} | {100 * rel:6.1f}% | {r.reps}")
     return "\n".join(lines)
 
 
@@ -470,7 +489,7 @@ def ceiling_summary(rs: RecordSet | None, family: str | Family, current: Mode) -
         tail = f" = {rec.value / peak:.3f}x the datasheet peak ({peak:.0f} GB/s)" if peak else ""
         lines.append(f"  [{_size(rec.params)}, {rec.l2} L2] {rec.value:.0f} {rec.metric}{tail}")
     if not peak:
-        lines.append("  (the datasheet peak needs the GPU's memory clock and bus width: shown in LIVE mode only)")
+        lines.append("  (the datasheet peak needs the GPU's memory clock and bus width: LIVE mode only)")
     return "\n".join(lines)
 
 
@@ -550,7 +569,8 @@ def check_summary(results: dict | None, family: str | Family, key: str) -> str:
                 f"{fam.rung(key).key} here before anything is measured.)")
     mine = results[fam.rung(key).key]
     lines = [r.line() for r in mine]
-    return "\n".join(lines) + f"\n{sum(r.passed for r in mine)}/{len(mine)} cases passed, 3 input distributions each."
+    passed = sum(r.passed for r in mine)
+    return "\n".join(lines) + f"\n{passed}/{len(mine)} cases passed, 3 input distributions each."
 
 
 def host_clock_versus_events(launch: Callable[[int], None]) -> str:
@@ -602,7 +622,7 @@ def profile_path(family: str) -> Path:
 
 
 def reference_profile(family: str) -> dict | None:
-    """{"provenance", "params", "rows": [{"rung", <counter>: value}]} recorded on the reference GPU, or None."""
+    """{"provenance", "params", "rows": [{"rung", <counter>: value}]} from the reference GPU, or None."""
     try:
         payload = json.loads(profile_path(family).read_text())
     except (OSError, json.JSONDecodeError):
@@ -644,14 +664,15 @@ def profile_records(family: str | Family, current: Mode) -> dict | None:
 
 def profile_status(prof: dict | None, family: str) -> str:
     if prof is None:
-        return (f"NO PROFILE for {family}: no counters were read here and {profile_path(family)} is absent, so the "
-                "bank-conflict cells show nothing. `lab tour` on a GPU with Nsight Compute writes it.")
+        return (f"NO PROFILE for {family}: no counters were read here and {profile_path(family)} is absent, "
+                "so the bank-conflict cells show nothing. `lab tour` on a GPU with Nsight Compute writes it.")
     loud = "REPLAYED, NOT MEASURED HERE: " if prof.get("replayed") else "measured now: "
     return (f"{loud}Nsight Compute counters at {prof.get('params')} for {len(prof['rows'])} rungs, "
             f"{describe_provenance(prof.get('provenance', {}))}.")
 
 
-def profile_value(prof: dict | None, family: str | Family, key: str, metric: str = "smem_bank_conflicts_ld") -> str:
+def profile_value(prof: dict | None, family: str | Family, key: str,
+                  metric: str = "smem_bank_conflicts_ld") -> str:
     fam = _family(family)
     if prof is None:
         return f"(no profile: {metric} unknown)"

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
 
-
-import matplotlib.pyplot as plt  # noqa: E402
-
-from lab.records import RecordSet  # noqa: E402
+from lab.records import RecordSet
 
 COLD, WARM, CEIL = "#1f77b4", "#ff7f0e", "#444444"
 
@@ -38,7 +35,7 @@ def bandwidth_vs_bytes(rs: RecordSet, family: str, path: Path | None = None):
     rows = (len(rungs) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows), sharey=True, squeeze=False)
     l2 = rs.provenance.get("l2_bytes", 0)
-    for ax, rung in zip(axes.flat, rungs):
+    for ax, rung in zip(axes.flat, rungs, strict=False):
         for l2_mode, color in (("cold", COLD), ("warm", WARM)):
             x, y = _series(rs, "sweep", rung, l2_mode)
             ax.plot(x, y, "o-", ms=3, color=color, label=f"{rung} ({l2_mode} L2)")
@@ -92,7 +89,7 @@ def ladder_bars(rs: RecordSet, family: str, path: Path | None = None, params: di
     fig, ax = plt.subplots(figsize=(8, 4))
     names = [r.rung for r in recs]
     bars = ax.bar(names, [r.value for r in recs], color=[CEIL if r.rung == r.ceiling else COLD for r in recs])
-    for bar, r in zip(bars, recs):
+    for bar, r in zip(bars, recs, strict=True):
         ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), f"{r.value:.0f}\n{r.ratio:.2f}x",
                 ha="center", va="bottom", fontsize=7)
     ax.axhline(ceiling.value, color=CEIL, ls="--", lw=1)

@@ -1,0 +1,193 @@
+"""CPU: tables and figures drawn from a small synthetic RecordSet (test data, never written to results/)."""
+
+import io
+
+import pytest
+from rich.console import Console
+
+from lab import plots, report, shapes
+from lab.records import Record, RecordSet
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CEILING = "cupy_device_copy"
+COPY_RUNGS = ("01_naive", "02_grid_stride", "03_vectorized", "04_unrolled")
+TRANSPOSE_RUNGS = ("01_naive", "02_smem_tiled", "03_padded", "04_swizzled")
+PROVENANCE = {
+    "device": "TEST GPU (synthetic data)",
+    "arch": "sm_90",
+    "sm_count": 132,
+    "l2_bytes": 50 << 20,
+    "date": "2026-01-02T03:04:05+00:00",
+    "commit": "test",
+}
+
+
+def _record(family, rung, kind, params, nbytes, l2, value, ceiling_value):
+    ms = nbytes / (value * 1e9) * 1e3
+    return Record(
+        family,
+        rung,
+        kind,
+        params,
+        nbytes,
+        l2,
+        ms,
+        0.98 * ms,
+        1.05 * ms,
+        20,
+        "GB/s",
+        value,
+        CEILING,
+        ceiling_value,
+    )
+
+
+def synthetic(family: str) -> RecordSet:
+    """Headline, sweep and tail records for a family: the ceiling at 4000 GB/s, rungs at 70-100% of it."""
+    rungs = COPY_RUNGS if family == "copy" else TRANSPOSE_RUNGS
+
+    def params(size):
+        return {"n": size} if family == "copy" else {"rows": size, "cols": size}
+
+    def nbytes(size):
+        return 8 * size if family == "copy" else 8 * size * size
+
+    recs = []
+    head = 1 << 26 if family == "copy" else 8192
+    recs.append(_record(family, CEILING, "headline", params(head), nbytes(head), "cold", 4000.0, 4000.0))
+    recs += [
+        _record(family, r, "headline", params(head), nbytes(head), "cold", 4000.0 * (0.7 + 0.1 * i), 4000.0)
+        for i, r in enumerate(rungs)
+    ]
+    for b in shapes.byte_sweep(1 << 10, 1 << 24, per_octave=1)[::2]:
+        size = b // 8 if family == "copy" else shapes.square_for_bytes(b)
+        for l2, boost in (("cold", 1.0), ("warm", 1.5)):
+            ceil = boost * min(4000.0, b / 2e3)
+            recs.append(_record(family, CEILING, "sweep", params(size), nbytes(size), l2, ceil, ceil))
+            recs += [
+                _record(family, r, "sweep", params(size), nbytes(size), l2, ceil * (0.7 + 0.1 * i), ceil)
+                for i, r in enumerate(rungs)
+            ]
+    base = 1 << 24 if family == "copy" else 8184
+    for size in shapes.tail_range(base, 8):
+        recs.append(_record(family, CEILING, "tail", params(size), nbytes(size), "warm", 4000.0, 4000.0))
+        recs += [
+            _record(family, r, "tail", params(size), nbytes(size), "warm", 3000.0 + 100 * (size % 4), 4000.0)
+            for r in rungs
+        ]
+    return RecordSet(dict(PROVENANCE), recs)
+
+
+def _is_png(path) -> bool:
+    return path.is_file() and path.read_bytes()[:8] == PNG_MAGIC
+
+
+@pytest.mark.parametrize("family,rungs", [("copy", COPY_RUNGS), ("transpose", TRANSPOSE_RUNGS)])
+def test_headline_markdown_has_every_rung_and_its_ratio(family, rungs):
+    md = report.headline_markdown(synthetic(family), family)
+    lines = md.splitlines()
+    assert lines[0].startswith("| rung |") and len(lines) == 2 + 1 + len(
+        rungs
+    )  # header, rule, ceiling, rungs
+    for i, rung in enumerate(rungs):
+        row = next(line for line in lines if line.startswith(f"| {rung} |"))
+        assert f"| {0.7 + 0.1 * i:.3f}x |" in row, row
+        assert f"{4000 * (0.7 + 0.1 * i):.0f} GB/s" in row
+    ceiling_row = next(line for line in lines if line.startswith(f"| {CEILING} |"))
+    assert "| 1.000x |" in ceiling_row
+
+
+def test_headline_rows_only_take_headline_records_of_the_family():
+    rs = synthetic("copy")
+    rs.records += synthetic("transpose").records
+    rows = report.headline_rows(rs, "copy")
+    assert [r["rung"] for r in rows] == [CEILING, *COPY_RUNGS]
+    assert rows[0]["size"] == f"n={1 << 26}"
+    assert report.headline_rows(rs, "gemm") == []
+
+
+def test_headline_table_renders_rungs_and_percent_of_ceiling():
+    buf = io.StringIO()
+    Console(file=buf, width=200, color_system=None).print(
+        report.headline_table(synthetic("transpose"), "transpose")
+    )
+    text = buf.getvalue()
+    assert "TEST GPU (synthetic data)" in text and "measured on" in text
+    for i, rung in enumerate(TRANSPOSE_RUNGS):
+        row = next(line for line in text.splitlines() if rung in line)
+        assert f"{100 * (0.7 + 0.1 * i):.1f}%" in row, row
+        assert "rows=8192, cols=8192" in row
+
+
+def test_provenance_markdown():
+    md = report.provenance_markdown(synthetic("copy"))
+    assert "- device: `TEST GPU (synthetic data)`" in md and "- runtime_cuda: `?`" in md
+
+
+def test_write_summary(tmp_path):
+    path = report.write_summary(tmp_path, "# Title\n", ["## A\n\nbody a\n", "## B"])
+    assert path == tmp_path / "summary.md"
+    assert path.read_text() == "# Title\n\n## A\n\nbody a\n\n## B\n"
+
+
+@pytest.mark.parametrize("family", ["copy", "transpose"])
+@pytest.mark.parametrize(
+    "plot", [plots.bandwidth_vs_bytes, plots.tail, plots.ladder_bars], ids=lambda f: f.__name__
+)
+def test_plots_write_png_files(tmp_path, family, plot):
+    path = tmp_path / "figs" / f"{family}_{plot.__name__}.png"
+    assert plot(synthetic(family), family, path) == path
+    assert _is_png(path)
+
+
+@pytest.mark.filterwarnings("error")
+def test_l2_marker_stays_inside_the_axes_when_bandwidth_is_flat(tmp_path):
+    """The 'L2 50 MB' label sits at the foot of the axes whatever the y range (no tight_layout warning)."""
+    flat = [
+        _record("copy", rung, "sweep", {"n": b // 8}, b, l2, 1000.0, 1000.0)
+        for rung in (CEILING, "01_naive")
+        for l2 in ("cold", "warm")
+        for b in (1 << 20, 1 << 30)
+    ]
+    path = plots.bandwidth_vs_bytes(RecordSet(dict(PROVENANCE), flat), "copy", tmp_path / "flat.png")
+    assert _is_png(path)
+
+
+def test_profile_bars_write_a_png(tmp_path):
+    rows = [
+        {"rung": r, "smem_bank_conflicts_ld": c}
+        for r, c in zip(TRANSPOSE_RUNGS, (0, 1 << 20, 0, 0), strict=True)
+    ]
+    path = plots.profile_bars(rows, "smem_bank_conflicts_ld", "synthetic", tmp_path / "bank.png")
+    assert _is_png(path)
+
+
+@pytest.mark.parametrize(
+    "plot", [plots.bandwidth_vs_bytes, plots.tail, plots.ladder_bars], ids=lambda f: f.__name__
+)
+def test_plots_return_none_without_records(tmp_path, plot):
+    empty = RecordSet(dict(PROVENANCE), [])
+    assert plot(empty, "copy", tmp_path / "empty.png") is None
+    assert plot(synthetic("transpose"), "copy", tmp_path / "other.png") is None  # another family's records
+    assert not list(tmp_path.iterdir())
+
+
+def test_profile_bars_return_none_without_rows(tmp_path):
+    assert plots.profile_bars([], "smem_bank_conflicts_ld", "t", tmp_path / "x.png") is None
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_plot_without_a_path_returns_the_figure():
+    import matplotlib.pyplot as plt
+
+    fig = plots.ladder_bars(synthetic("copy"), "copy")
+    try:
+        labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+        assert labels == [CEILING, *COPY_RUNGS]
+    finally:
+        plt.close(fig)
+
+
+def test_fmt_bytes():
+    assert plots._fmt_bytes(50 << 20) == "50 MB"
+    assert plots._fmt_bytes(1024) == "1 KB"
