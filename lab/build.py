@@ -129,7 +129,7 @@ class CompiledKernel:
     log: str
 
 
-_LOG_LINE = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>error|warning)[^:]*: (?P<msg>.*)$")
+_LOG_LINE = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>(?:catastrophic )?error|warning)[^:]*: (?P<msg>.*)$")
 
 
 def format_compile_log(log: str, source: str, filename: str, max_errors: int = 5) -> str:
@@ -139,7 +139,7 @@ def format_compile_log(log: str, source: str, filename: str, max_errors: int = 5
     shown = 0
     for raw in log.splitlines():
         m = _LOG_LINE.match(raw.strip())
-        if not m or m["kind"] != "error":
+        if not m or not m["kind"].endswith("error"):
             continue
         shown += 1
         if shown > max_errors:

@@ -43,7 +43,8 @@ def read_paired(py: Path):
 
     nb = jupytext.read(py)
     nb.metadata.setdefault("jupytext", {})["formats"] = PAIRING
-    nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+    kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata.setdefault("kernelspec", kernelspec)
     return nb
 
 
@@ -102,7 +103,8 @@ def execute_all(sources: list[Path], out_dir: Path | None = None, timeout: int =
     """Execute each notebook, in place (out_dir None) or into out_dir; returns the failures."""
     failures = []
     for py in sources:
-        target = py.with_suffix(".ipynb") if out_dir is None else Path(out_dir) / py.with_suffix(".ipynb").name
+        name = py.with_suffix(".ipynb").name
+        target = py.with_suffix(".ipynb") if out_dir is None else Path(out_dir) / name
         t0 = time.perf_counter()
         failure = execute(py, target, timeout, kernel)
         status = "FAILED" if failure else "ok"
@@ -116,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("notebooks", nargs="*", help="notebooks/NN_*.py (or .ipynb) to run; default: all")
     mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--inplace", action="store_true", help="execute and write outputs into notebooks/*.ipynb")
+    mode.add_argument("--inplace", action="store_true", help="execute; write outputs into notebooks/*.ipynb")
     mode.add_argument("--out", type=Path, help="execute and write the executed notebooks into this folder")
     mode.add_argument("--sync", action="store_true", help="only refresh each .ipynb's cells from its .py")
     p.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
