@@ -88,7 +88,8 @@ def mode_banner(*family_names: str, current: Mode | None = None) -> str:
         return _box([
             f"LIVE MODE: measuring on this machine's {gpu.name} ({gpu.sm}, {gpu.sm_count} SMs,",
             f"{gpu.l2_bytes / 2**20:.0f} MiB L2, CUDA {gpu.driver_cuda} driver) right now.",
-            "Every figure below is measured in this run with a reduced (quick) plan.",
+            "Every figure below is measured in this run, with a reduced plan (fewer sizes",
+            "and shorter timings than `lab bench`; the notebook prints it).",
         ], "=")
     lines = ["REPLAY MODE: NOTHING BELOW IS MEASURED ON THIS MACHINE.", f"Why: {current.reason}."]
     for name in family_names or ("copy",):
@@ -242,8 +243,16 @@ def instruction_delta(reports: list) -> str:
 # Records: measured now, or replayed
 # ----------------------------------------------------------------------------------------------
 
-def reference_path(family: str) -> Path:
-    return records.reference_dir() / f"{family}.json"
+def _shown(path: Path) -> str:
+    """A path as a reader of this repository would type it: relative to the repo root when inside it."""
+    from lab.build import REPO_ROOT
+
+    resolved = path.resolve()
+    return str(resolved.relative_to(REPO_ROOT)) if resolved.is_relative_to(REPO_ROOT) else str(path)
+
+
+def reference_path(family: str) -> str:
+    return _shown(records.reference_dir() / f"{family}.json")
 
 
 def reference(family: str) -> RecordSet | None:
@@ -260,14 +269,19 @@ def missing(family: str) -> str:
             f"{reference_path(family)}` records them.")
 
 
-def ladder_records(family: str | Family, current: Mode, plan=None) -> RecordSet | None:
-    """LIVE: run lab.bench on the family now (checks come first, in the notebook). REPLAY: the records."""
-    fam = _family(family)
-    if current.live:
-        from lab import bench
+def ladder_records(family: str | Family, current: Mode, *plans) -> RecordSet | None:
+    """LIVE: lab.bench.run on the family now, once per plan, records merged (the notebook checks first).
 
-        return bench.run(fam, plan or bench.BenchPlan(quick=True))
-    return reference(fam.name)
+    REPLAY: the reference GPU's records. Every record still carries the ceiling timed beside it on the
+    same problem, so merging runs keeps the same-run rule.
+    """
+    fam = _family(family)
+    if not current.live:
+        return reference(fam.name)
+    from lab import bench
+
+    runs = [bench.run(fam, plan) for plan in (plans or (bench.BenchPlan(quick=True),))]
+    return RecordSet(runs[0].provenance, [r for rs in runs for r in rs.records])
 
 
 def records_status(rs: RecordSet | None, family: str) -> str:
@@ -621,6 +635,10 @@ def profile_path(family: str) -> Path:
     return records.reference_dir() / f"{family}_profile.json"
 
 
+def profile_shown(family: str) -> str:
+    return _shown(profile_path(family))
+
+
 def reference_profile(family: str) -> dict | None:
     """{"provenance", "params", "rows": [{"rung", <counter>: value}]} from the reference GPU, or None."""
     try:
@@ -664,7 +682,7 @@ def profile_records(family: str | Family, current: Mode) -> dict | None:
 
 def profile_status(prof: dict | None, family: str) -> str:
     if prof is None:
-        return (f"NO PROFILE for {family}: no counters were read here and {profile_path(family)} is absent, "
+        return (f"NO PROFILE for {family}: no counters were read here and {profile_shown(family)} is absent, "
                 "so the bank-conflict cells show nothing. `lab tour` on a GPU with Nsight Compute writes it.")
     loud = "REPLAYED, NOT MEASURED HERE: " if prof.get("replayed") else "measured now: "
     return (f"{loud}Nsight Compute counters at {prof.get('params')} for {len(prof['rows'])} rungs, "

@@ -1,0 +1,214 @@
+"""The notebooks execute without a GPU (replay mode) and their .ipynb files match their .py twins.
+
+Replay mode is forced (LAB_NOTEBOOK_MODE=replay), so these tests behave the same on a GPU machine.
+Three sources of replayed records:
+- the committed reference records (results/h200/), whatever is there: the normal case once they are
+  recorded; while they are absent the notebooks must still run and say so;
+- none at all (an empty folder): every measurement cell must say so instead of failing;
+- SYNTHETIC records written into pytest's tmp_path by this file: they exercise every plotting and
+  ratio cell before real records exist. They are test data only, never written under results/.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
+SCRIPT = REPO / "scripts" / "execute_notebooks.py"
+
+pytest.importorskip("nbclient", reason="nbclient is not installed: pip install -e '.[test]'")
+pytest.importorskip("jupytext", reason="jupytext is not installed: pip install -e '.[test]'")
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("execute_notebooks", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["execute_notebooks"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# ----------------------------------------------------------------------------------------------
+# Synthetic reference records (test data; shaped like lab.records files, values made up)
+# ----------------------------------------------------------------------------------------------
+
+SYNTHETIC_L2 = 50 * 2**20
+SYNTHETIC_PROVENANCE = {
+    "device": "SYNTHETIC TEST DATA (not a measurement)", "arch": "sm_90", "sm_count": 132,
+    "l2_bytes": SYNTHETIC_L2, "driver_cuda": "13.0", "runtime_cuda": "13.0", "cupy": "0", "numpy": "0",
+    "nvrtc": "13.0", "lab": "0", "commit": "synthetic", "date": "2000-01-01T00:00:00+00:00", "host": "pytest",
+    "python": "3",
+}
+# Fractions of the synthetic ceiling per target: shapes of curves, not results.
+_FACTORS = {
+    "copy": {"01_naive": 0.9, "02_grid_stride": 0.91, "03_vectorized": 0.95, "04_unrolled": 0.99},
+    "transpose": {"cupy_transpose": 0.6, "01_naive": 0.4, "02_smem_tiled": 0.7, "03_padded": 0.9,
+                  "04_swizzled": 0.9},
+}
+
+
+def _synthetic_gbs(bytes_moved: int, l2: str, rng: random.Random) -> float:
+    hbm, cache, launch_s = 4000.0, 9000.0, 3e-6
+    peak = cache if l2 == "warm" and bytes_moved <= SYNTHETIC_L2 else hbm
+    return bytes_moved / (bytes_moved / (peak * 1e9) + launch_s) / 1e9 * rng.uniform(0.98, 1.02)
+
+
+def _synthetic_records(family: str, rng: random.Random) -> list[dict]:
+    from lab.ladder import get_family
+
+    fam = get_family(family)
+    jobs = [("headline", p, "cold") for p in fam.headline_params()]
+    jobs += [("sweep", p, l2) for p in fam.sweep_params(1 << 32) for l2 in ("cold", "warm")]
+    jobs += [("tail", p, "warm") for p in fam.tail_params()]
+    out = []
+    for kind, params, l2 in jobs:
+        if family == "copy":
+            params = {"n": params["n"], "x_offset": 0, "y_offset": 0}
+            bytes_moved = 8 * params["n"]
+        else:
+            bytes_moved = 8 * params["rows"] * params["cols"]
+        ceiling = _synthetic_gbs(bytes_moved, l2, rng)
+        for target, factor in [(fam.ceiling_name, 1.0), *_FACTORS[family].items()]:
+            value = ceiling * factor * (rng.uniform(0.97, 1.0) if target != fam.ceiling_name else 1.0)
+            if kind == "tail" and target != fam.ceiling_name and params.get("n", 0) % 4:
+                value *= 0.97  # a small sawtooth for the tail plot to show
+            median_ms = bytes_moved / (value * 1e9) * 1e3
+            out.append({"family": family, "rung": target, "kind": kind, "params": params,
+                        "bytes_moved": bytes_moved, "l2": l2, "median_ms": median_ms,
+                        "p10_ms": median_ms * 0.99, "p90_ms": median_ms * 1.03, "reps": 100,
+                        "metric": "GB/s", "value": value, "ceiling": fam.ceiling_name,
+                        "ceiling_value": ceiling, "extra": {}})
+    return out
+
+
+def write_synthetic_reference(directory: Path) -> Path:
+    """Synthetic copy.json, transpose.json and transpose_profile.json in `directory` (never results/)."""
+    directory = Path(directory)
+    if directory.resolve().is_relative_to((REPO / "results").resolve()):
+        raise ValueError("synthetic records must never be written under results/")
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(0)
+    for family in ("copy", "transpose"):
+        records = _synthetic_records(family, rng)
+        payload = {"schema": 1, "provenance": SYNTHETIC_PROVENANCE, "records": records}
+        (directory / f"{family}.json").write_text(json.dumps(payload))
+    conflicts = {"01_naive": 0, "02_smem_tiled": 2 ** 22, "03_padded": 0, "04_swizzled": 0}
+    rows = [{"rung": k, "smem_bank_conflicts_ld": v, "smem_wavefronts_ld": v + 2 ** 17}
+            for k, v in conflicts.items()]
+    profile = {"provenance": SYNTHETIC_PROVENANCE, "params": {"rows": 8192, "cols": 8192}, "rows": rows}
+    (directory / "transpose_profile.json").write_text(json.dumps(profile))
+    return directory
+
+
+def test_synthetic_reference_loads_as_records(tmp_path):
+    from lab import records
+
+    write_synthetic_reference(tmp_path)
+    rs = records.load(tmp_path / "copy.json")
+    assert rs.replayed and {r.kind for r in rs.records} == {"headline", "sweep", "tail"}
+    assert all(math.isfinite(r.ratio) for r in rs.records)
+
+
+# ----------------------------------------------------------------------------------------------
+# Execution in replay mode
+# ----------------------------------------------------------------------------------------------
+
+def _execute(tmp_path: Path, reference_dir: Path | None, monkeypatch) -> dict[str, str]:
+    """Execute every notebook into tmp_path; returns each notebook's outputs as one text."""
+    monkeypatch.setenv("LAB_NOTEBOOK_MODE", "replay")
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    if reference_dir is not None:
+        monkeypatch.setenv("LAB_REFERENCE_RESULTS", str(reference_dir))
+    out_dir = tmp_path / "executed"
+    failures = _script().execute_all(NOTEBOOKS, out_dir=out_dir, timeout=600)
+    assert not failures, "\n".join(failures)
+    texts = {}
+    for path in NOTEBOOKS:
+        nb = json.loads((out_dir / path.with_suffix(".ipynb").name).read_text())
+        texts[path.stem] = "\n".join(_output_text(o) for c in nb["cells"] for o in c.get("outputs", []))
+    return texts
+
+
+def _output_text(output: dict) -> str:
+    if "text" in output:
+        return "".join(output["text"])
+    return "".join(output.get("data", {}).get("text/plain", ""))
+
+
+def test_notebooks_exist():
+    assert [p.name for p in NOTEBOOKS][:2] == ["00_setup_and_method.py", "01_memory_bound.py"]
+
+
+@pytest.mark.slow
+def test_notebooks_execute_replaying_the_committed_reference_records(tmp_path, monkeypatch):
+    """Whatever results/h200 holds: real records are replayed; if absent, the notebooks say so and go on."""
+    monkeypatch.delenv("LAB_REFERENCE_RESULTS", raising=False)
+    texts = _execute(tmp_path, None, monkeypatch)
+    for name, text in texts.items():
+        assert "REPLAY MODE" in text, f"{name} printed no replay banner"
+        if not (REPO / "results" / "h200" / "copy.json").is_file():
+            assert "NO RECORDED RESULTS" in text, f"{name} did not say that the records are missing"
+
+
+@pytest.mark.slow
+def test_notebooks_execute_with_no_records_at_all(tmp_path, monkeypatch):
+    empty = tmp_path / "no_records"
+    empty.mkdir()
+    texts = _execute(tmp_path, empty, monkeypatch)
+    for name, text in texts.items():
+        assert "NO RECORDED RESULTS" in text and "NO RECORDS for copy" in text, name
+    assert "NO PROFILE for transpose" in texts["01_memory_bound"]
+
+
+@pytest.mark.slow
+def test_notebooks_execute_on_synthetic_records(tmp_path, monkeypatch):
+    reference = write_synthetic_reference(tmp_path / "synthetic")
+    texts = _execute(tmp_path, reference, monkeypatch)
+    for name, text in texts.items():
+        assert "REPLAYED from SYNTHETIC TEST DATA" in text, name
+        assert "NO RECORDS for" not in text, name
+    assert "smem_bank_conflicts_ld" in texts["01_memory_bound"]
+
+
+# ----------------------------------------------------------------------------------------------
+# The .ipynb files are the .py twins' cells
+# ----------------------------------------------------------------------------------------------
+
+def _cells(nb) -> list[tuple[str, str]]:
+    return [(c.cell_type, c.source.strip()) for c in nb.cells]
+
+
+@pytest.mark.parametrize("py", NOTEBOOKS, ids=lambda p: p.stem)
+def test_ipynb_cells_match_the_py_twin(py):
+    import jupytext
+
+    ipynb = py.with_suffix(".ipynb")
+    assert ipynb.is_file(), f"{ipynb.name} is missing: run `jupytext --to ipynb {py.relative_to(REPO)}`"
+    text_nb = jupytext.read(py)
+    json_nb = jupytext.read(ipynb)
+    assert _cells(json_nb) == _cells(text_nb), (
+        f"{ipynb.name} and {py.name} differ: edit the .py, then `python scripts/execute_notebooks.py --sync`")
+    formats = json_nb.metadata.get("jupytext", {}).get("formats", "")
+    assert "py:percent" in formats and "ipynb" in formats, f"{ipynb.name} is not paired with its .py twin"
+
+
+@pytest.mark.parametrize("py", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_markdown_types_in_no_measured_numbers(py):
+    """Prose may not quote figures: anything like '4.3 TB/s' or '0.93x' must be computed in a cell."""
+    import re
+
+    import jupytext
+
+    pattern = re.compile(r"\d[\d.,]*\s*(?:[TGM]B/s|TFLOP/s|GFLOP/s|x\b|%)")
+    for cell in jupytext.read(py).cells:
+        if cell.cell_type == "markdown":
+            found = pattern.findall(cell.source)
+            assert not found, f"{py.name}: markdown types in {found}; compute it in a code cell instead"
