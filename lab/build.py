@@ -129,7 +129,8 @@ class CompiledKernel:
     log: str
 
 
-_LOG_LINE = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>(?:catastrophic )?error|warning)[^:]*: (?P<msg>.*)$")
+_LOG_LINE = re.compile(
+    r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>(?:catastrophic )?error|warning)[^:]*: (?P<msg>.*)$")
 
 
 def format_compile_log(log: str, source: str, filename: str, max_errors: int = 5) -> str:

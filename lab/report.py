@@ -104,7 +104,7 @@ def update_readme(readme: Path, table: str) -> bool:
     return new != text
 
 
-def _reference_sets() -> dict[str, RecordSet]:
+def reference_sets() -> dict[str, RecordSet]:
     from lab.ladder import families
     from lab.records import reference_records
 
@@ -114,5 +114,5 @@ def _reference_sets() -> dict[str, RecordSet]:
 if __name__ == "__main__":
     from lab.build import REPO_ROOT
 
-    changed = update_readme(REPO_ROOT / "README.md", readme_results(_reference_sets()))
+    changed = update_readme(REPO_ROOT / "README.md", readme_results(reference_sets()))
     print("README.md results table", "updated" if changed else "already current")
