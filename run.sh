@@ -12,12 +12,17 @@ VENV="${LAB_VENV:-.venv}"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
 # Which CuPy + NVRTC wheels suit this machine's driver (cupy-cuda12x or -13x); see lab/setup_env.py.
 read -r -a wheels <<<"$("$VENV/bin/python" lab/setup_env.py)"
 extras="inspect"
 [ "$what" = "test" ] && extras="inspect,test"
-"$VENV/bin/python" -m pip install -q "${wheels[@]}" -e ".[${extras}]"
+echo "setting up $VENV: ${wheels[*]} and cupy-kernel-lab[$extras] (log: $VENV/setup.log)" >&2
+if ! { "$VENV/bin/python" -m pip install -q --upgrade pip &&
+       "$VENV/bin/python" -m pip install -q "${wheels[@]}" -e ".[${extras}]"; } >"$VENV/setup.log" 2>&1; then
+  tail -30 "$VENV/setup.log" >&2
+  echo "set-up failed: see $VENV/setup.log (pip needs to reach PyPI)" >&2
+  exit 1
+fi
 
 case "$what" in
   tour) exec "$VENV/bin/lab" tour "$@" ;;

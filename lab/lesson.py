@@ -641,32 +641,17 @@ def profile_shown(family: str) -> str:
 
 def reference_profile(family: str) -> dict | None:
     """{"provenance", "params", "rows": [{"rung", <counter>: value}]} from the reference GPU, or None."""
-    try:
-        payload = json.loads(profile_path(family).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    if not isinstance(payload, dict) or not isinstance(payload.get("rows"), list):
-        return None
-    payload["replayed"] = True
-    return payload
+    from lab import profile
+
+    return profile.reference_profile(family)
 
 
 def measure_profile(family: str | Family, params: dict | None = None) -> dict | None:
     """Counters for one launch of every rung, through lab.profile (ncu); None when ncu is absent or fails."""
     from lab import profile
 
-    fam = _family(family)
-    if profile.find_ncu() is None:
-        return None
-    params = params or fam.headline_params()[0]
-    rows = []
-    for rung in fam.rungs:
-        try:
-            rows.append({"rung": rung.key, **profile.kernel_counters(fam.name, rung.key, params)})
-        except LabError as exc:
-            print(f"ncu on {rung.key}: {exc}")
-            return None
-    return {"provenance": records.provenance(), "params": params, "rows": rows, "replayed": False}
+    return profile.ladder_counters(_family(family).name, params,
+                                   on_error=lambda key, exc: print(f"ncu on {key}: {exc}"))
 
 
 def profile_records(family: str | Family, current: Mode) -> dict | None:

@@ -71,6 +71,44 @@ def kernel_counters(family: str, rung: str, params: dict, timeout_s: int = 300) 
     return parse_ncu_csv(proc.stdout)
 
 
+def ladder_counters(family: str, params: dict | None = None, on_error=None) -> dict | None:
+    """Counters for one launch of every rung of a family, as a payload with provenance.
+
+    None when ncu is absent or no rung could be read; `on_error(rung_key, LabError)` hears failures.
+    """
+    from lab.ladder import get_family
+    from lab.records import provenance
+
+    fam = get_family(family)
+    if find_ncu() is None:
+        return None
+    params = params or fam.headline_params()[0]
+    rows = []
+    for rung in fam.rungs:
+        try:
+            rows.append({"rung": rung.key, **kernel_counters(fam.name, rung.key, params)})
+        except LabError as exc:
+            if on_error:
+                on_error(rung.key, exc)
+    if not rows:
+        return None
+    return {"provenance": provenance(), "params": params, "rows": rows, "replayed": False}
+
+
+def reference_profile(family: str) -> dict | None:
+    """The reference GPU's profile payload (results/h200/<family>_profile.json), or None."""
+    from lab.records import reference_dir
+
+    try:
+        payload = json.loads((reference_dir() / f"{family}_profile.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(payload, dict) or not isinstance(payload.get("rows"), list):
+        return None
+    payload["replayed"] = True
+    return payload
+
+
 def _target(family: str, rung: str, params_json: str) -> None:
     """The program ncu profiles: two launches of the rung (the first is skipped as warm-up)."""
     import cupy as cp

@@ -60,6 +60,16 @@ def compile_markdown(reports: list[CompileReport]) -> str:
     return "\n".join(lines)
 
 
+def profile_markdown(payload: dict) -> str:
+    """Nsight Compute counters per rung as a Markdown table."""
+    lines = ["| rung | smem ld conflicts | smem st conflicts | L2 hit % | DRAM read MB | DRAM write MB |",
+             "|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['rung']} | {r.get('smem_bank_conflicts_ld', 0):.0f} | {r.get('smem_bank_conflicts_st', 0):.0f}"
+              f" | {r.get('l2_hit_rate_pct', 0):.1f} | {r.get('dram_read_bytes', 0) / 1e6:.1f} | "
+              f"{r.get('dram_write_bytes', 0) / 1e6:.1f} |" for r in payload["rows"]]
+    return "\n".join(lines)
+
+
 def provenance_markdown(rs: RecordSet) -> str:
     p = rs.provenance
     keys = ("device", "arch", "sm_count", "l2_bytes", "driver_cuda", "runtime_cuda", "cupy", "nvrtc", "commit", "date")

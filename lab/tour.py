@@ -11,6 +11,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from lab import bench, build, device, plots, records, report
 from lab.errors import LabError
 from lab.ladder import Family, families
+from lab.profile import reference_profile
+
+PROFILED = ("transpose",)  # families whose lesson needs hardware counters (bank conflicts)
 
 
 def _progress(console: Console) -> Progress:
@@ -66,39 +69,36 @@ def run_live(out: Path, console: Console, quick: bool, names: list[str], profile
         records.save(out / f"{fam.name}.json", rs)
         console.print(report.headline_table(rs, fam.name))
         extra = ""
-        if profile and fam.name == "transpose":
-            extra = _profile_section(fam, out, console)
+        if profile and fam.name in PROFILED:
+            extra = _profile_section(fam, out, _measure_profile(fam, out, console))
         sections.append(_section(rs, fam, _family_plots(rs, fam.name, out), extra))
     header = f"# Lab tour — measured live on {gpu.name}\n\n{report.provenance_markdown(rs)}"
     return report.write_summary(out, header, sections)
 
 
-def _profile_section(fam: Family, out: Path, console: Console) -> str:
+def _profile_section(fam: Family, out: Path, payload: dict | None) -> str:
+    """The Nsight Compute table and bank-conflict plot for a payload (measured now or replayed)."""
+    if payload is None:
+        return ""
+    tag = "REPLAYED from the reference GPU" if payload.get("replayed") else "measured now"
+    png = plots.profile_bars(payload["rows"], "smem_bank_conflicts_ld",
+                             f"{fam.name}: shared-memory load bank conflicts at {payload['params']} "
+                             f"(Nsight Compute, {tag})", out / f"{fam.name}_bank_conflicts.png")
+    return (f"Nsight Compute, one launch of each rung at {payload['params']} ({tag}):\n\n"
+            f"{report.profile_markdown(payload)}\n\n![bank conflicts]({png.name})\n\n")
+
+
+def _measure_profile(fam: Family, out: Path, console: Console) -> dict | None:
     from lab import profile
 
     if profile.find_ncu() is None:
-        console.print("[yellow]ncu not found: skipping bank-conflict counters.[/yellow]")
-        return ""
-    params = fam.headline_params()[0]
-    rows = []
-    for rung in fam.rungs:
-        try:
-            rows.append({"rung": rung.key, **profile.kernel_counters(fam.name, rung.key, params)})
-        except LabError as exc:
-            console.print(f"[yellow]ncu on {rung.key}: {exc}[/yellow]")
-    if not rows:
-        return ""
-    payload = {"provenance": records.provenance(), "params": params, "rows": rows}
-    (out / f"{fam.name}_profile.json").write_text(json.dumps(payload, indent=1) + "\n")
-    png = plots.profile_bars(rows, "smem_bank_conflicts_ld",
-                             f"{fam.name}: shared-memory load bank conflicts at {params} (Nsight Compute)",
-                             out / f"{fam.name}_bank_conflicts.png")
-    lines = ["| rung | smem ld conflicts | smem st conflicts | L2 hit % | DRAM read MB | DRAM write MB |",
-             "|---|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['rung']} | {r.get('smem_bank_conflicts_ld', 0):.0f} | {r.get('smem_bank_conflicts_st', 0):.0f}"
-              f" | {r.get('l2_hit_rate_pct', 0):.1f} | {r.get('dram_read_bytes', 0) / 1e6:.1f} | "
-              f"{r.get('dram_write_bytes', 0) / 1e6:.1f} |" for r in rows]
-    return "Nsight Compute, one launch each:\n\n" + "\n".join(lines) + f"\n\n![bank conflicts]({png.name})\n\n"
+        console.print("[yellow]ncu not found: skipping the Nsight Compute counters.[/yellow]")
+        return None
+    payload = profile.ladder_counters(
+        fam.name, on_error=lambda key, exc: console.print(f"[yellow]ncu on {key}: {exc}[/yellow]"))
+    if payload is not None:
+        (out / f"{fam.name}_profile.json").write_text(json.dumps(payload, indent=1) + "\n")
+    return payload
 
 
 def run_replay(out: Path, console: Console, arch: int, names: list[str]) -> Path:
@@ -110,10 +110,10 @@ def run_replay(out: Path, console: Console, arch: int, names: list[str]) -> Path
         except LabError:
             replays[fam.name] = None
     first = next((r for r in replays.values() if r), None)
-    source = (f"replaying results recorded on {first.provenance['device']} on {first.provenance['date'][:10]}"
-              if first else "no recorded results to replay")
+    source = (f"results recorded on {first.provenance['device']} on {first.provenance['date'][:10]}"
+              if first else "no recorded results")
     console.print(f"[bold yellow]No GPU here ({device.why_no_gpu()}): compiling every kernel for sm_{arch} with "
-                  f"NVRTC, and {source}. Nothing below was measured on this machine.[/bold yellow]")
+                  f"NVRTC, and replaying {source}. Nothing below was measured on this machine.[/bold yellow]")
     reports = compile_reports(arch, fams)
     console.print(report.compile_table(reports, f"Compile report for sm_{arch} (compile-only, no GPU)"))
     sections = [f"## Compile report (sm_{arch}, compile-only)\n\n{report.compile_markdown(reports)}"]
@@ -123,11 +123,12 @@ def run_replay(out: Path, console: Console, arch: int, names: list[str]) -> Path
             console.print(f"[yellow]{fam.name}: no recorded results under {records.reference_dir()}.[/yellow]")
             continue
         console.print(report.headline_table(rs, fam.name))
-        sections.append(_section(rs, fam, _family_plots(rs, fam.name, out)))
+        extra = _profile_section(fam, out, reference_profile(fam.name)) if fam.name in PROFILED else ""
+        sections.append(_section(rs, fam, _family_plots(rs, fam.name, out), extra))
     where = records.reference_dir().resolve()  # results/h200/ unless LAB_REFERENCE_RESULTS says otherwise
     where = where.relative_to(build.REPO_ROOT) if where.is_relative_to(build.REPO_ROOT) else where
     header = ("# Lab tour — NO GPU: compile-only, with REPLAYED results\n\n"
-              f"Every figure below is replayed from `{where}/`, {source}; none was measured here.")
+              f"Every figure below is replayed from `{where}/` ({source}); none was measured here.")
     return report.write_summary(out, header, sections)
 
 
