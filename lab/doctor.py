@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from dataclasses import dataclass
 
 
@@ -16,16 +14,10 @@ class Finding:
 
 
 def _driver_cuda_from_smi() -> str | None:
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return None
-    try:
-        out = subprocess.run([smi], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for token in out.split("CUDA Version:")[1:2]:
-        return token.split()[0]
-    return None
+    from lab.setup_env import driver_cuda_version
+
+    version = driver_cuda_version()
+    return f"{version[0]}.{version[1]}" if version else None
 
 
 def findings() -> list[Finding]:

@@ -272,3 +272,13 @@ def test_missing_include_is_a_lab_error(kernels_tree):
 def test_missing_source_is_a_lab_error(kernels_tree):
     with pytest.raises(LabError, match="does not exist"):
         build.compile_cubin(build.KernelSpec("copy/99_missing.cu", "k"), 90)
+
+
+def test_hopper_only_rungs_compile_for_sm_90a():
+    """A rung that asks for arch-specific features (wgmma, setmaxnreg) is built for sm_90a on Hopper."""
+    spec = build.KernelSpec("copy/01_naive.cu", "copy_naive", arch_suffix="a", min_arch=90)
+    assert "--gpu-architecture=sm_90a" in build.compile_options(spec, 90)
+    report = build.compile_report(spec, 90)
+    assert report.arch == "sm_90a" and report.registers > 0
+    with pytest.raises(LabError, match="sm_90"):
+        build.compile_cubin(spec, 80)
