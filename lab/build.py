@@ -37,7 +37,7 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 class KernelSpec:
     """One compiled entry point: a source file, the function in it, and the knobs it is built with."""
 
-    source: str  # path relative to kernels/, e.g. "copy/03_vectorized.cu"
+    source: str  # path relative to kernels/, e.g. "copy/03_vectorized.cu", or absolute (a student's file)
     entry: str  # extern "C" name, or a C++ name expression for a template instance
     knobs: tuple[tuple[str, int], ...] = ()  # passed as -D NAME=VALUE
     min_arch: int = 75
@@ -50,7 +50,7 @@ class KernelSpec:
 
     @property
     def path(self) -> Path:
-        return KERNELS_DIR / self.source
+        return Path(self.source) if Path(self.source).is_absolute() else KERNELS_DIR / self.source
 
 
 def read_source(spec: KernelSpec) -> str:
@@ -170,16 +170,25 @@ def compile_cubin(spec: KernelSpec, arch: int, source: str | None = None) -> Com
             f"{', '.join(f'sm_{a}' for a in sorted(supported))}. Install the CUDA wheels that match your driver."
         )
     filename = spec.path.name
+    shown = filename if Path(spec.source).is_absolute() else spec.source  # a student's file: no temp paths
     result = nvrtc.compile_to_cubin(source, filename, compile_options(spec, arch), [spec.entry])
+    if not result.ok and "__nv_name_map" in result.log:
+        raise CompileError(
+            f"{shown} has no kernel named {spec.entry!r}: check the __global__ function's name and that "
+            'it is extern "C" (or a valid template instance).', result.log)
+    if not result.ok and "error" not in result.log.replace("ptxas info", ""):
+        # Some NVRTC builds drop ptxas's error from the log when -v is on: ask again without it.
+        result = nvrtc.compile_to_cubin(source, filename, compile_options(spec, arch, verbose_ptxas=False),
+                                        [spec.entry])
     if not result.ok:
         raise CompileError(
-            f"{spec.source} failed to compile for sm_{arch}:\n{format_compile_log(result.log, source, filename)}",
+            f"{shown} failed to compile for sm_{arch}:\n{format_compile_log(result.log, source, filename)}",
             result.log,
         )
     lowered = (result.lowered_names or {}).get(spec.entry)
     if lowered is None:
         raise CompileError(
-            f"{spec.source} compiled, but it has no kernel named {spec.entry!r}: check the __global__ "
+            f"{shown} compiled, but it has no kernel named {spec.entry!r}: check the __global__ "
             'function\'s name and that it is extern "C" (or a valid template instance).'
         )
     return CompiledKernel(spec, arch, result.cubin, lowered, result.log)

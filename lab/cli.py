@@ -1,4 +1,4 @@
-"""The `lab` command: doctor, inspect, verify, bench, tour."""
+"""The `lab` command: doctor, inspect, verify, bench, tour; check, release, grade, leaderboard."""
 
 from __future__ import annotations
 
@@ -108,6 +108,113 @@ def cmd_tour(args) -> int:
     return 0
 
 
+def cmd_check(args) -> int:
+    import random
+    import shutil
+    import tempfile
+
+    from lab import device
+    from lab.build import compile_cubin
+    from lab.exercises import load
+    from lab.grader import find_kernel, grade_submission
+
+    exercise = load(args.exercise)
+    path = Path(args.file) if args.file else exercise.path / exercise.student_file
+    if not path.is_file():
+        target = exercise.path / exercise.student_file
+        raise LabError(f"No kernel at {path}: copy {exercise.path / 'starter.cu'} to {target}, fill in its TODOs, "
+                       f"then run `lab check {exercise.id[:2]}` again (or pass the file's path).")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "submission"
+        folder.mkdir()
+        shutil.copy(path, folder / exercise.student_file)
+        kernel, notes = find_kernel(exercise, folder)
+        if kernel is None:
+            raise LabError(notes[-1])
+        if not device.gpu_available():
+            compile_cubin(exercise.student_spec(kernel), 90)  # raises a readable CompileError
+            console.print(f"[yellow]No GPU here ({device.why_no_gpu()}): {path.name} compiles for sm_90, but the "
+                          "checks and the timing need a CUDA GPU. Run `lab check` on a GPU machine.[/yellow]")
+            return 0
+        seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+        console.print(f"Checking {path} against {exercise.id} (seed {seed}: fresh random inputs every run)...")
+        result = grade_submission(exercise, folder, seed=seed, include_hidden=False)
+    table = Table(title=f"lab check {exercise.id}", title_justify="left", show_lines=True)
+    for col in ("check", "result", "points", "details"):
+        table.add_column(col)
+    for c in result.checks:
+        status = "[green]pass[/green]" if c.passed else "[red]FAIL[/red]"
+        table.add_row(c.name, status, f"{c.score:g}/{c.max_score:g}", c.output)
+    console.print(table)
+    console.print(f"[bold]{result.score:g} of {result.max_score:g} points[/bold] (visible checks; the instructor's "
+                  "grade adds hidden checks and a secret seed).")
+    return 0 if all(c.passed for c in result.checks if c.name != "performance") else 1
+
+
+def cmd_release(args) -> int:
+    from lab.release import release
+
+    console.print(f"Student bundle written: {release(Path(args.out_dir))}")
+    return 0
+
+
+def _gpus(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    gpus = [g.strip() for g in text.split(",") if g.strip()]
+    if not gpus or not all(g.isdigit() for g in gpus):
+        raise LabError(f"--gpus takes GPU indices separated by commas, e.g. 0,1 — not {text!r}.")
+    return gpus
+
+
+def cmd_grade(args) -> int:
+    from rich.progress import Progress
+
+    from lab import device
+    from lab.classroom import grade_batch, submissions_in
+    from lab.exercises import load
+
+    exercise = load(args.exercise)
+    gpus = _gpus(args.gpus)
+    device.current()  # one clear sentence when there is no GPU
+    total = len(submissions_in(args.submissions))
+    out = Path(args.out) if args.out else Path(args.submissions).with_name(Path(args.submissions).name + "-graded")
+    with Progress(console=console, transient=True) as prog:
+        task = prog.add_task(f"grading {exercise.id}", total=total)
+
+        def done(result, cached: bool) -> None:
+            prog.update(task, advance=1)
+            tag = "(already graded)" if cached else f"({result.seconds:.1f} s)"
+            prog.console.print(f"{result.submission}: {result.score:g}/{result.max_score:g} {tag}")
+
+        results = grade_batch(exercise, Path(args.submissions), out, seed=args.hidden_seed,
+                              include_hidden=not args.no_hidden, gpus=gpus, on_done=done)
+    console.print(f"{len(results)} graded: per-submission results.json, grades.csv and report.md in {out}")
+    return 0
+
+
+def cmd_leaderboard(args) -> int:
+    from lab import device
+    from lab.classroom import leaderboard
+    from lab.exercises import load
+
+    exercise = load(args.exercise)
+    device.current()
+    out = Path(args.out) if args.out else Path(args.submissions).with_name(Path(args.submissions).name + "-leaderboard")
+    rows = leaderboard(exercise, Path(args.submissions), out, seed=args.seed,
+                       on_done=lambda name, e: console.print(f"{name}: " + (
+                           f"{e['geomean_speedup']:.3f}x" if e["ranked"] else f"not ranked ({e['why']})")))
+    table = Table(title=f"Leaderboard {exercise.id}", title_justify="left")
+    for col in ("rank", "submission", "speed-up vs reference (geomean)", "note"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(str(r.get("rank", "-")), r["submission"],
+                      f"{r['geomean_speedup']:.3f}x" if r["ranked"] else "", r.get("why", ""))
+    console.print(table)
+    console.print(f"leaderboard.csv, leaderboard.png and leaderboard.json in {out}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lab", description="CuPy Kernel Lab: build, check and measure kernel ladders.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -138,6 +245,32 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--quick", action="store_true", help="fewer sizes and shorter timings")
     s.add_argument("--no-profile", action="store_true", help="skip Nsight Compute counters")
     s.set_defaults(fn=cmd_tour)
+
+    s = sub.add_parser("check", help="a student's check of an exercise: compile, visible checks, speed, points")
+    s.add_argument("exercise", help="exercise number or name, e.g. 01")
+    s.add_argument("file", nargs="?", help="the kernel to check (default: the exercise's kernel.cu)")
+    s.add_argument("--seed", type=int, default=None, help="fix the random inputs (default: fresh each run)")
+    s.set_defaults(fn=cmd_check)
+
+    s = sub.add_parser("release", help="write a student bundle: no solutions, no hidden checks")
+    s.add_argument("out_dir")
+    s.set_defaults(fn=cmd_release)
+
+    s = sub.add_parser("grade", help="grade a folder of submissions (one sub-folder each), resumable")
+    s.add_argument("submissions")
+    s.add_argument("--exercise", required=True)
+    s.add_argument("--hidden-seed", type=int, default=0, help="the secret seed for the random inputs")
+    s.add_argument("--no-hidden", action="store_true", help="visible checks only")
+    s.add_argument("--gpus", help="GPU indices, one worker each, e.g. 0,1 (default: the current GPU)")
+    s.add_argument("--out", help="output folder (default: SUBMISSIONS-graded)")
+    s.set_defaults(fn=cmd_grade)
+
+    s = sub.add_parser("leaderboard", help="time every correct submission against the reference and rank them")
+    s.add_argument("submissions")
+    s.add_argument("--exercise", required=True)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", help="output folder (default: SUBMISSIONS-leaderboard)")
+    s.set_defaults(fn=cmd_leaderboard)
     return p
 
 

@@ -54,8 +54,13 @@ class L2Flusher:
 
 
 def measure(launch: Callable[[int], None], *, l2: str = "warm", warmup: int = 3, min_time_ms: float = 25.0,
-            min_reps: int = 5, max_reps: int = 500, flusher: L2Flusher | None = None) -> Timing:
-    """Time `launch(i)` (i = repetition index, to rotate input sets) with CUDA events."""
+            min_reps: int = 5, max_reps: int = 500, flusher: L2Flusher | None = None,
+            prepare: Callable[[int], None] | None = None) -> Timing:
+    """Time `launch(i)` (i = repetition index, to rotate input sets) with CUDA events.
+
+    `prepare(i)`, when given, runs before each timed launch and outside the timed region (before the
+    L2 flush), e.g. to refill the inputs with fresh values so no launch can reuse an earlier result.
+    """
     import cupy as cp
 
     if l2 not in L2_MODES:
@@ -74,6 +79,8 @@ def measure(launch: Callable[[int], None], *, l2: str = "warm", warmup: int = 3,
 
     pairs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
     for i, (start, end) in enumerate(pairs):
+        if prepare is not None:
+            prepare(i)
         if l2 == "cold":
             flusher.flush()
         spin()

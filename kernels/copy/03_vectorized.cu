@@ -19,6 +19,7 @@ extern "C" __global__ void copy_vectorized(const float* __restrict__ x, float* _
                                            long long head) {
     const long long tid = global_thread_index();
     const long long stride = grid_thread_count();
+    // BEGIN SOLUTION: copy the scalar head, the 16-byte-aligned body as float4, then the scalar tail, all grid-stride.
     // Scalar head: at most 3 elements, unless the alignments of x and y disagree.
     for (long long i = tid; i < head; i += stride) y[i] = x[i];
 
@@ -29,4 +30,5 @@ extern "C" __global__ void copy_vectorized(const float* __restrict__ x, float* _
 
     // Scalar tail: fewer than 4 elements.
     for (long long i = head + 4 * n_vec + tid; i < n; i += stride) y[i] = x[i];
+    // END SOLUTION
 }

@@ -45,6 +45,7 @@ extern "C" __global__ void copy_unrolled(const float* __restrict__ x, float* __r
                                          long long head) {
     const long long tid = global_thread_index();
     const long long stride = grid_thread_count();
+    // BEGIN SOLUTION: scalar head, float4 body in chunks of UNROLL x blockDim per block, leftover float4s, scalar tail.
     for (long long i = tid; i < head; i += stride) y[i] = x[i];
 
     const long long n_vec = (n - head) / 4;
@@ -65,4 +66,5 @@ extern "C" __global__ void copy_unrolled(const float* __restrict__ x, float* __r
     // The float4s after the last whole chunk, then the scalar tail.
     for (long long v = n_chunks * chunk + tid; v < n_vec; v += stride) yv[v] = xv[v];
     for (long long i = head + 4 * n_vec + tid; i < n; i += stride) y[i] = x[i];
+    // END SOLUTION
 }

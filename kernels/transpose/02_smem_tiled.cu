@@ -20,6 +20,7 @@
 
 extern "C" __global__ void transpose_smem_tiled(const float* __restrict__ in, float* __restrict__ out, int rows,
                                                 int cols) {
+    // BEGIN SOLUTION: stage the block's patch in a TILE x TILE shared tile, sync, write it out transposed, coalesced.
     __shared__ float tile[TILE][TILE];
     int c = blockIdx.x * TILE + threadIdx.x;
     int r = blockIdx.y * TILE + threadIdx.y;
@@ -33,4 +34,5 @@ extern "C" __global__ void transpose_smem_tiled(const float* __restrict__ in, fl
 #pragma unroll
     for (int k = 0; k < TILE; k += BLOCK_ROWS)
         if (c < rows && r + k < cols) out[(long long)(r + k) * rows + c] = tile[threadIdx.x][threadIdx.y + k];
+    // END SOLUTION
 }

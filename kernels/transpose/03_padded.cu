@@ -24,6 +24,7 @@
 
 extern "C" __global__ void transpose_padded(const float* __restrict__ in, float* __restrict__ out, int rows,
                                             int cols) {
+    // BEGIN SOLUTION: stage the block's patch in a padded TILE x (TILE + 1) shared tile, sync, write it out transposed.
     __shared__ float tile[TILE][TILE + 1];
     int c = blockIdx.x * TILE + threadIdx.x;
     int r = blockIdx.y * TILE + threadIdx.y;
@@ -36,4 +37,5 @@ extern "C" __global__ void transpose_padded(const float* __restrict__ in, float*
 #pragma unroll
     for (int k = 0; k < TILE; k += BLOCK_ROWS)
         if (c < rows && r + k < cols) out[(long long)(r + k) * rows + c] = tile[threadIdx.x][threadIdx.y + k];
+    // END SOLUTION
 }

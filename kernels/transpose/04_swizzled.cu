@@ -26,6 +26,7 @@ static_assert((TILE & (TILE - 1)) == 0, "the XOR swizzle needs TILE to be a powe
 
 extern "C" __global__ void transpose_swizzled(const float* __restrict__ in, float* __restrict__ out, int rows,
                                               int cols) {
+    // BEGIN SOLUTION: stage the block's patch in an XOR-swizzled shared tile, sync, write it out transposed, coalesced.
     __shared__ float tile[TILE][TILE];
     int c = blockIdx.x * TILE + threadIdx.x;
     int r = blockIdx.y * TILE + threadIdx.y;
@@ -42,4 +43,5 @@ extern "C" __global__ void transpose_swizzled(const float* __restrict__ in, floa
         const int tc = threadIdx.y + k;  // the tile column this output row came from
         if (c < rows && r + k < cols) out[(long long)(r + k) * rows + c] = tile[threadIdx.x][tc ^ threadIdx.x];
     }
+    // END SOLUTION
 }

@@ -1,0 +1,186 @@
+"""A class at a time: `lab grade` (a batch, resumable, one worker per GPU) and `lab leaderboard`.
+
+Each submission's Gradescope results.json is written the moment it is graded, so an interrupted
+batch loses nothing and a rerun skips every submission whose results match its fingerprint (same
+files, exercise, seed, hidden checks, lab version). The class CSV and the report are rebuilt from
+those files at the end.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import queue
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from lab.errors import LabError
+from lab.exercises import Exercise
+from lab.grader import (
+    SubmissionResult,
+    find_kernel,
+    fingerprint,
+    grade_submission,
+    gradescope_json,
+    result_from_json,
+    run_checks,
+    write_json_atomic,
+)
+
+
+def submissions_in(folder: Path) -> list[Path]:
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise LabError(f"{folder} is not a folder of submissions (one sub-folder per student).")
+    subs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not subs:
+        raise LabError(f"{folder} holds no submission folders; put each student's files in their own folder.")
+    return subs
+
+
+def _already_graded(path: Path, fp: str) -> SubmissionResult | None:
+    try:
+        payload = json.loads(path.read_text())
+        return result_from_json(payload) if payload["extra_data"]["fingerprint"] == fp else None
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+
+
+def grade_batch(exercise: Exercise, submissions: Path, out: Path, seed: int = 0, include_hidden: bool = True,
+                gpus: list[str] | None = None, on_done: Callable[[SubmissionResult, bool], None] | None = None
+                ) -> list[SubmissionResult]:
+    """Grade every submission folder; one worker thread per GPU listed (each its own processes)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    todo: queue.Queue = queue.Queue()
+    results: dict[str, SubmissionResult] = {}
+    for sub in submissions_in(submissions):
+        path = out / sub.name / "results.json"
+        previous = _already_graded(path, fingerprint(exercise, sub, seed, include_hidden))
+        if previous is not None:
+            results[sub.name] = previous
+            if on_done:
+                on_done(previous, True)
+        else:
+            todo.put(sub)
+    lock = threading.Lock()
+
+    def worker(gpu: str | None) -> None:
+        while True:
+            try:
+                sub = todo.get_nowait()
+            except queue.Empty:
+                return
+            result = grade_submission(exercise, sub, seed, include_hidden, gpu)
+            write_json_atomic(out / sub.name / "results.json", gradescope_json(result))
+            with lock:
+                results[sub.name] = result
+                if on_done:
+                    on_done(result, False)
+
+    threads = [threading.Thread(target=worker, args=(g,)) for g in (gpus or [None])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ordered = [results[k] for k in sorted(results)]
+    write_class_csv(out / "grades.csv", ordered)
+    write_report(out / "report.md", exercise, ordered)
+    return ordered
+
+
+def write_class_csv(path: Path, results: list[SubmissionResult]) -> Path:
+    names = list(dict.fromkeys(c.name for r in results for c in r.checks))
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["submission", "score", "max_score", *names, "notes"])
+        for r in results:
+            by = {c.name: c for c in r.checks}
+            w.writerow([r.submission, f"{r.score:g}", f"{r.max_score:g}",
+                        *[f"{by[n].score:g}" if n in by else "" for n in names], "; ".join(r.notes)])
+    return path
+
+
+def write_report(path: Path, exercise: Exercise, results: list[SubmissionResult]) -> Path:
+    lines = [f"# Grades: {exercise.id} — {exercise.title}", "",
+             f"{len(results)} submissions; mean {_mean([r.score for r in results]):.2f} of "
+             f"{results[0].max_score:g} points." if results else "No submissions.", ""]
+    lines += ["| submission | score | failed checks and why |", "|---|---:|---|"]
+    for r in results:
+        failed = "; ".join(f"**{c.name}**: {c.output.splitlines()[0][:160]}" for c in r.checks
+                           if not c.passed and c.max_score > 0 or (c.name == "compile" and not c.passed))
+        lines.append(f"| {r.submission} | {r.score:g}/{r.max_score:g} | {failed or 'all passed'} |")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+# ----------------------------------------------------------------------------------------------
+# The classroom leaderboard
+# ----------------------------------------------------------------------------------------------
+
+def leaderboard(exercise: Exercise, submissions: Path, out: Path, seed: int = 0,
+                gpu: str | None = None, on_done: Callable[[str, dict], None] | None = None) -> list[dict]:
+    """Each correct submission timed against the reference rung in the same process, on a fixed shape
+    set; ranked by geometric-mean speed-up. Writes leaderboard.csv and leaderboard.png."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for sub in submissions_in(submissions):
+        kernel, notes = find_kernel(exercise, sub)
+        if kernel is None:
+            entry = {"submission": sub.name, "ranked": False, "why": notes[-1]}
+        else:
+            names = ["compile"] + [g.name for g in exercise.checks] + ["leaderboard"]
+            done = run_checks(exercise, kernel, names, seed, False, gpu)
+            board = done["leaderboard"]
+            if board["passed"]:
+                entry = {"submission": sub.name, "ranked": True, "geomean_speedup": board["geomean_speedup"],
+                         "rows": board["rows"]}
+            else:
+                why = next((f"{n}: {d['output']}" for n, d in done.items() if not d["passed"]), board["output"])
+                entry = {"submission": sub.name, "ranked": False, "why": why.splitlines()[0][:200]}
+        rows.append(entry)
+        if on_done:
+            on_done(sub.name, entry)
+    ranked = sorted((r for r in rows if r["ranked"]), key=lambda r: -r["geomean_speedup"])
+    for place, r in enumerate(ranked, 1):
+        r["rank"] = place
+    ordered = ranked + [r for r in rows if not r["ranked"]]
+    _leaderboard_csv(out / "leaderboard.csv", ordered)
+    _leaderboard_png(out / "leaderboard.png", exercise, ranked)
+    (out / "leaderboard.json").write_text(json.dumps(ordered, indent=1) + "\n")
+    return ordered
+
+
+def _leaderboard_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["rank", "submission", "geomean_speedup_vs_reference", "note"])
+        for r in rows:
+            w.writerow([r.get("rank", ""), r["submission"],
+                        f"{r['geomean_speedup']:.4f}" if r["ranked"] else "", r.get("why", "")])
+
+
+def _leaderboard_png(path: Path, exercise: Exercise, ranked: list[dict]) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 0.4 * max(3, len(ranked)) + 1))
+    names = [r["submission"] for r in ranked][::-1]
+    values = [r["geomean_speedup"] for r in ranked][::-1]
+    ax.barh(names, values, color="#1f77b4")
+    ax.axvline(1.0, color="#444444", ls="--", lw=1)
+    ax.set_xlabel("geometric-mean speed-up over the reference rung (same process, fresh inputs, cold L2)")
+    ax.set_title(f"Leaderboard: {exercise.id}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def geomean(xs: list[float]) -> float:
+    return math.prod(xs) ** (1 / len(xs)) if xs else float("nan")

@@ -1,0 +1,209 @@
+"""The process that runs one student's kernel: compile, correctness checks, performance.
+
+It is always started by lab.grader in its own process (a student kernel can kill its CUDA context
+or hang, and must take nothing else down). It reports through an append-only JSON-lines file, one
+event per line, flushed at once, so the parent knows which check was running if the process dies:
+
+    {"event": "start", "check": NAME}
+    {"event": "done", "check": NAME, "passed": bool, "score": float, "max_score": float, "output": str, ...}
+
+After a CUDA error the context may be unusable, so the worker records the check and exits with
+EXIT_CUDA_ERROR; the parent starts a fresh worker for the checks that remain.
+
+    python -m lab.grade_worker --exercise 01 --kernel /abs/kernel.cu --events ev.jsonl
+        --checks compile,friendly,tails,performance --seed 0 [--hidden] [--no-perf]
+        [--mode grade|leaderboard]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+EXIT_CUDA_ERROR = 3
+
+
+class Events:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def emit(self, **event) -> None:
+        event["t"] = time.time()
+        with open(self.path, "a") as f:
+            f.write(json.dumps(event) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _groups(exercise, include_hidden: bool):
+    return list(exercise.checks) + (exercise.hidden_checks() if include_hidden else [])
+
+
+def run_compile(exercise, kernel: Path):
+    from lab.build import get_kernel
+    from lab.errors import LabError
+
+    try:
+        get_kernel(exercise.student_spec(kernel))
+    except LabError as exc:
+        return False, str(exc)
+    return True, "compiled"
+
+
+def run_group(exercise, kernel: Path, group, seed: int) -> dict:
+    """All cases of one check group; stops at the first failing case and says where and why."""
+    from lab.ladder import get_family
+    from lab.verify import check_case
+
+    family = get_family(exercise.family)
+    rung = exercise.student_rung(kernel)
+    worst = 0.0
+    for index, case in enumerate(group.cases):
+        result = check_case(family, rung, case, seed=seed + 7919 * index)
+        worst = max(worst, result.max_rel_error)
+        if not result.passed:
+            cuda_error = any(r.startswith("CUDA error") for r in result.reasons)
+            return {"passed": False, "score": 0.0, "cuda_error": cuda_error,
+                    "output": f"failed on {result.case} (case {index + 1} of {len(group.cases)}): "
+                              + "; ".join(result.reasons)}
+    return {"passed": True, "score": float(group.points), "cuda_error": False,
+            "output": f"passed all {len(group.cases)} cases x 3 input distributions "
+                      f"(worst relative error {worst:.2g})"}
+
+
+def _refill(problem, seed: int) -> None:
+    """Fresh random values into every input array, in place (same addresses, new contents)."""
+    from lab.check import random_array
+
+    for arrays in problem.inputs.values():
+        for a in arrays:
+            a[...] = random_array(a.shape, a.dtype, seed=seed)
+
+
+def time_fresh(family, problem, launch, seed: int):
+    """Cold-L2 timing where every timed launch sees freshly written inputs, then the last output is
+    checked: a kernel that caches results across launches or skips repeated inputs gains nothing
+    and is caught."""
+    import cupy as cp
+
+    from lab import timing
+    from lab.check import compare
+
+    out = cp.empty(problem.out_shape, dtype=problem.dtype)
+    t = timing.measure(lambda i: launch(problem, out), l2="cold", warmup=2, min_time_ms=15, max_reps=60,
+                       prepare=lambda i: _refill(problem, seed + 101 * (i + 1)))
+    cp.cuda.get_current_stream().synchronize()
+    ok = compare(out, family.reference(problem), 0.0).passed
+    return t.median_ms, ok
+
+
+def run_performance(exercise, kernel: Path, seed: int) -> dict:
+    from lab.ladder import get_family
+
+    family = get_family(exercise.family)
+    rung = exercise.student_rung(kernel)
+    perf = exercise.performance
+    ratios, lines = [], []
+    for params in perf.params:
+        problem = family.make_problem(seed=seed, **params)
+        ceiling_ms, _ = time_fresh(family, problem, family.launch_ceiling, seed)
+        student_ms, ok = time_fresh(family, problem, lambda p, o: family.launch(rung, p, o), seed)
+        if not ok:
+            return {"passed": False, "score": 0.0, "cuda_error": False,
+                    "output": f"the output of the last timed run at {problem.label} is wrong: the timed runs "
+                              "get fresh inputs every launch, so results cannot be cached or reused across launches"}
+        ratio = ceiling_ms / student_ms
+        ratios.append(ratio)
+        lines.append(f"{problem.label}: {student_ms:.4f} ms, {ratio:.3f}x of the device copy "
+                     f"({ceiling_ms:.4f} ms, same run)")
+    ratio = math.prod(ratios) ** (1 / len(ratios))
+    if ratio >= perf.target_of_ceiling:
+        score = perf.points
+    elif ratio >= perf.target_of_ceiling / 2:
+        score = perf.points / 2
+    else:
+        score = 0.0
+    lines.append(f"target {perf.target_of_ceiling:.2f}x of the device copy for full points, "
+                 f"half of it for half: {score:g}/{perf.points:g}")
+    return {"passed": score == perf.points, "score": float(score), "cuda_error": False,
+            "output": "\n".join(lines), "ratio_of_ceiling": ratio}
+
+
+def run_leaderboard(exercise, kernel: Path, seed: int) -> dict:
+    """Student, reference rung and ceiling timed on the leaderboard shapes in this one process."""
+    from lab.ladder import get_family
+
+    family = get_family(exercise.family)
+    student = exercise.student_rung(kernel)
+    reference = family.rung(exercise.rung)
+    rows = []
+    for params in exercise.performance.params:  # the fixed shape set of the classroom benchmark
+        problem = family.make_problem(seed=seed, **params)
+        ref_ms, ref_ok = time_fresh(family, problem, lambda p, o: family.launch(reference, p, o), seed)
+        student_ms, ok = time_fresh(family, problem, lambda p, o: family.launch(student, p, o), seed)
+        if not (ok and ref_ok):
+            return {"passed": False, "score": 0.0, "cuda_error": False,
+                    "output": f"wrong output in the timed runs at {problem.label}"}
+        rows.append({"shape": problem.label, "student_ms": student_ms, "reference_ms": ref_ms,
+                     "speedup": ref_ms / student_ms})
+    geomean = math.prod(r["speedup"] for r in rows) ** (1 / len(rows))
+    return {"passed": True, "score": 0.0, "cuda_error": False, "rows": rows, "geomean_speedup": geomean,
+            "output": f"geometric-mean speed-up over the reference rung: {geomean:.3f}x"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--exercise", required=True)
+    p.add_argument("--kernel", required=True, type=Path)
+    p.add_argument("--events", required=True, type=Path)
+    p.add_argument("--checks", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--hidden", action="store_true")
+    p.add_argument("--no-perf", action="store_true", help="an earlier worker saw a correctness failure")
+    args = p.parse_args(argv)
+
+    from lab.exercises import load
+
+    exercise = load(args.exercise)
+    events = Events(args.events)
+    wanted = args.checks.split(",")
+    groups = {g.name: (i, g) for i, g in enumerate(_groups(exercise, args.hidden))}
+    all_passed = not args.no_perf
+    for name in wanted:
+        events.emit(event="start", check=name)
+        if name == "compile":
+            ok, output = run_compile(exercise, args.kernel)
+            events.emit(event="done", check=name, passed=ok, score=0.0, max_score=0.0, output=output)
+            if not ok:
+                return 0
+            continue
+        if name == "performance":
+            if not all_passed:
+                result = {"passed": False, "score": 0.0, "cuda_error": False,
+                          "output": "not timed: performance counts only when every correctness check passes"}
+            else:
+                result = run_performance(exercise, args.kernel, args.seed)
+            max_score = exercise.performance.points
+        elif name == "leaderboard":
+            result = run_leaderboard(exercise, args.kernel, args.seed) if all_passed else {
+                "passed": False, "score": 0.0, "cuda_error": False, "output": "not ranked: a check failed"}
+            max_score = 0.0
+        else:
+            index, group = groups[name]
+            result = run_group(exercise, args.kernel, group, args.seed + 1_000_003 * index)
+            max_score = group.points
+        all_passed = all_passed and result["passed"]
+        cuda_error = result.pop("cuda_error")
+        events.emit(event="done", check=name, max_score=float(max_score), **result)
+        if cuda_error:
+            return EXIT_CUDA_ERROR
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

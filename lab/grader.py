@@ -1,0 +1,269 @@
+"""Grading that no student kernel can break: one process per submission, a time limit per check,
+fresh processes after a crash, results written as each submission completes.
+
+A submission is a folder holding the exercise's kernel file. `grade_submission` validates the folder,
+then drives lab.grade_worker processes through the checks (compile, each correctness group,
+performance). If a worker dies (an illegal address kills its CUDA context) or a check outlives its
+time limit (an infinite loop, a deadlock), that check scores zero with the reason, the process group
+is killed, and a new worker carries on with the remaining checks. Nothing a kernel does can lose
+another check's grade, another submission's, or the batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from lab import __version__
+from lab.exercises import Exercise
+
+MAX_KERNEL_BYTES = 1 << 20  # a kernel source past 1 MiB is refused, not compiled
+WORKER_MODULE = "lab.grade_worker"  # the process that runs a student's kernel (tests swap in a fake)
+POLL_S = 0.05
+
+
+@dataclass
+class CheckOutcome:
+    name: str
+    score: float
+    max_score: float
+    passed: bool
+    output: str
+    hidden: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class SubmissionResult:
+    submission: str
+    exercise: str
+    checks: list[CheckOutcome]
+    notes: list[str]
+    seconds: float
+    fingerprint: str
+
+    @property
+    def score(self) -> float:
+        return sum(c.score for c in self.checks)
+
+    @property
+    def max_score(self) -> float:
+        return sum(c.max_score for c in self.checks)
+
+    def check(self, name: str) -> CheckOutcome | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+
+# ----------------------------------------------------------------------------------------------
+# The submission folder
+# ----------------------------------------------------------------------------------------------
+
+def find_kernel(exercise: Exercise, folder: Path) -> tuple[Path | None, list[str]]:
+    """The kernel file to grade, or None with the reason; notes about anything else in the folder."""
+    if not folder.is_dir():
+        return None, [f"{folder} is not a folder"]
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+    if not files:
+        return None, ["the submission is empty: it has no files (expected "
+                      f"{exercise.student_file})"]
+    wanted = folder / exercise.student_file
+    if not wanted.is_file():
+        sources = [p for p in files if p.suffix == ".cu"]
+        if len(sources) != 1:
+            return None, [f"no {exercise.student_file} in the submission (found: "
+                          f"{', '.join(p.name for p in files[:8])})"]
+        wanted = sources[0]
+    notes = []
+    extra = [p.relative_to(folder).as_posix() for p in files if p != wanted]
+    if extra:
+        notes.append(f"ignored extra files: {', '.join(extra[:10])}")
+    size = wanted.stat().st_size
+    if size > MAX_KERNEL_BYTES:
+        return None, notes + [f"{wanted.name} is too large to grade ({size} bytes; the limit is "
+                              f"{MAX_KERNEL_BYTES} bytes)"]
+    return wanted, notes
+
+
+def fingerprint(exercise: Exercise, folder: Path, seed: int, include_hidden: bool) -> str:
+    h = hashlib.sha256(f"{exercise.id}|{seed}|{include_hidden}|{__version__}".encode())
+    if folder.is_dir():
+        for p in sorted(folder.rglob("*")):
+            if p.is_file():
+                h.update(p.relative_to(folder).as_posix().encode())
+                h.update(hashlib.sha256(p.read_bytes()).digest() if p.stat().st_size <= 64 * MAX_KERNEL_BYTES
+                         else str(p.stat().st_size).encode())
+    return h.hexdigest()[:20]
+
+
+# ----------------------------------------------------------------------------------------------
+# Driving the worker processes
+# ----------------------------------------------------------------------------------------------
+
+def _read_events(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut off by a killed process
+            pass
+    return events
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _why_it_died(returncode: int, stderr: str) -> str:
+    text = stderr.lower()
+    if "illegal" in text or "misaligned" in text or "cudaerror" in text or "cuda_error" in text:
+        line = next((ln.strip() for ln in reversed(stderr.splitlines()) if "rror" in ln), "")
+        return f"the kernel crashed the CUDA context ({line[:200]})"
+    if returncode < 0:
+        return f"the process was killed by signal {-returncode}"
+    tail = " | ".join(stderr.strip().splitlines()[-3:])[:300]
+    return f"the grading process died with exit code {returncode} ({tail or 'no message'})"
+
+
+def run_checks(exercise: Exercise, kernel: Path, names: list[str], seed: int, include_hidden: bool,
+               gpu: str | None = None, python: str = sys.executable) -> dict[str, dict]:
+    """Run checks in worker processes until each has an outcome; returns name -> done-event."""
+    done: dict[str, dict] = {}
+    deadline = time.monotonic() + exercise.time_limit_s
+    env = dict(os.environ)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    env.setdefault("LAB_CACHE_DIR", str(Path(tempfile.gettempdir()) / "lab-grader-cache"))
+    attempts, last_death = 0, "the grader could not reach this check"
+    with tempfile.TemporaryDirectory(prefix="lab-grade-") as tmp:
+        while True:
+            pending = [n for n in names if n not in done]
+            if not pending or attempts > len(names) + 1:
+                break
+            attempts += 1
+            events_path = Path(tmp) / f"events{attempts}.jsonl"
+            no_perf = any(not d["passed"] for n, d in done.items() if n not in ("compile", "performance"))
+            cmd = [python, "-m", WORKER_MODULE, "--exercise", exercise.id, "--kernel", str(kernel),
+                   "--events", str(events_path), "--checks", ",".join(pending), "--seed", str(seed)]
+            cmd += ["--hidden"] if include_hidden else []
+            cmd += ["--no-perf"] if no_perf else []
+            stderr_path = Path(tmp) / f"stderr{attempts}.txt"
+            with open(stderr_path, "w") as stderr:
+                proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
+                                        start_new_session=True)  # its own process group, killed as one
+                current, started = None, time.monotonic()
+                while proc.poll() is None:
+                    time.sleep(POLL_S)
+                    for ev in _read_events(events_path):
+                        if ev["event"] == "start" and ev["check"] != current and ev["check"] not in done:
+                            current, started = ev["check"], time.monotonic()
+                        elif ev["event"] == "done":
+                            done.setdefault(ev["check"], ev)
+                            if ev["check"] == current:
+                                current = None
+                    now = time.monotonic()
+                    if current and now - started > exercise.check_timeout_s:
+                        _kill(proc)
+                        done[current] = _failed(current, f"killed at the time limit of {exercise.check_timeout_s:g} s "
+                                                         "for one check: an infinite loop or a deadlock?")
+                    elif now > deadline:
+                        _kill(proc)
+                        for n in names:
+                            done.setdefault(n, _failed(n, f"not run: the submission used up its time limit "
+                                                          f"({exercise.time_limit_s:g} s)"))
+            for ev in _read_events(events_path):
+                if ev["event"] == "done":
+                    done.setdefault(ev["check"], ev)
+            started_checks = [ev["check"] for ev in _read_events(events_path) if ev["event"] == "start"]
+            crashed = [n for n in started_checks if n not in done]
+            if proc.returncode not in (0, None):
+                last_death = _why_it_died(proc.returncode, stderr_path.read_text())
+                if crashed:
+                    done[crashed[-1]] = _failed(crashed[-1], last_death)
+            if "compile" in done and not done["compile"]["passed"]:
+                for n in names:
+                    done.setdefault(n, _failed(n, "not run: the kernel did not compile"))
+    for n in names:
+        done.setdefault(n, _failed(n, f"not run: {last_death}"))
+    return done
+
+
+def _failed(name: str, output: str) -> dict:
+    return {"event": "done", "check": name, "passed": False, "score": 0.0, "output": output}
+
+
+def grade_submission(exercise: Exercise, folder: Path, seed: int = 0, include_hidden: bool = True,
+                     gpu: str | None = None, with_performance: bool = True) -> SubmissionResult:
+    start = time.monotonic()
+    folder = Path(folder)
+    groups = list(exercise.checks) + (exercise.hidden_checks() if include_hidden else [])
+    names = ["compile"] + [g.name for g in groups] + (["performance"] if with_performance else [])
+    max_scores = {"compile": 0.0, "performance": float(exercise.performance.points)}
+    max_scores |= {g.name: float(g.points) for g in groups}
+    hidden = {g.name for g in groups if g.hidden}
+    kernel, notes = find_kernel(exercise, folder)
+    if kernel is None:
+        outcomes = {n: _failed(n, notes[-1]) for n in names}
+    else:
+        outcomes = run_checks(exercise, kernel, names, seed, include_hidden, gpu)
+    # A worker's score is capped at the check's points: no process can award more than the exercise gives.
+    checks = [CheckOutcome(n, min(float(outcomes[n].get("score", 0.0)), max_scores[n]), max_scores[n],
+                           bool(outcomes[n]["passed"]),
+                           outcomes[n].get("output", ""), n in hidden,
+                           {k: v for k, v in outcomes[n].items()
+                            if k not in ("event", "check", "passed", "score", "output", "max_score", "t")})
+              for n in names]
+    return SubmissionResult(folder.name, exercise.id, checks, notes, time.monotonic() - start,
+                            fingerprint(exercise, folder, seed, include_hidden))
+
+
+# ----------------------------------------------------------------------------------------------
+# Gradescope's results.json
+# ----------------------------------------------------------------------------------------------
+
+def gradescope_json(result: SubmissionResult) -> dict:
+    """Gradescope autograder schema: https://gradescope-autograders.readthedocs.io (results.json)."""
+    tests = []
+    for c in result.checks:
+        tests.append({"name": c.name, "score": round(c.score, 3), "max_score": c.max_score,
+                      "status": "passed" if c.passed else "failed", "output": c.output,
+                      "visibility": "after_published" if c.hidden else "visible"})
+    return {
+        "score": round(result.score, 3),
+        "execution_time": round(result.seconds, 2),
+        "output": "; ".join(result.notes) if result.notes else "graded",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+        "extra_data": {"exercise": result.exercise, "submission": result.submission,
+                       "fingerprint": result.fingerprint, "max_score": result.max_score,
+                       "checks": [asdict(c) for c in result.checks]},
+    }
+
+
+def result_from_json(payload: dict) -> SubmissionResult:
+    extra = payload["extra_data"]
+    checks = [CheckOutcome(**c) for c in extra["checks"]]
+    notes = [] if payload.get("output") == "graded" else payload.get("output", "").split("; ")
+    return SubmissionResult(extra["submission"], extra["exercise"], checks, notes, payload["execution_time"],
+                            extra["fingerprint"])
+
+
+def write_json_atomic(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(payload, indent=1) + "\n")
+    os.replace(tmp, path)

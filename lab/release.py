@@ -1,0 +1,165 @@
+"""`lab release OUT_DIR`: the student bundle, with neither solutions nor hidden checks.
+
+What goes in: the `lab` package, pyproject.toml, run.sh, README.md, the notebooks (the .py twins, and
+the .ipynb files with every output cleared: committed outputs print the rungs' sources), results/,
+kernels/ with every file's solution regions stripped, and for each exercise its README.md,
+exercise.json and a freshly generated starter.cu. What stays out: hidden.json, tests/, .ci/, scripts/,
+hidden files and build leftovers.
+
+The bundle is built in a temporary folder next to OUT_DIR and moved into place only once it is complete
+and free of solution text, so a failed release never leaves half a bundle behind.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from lab import exercises
+from lab.build import KERNELS_DIR, REPO_ROOT
+from lab.errors import LabError
+
+TOP_FILES = ("pyproject.toml", "run.sh", "README.md")
+EXERCISE_FILES = ("README.md", "exercise.json")  # starter.cu is regenerated, hidden.json never goes
+SKIPPED_DIRS = {"__pycache__", ".ipynb_checkpoints"}
+SKIPPED_SUFFIXES = {".pyc", ".pyo"}
+# Solution lines this short say nothing about a solution ("}", "__syncthreads();" is 16).
+MIN_LEAK_CHARS = 12
+# Lines inside solution regions that give nothing away: the naive transpose (rung 01, shipped whole)
+# has the same tile indexing and loop, and the other two occur in every tiled kernel.
+GENERIC_LINES = frozenset({
+    "#pragma unroll",
+    "__syncthreads();",
+    "int c = blockIdx.x * TILE + threadIdx.x;",
+    "for (int k = 0; k < TILE; k += BLOCK_ROWS)",
+    "for (int k = 0; k < TILE; k += BLOCK_ROWS) {",
+})
+
+
+def _shipped_files(root: Path) -> Iterator[Path]:
+    """Every file under root except hidden files and folders and build leftovers, in a stable order."""
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") or part in SKIPPED_DIRS for part in rel.parts):
+            continue
+        if path.is_file() and path.suffix not in SKIPPED_SUFFIXES:
+            yield path
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dst)
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    for path in _shipped_files(src):
+        _copy(path, dst / path.relative_to(src))
+
+
+def cleared_notebook(text: str) -> str:
+    """An .ipynb with every output and execution count removed (what a fresh `Clear all outputs` gives)."""
+    nb = json.loads(text)
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "code":
+            cell["outputs"] = []
+            cell["execution_count"] = None
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
+def _write_notebooks(src: Path, dst: Path) -> None:
+    for path in _shipped_files(src):
+        target = dst / path.relative_to(src)
+        if path.suffix == ".ipynb":
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(cleared_notebook(path.read_text()))
+        elif path.suffix == ".py":
+            _copy(path, target)
+
+
+def _write_kernels(src: Path, dst: Path) -> None:
+    for path in _shipped_files(src):
+        target = dst / path.relative_to(src)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        rel = path.relative_to(src.parent)
+        target.write_text(exercises.strip_solution(path.read_text(), str(rel)))
+
+
+def _write_exercises(dst: Path) -> None:
+    top_readme = exercises.EXERCISES_DIR / "README.md"
+    if top_readme.is_file():
+        _copy(top_readme, dst / "README.md")
+    for ex in exercises.all_exercises():
+        folder = dst / ex.path.name
+        for name in EXERCISE_FILES:
+            _copy(ex.path / name, folder / name)
+        (folder / exercises.STARTER_NAME).write_text(ex.starter_text())
+
+
+def solution_lines(kernels_dir: Path | None = None) -> dict[str, str]:
+    """Each distinctive line of every solution region under kernels_dir -> the file it comes from."""
+    kernels_dir = KERNELS_DIR if kernels_dir is None else kernels_dir
+    lines: dict[str, str] = {}
+    for path in _shipped_files(kernels_dir):
+        rel = str(path.relative_to(kernels_dir))
+        for region in exercises.solution_regions(path.read_text(), rel):
+            for line in region.splitlines():
+                text = line.strip()
+                if len(text) > MIN_LEAK_CHARS and text not in GENERIC_LINES:
+                    lines.setdefault(text, rel)
+    return lines
+
+
+def find_leaks(bundle: Path, lines: dict[str, str] | None = None) -> list[str]:
+    """'file: line (from kernel)' for every solution line found anywhere in the bundle's files."""
+    lines = solution_lines() if lines is None else lines
+    found = []
+    for path in sorted(p for p in bundle.rglob("*") if p.is_file()):
+        data = path.read_bytes()  # every file, text or not
+        for line, origin in lines.items():
+            if line.encode() in data:
+                found.append(f"{path.relative_to(bundle)}: {line!r} (solution text of {origin})")
+    return found
+
+
+def _check_target(out_dir: Path) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise LabError(f"{out_dir} is a file; give `lab release` a new or empty folder.")
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        raise LabError(f"{out_dir} is not empty; give `lab release` a new or empty folder, so that no old file "
+                       "(a hidden check, a solution) can end up in the bundle.")
+    if out_dir.resolve() == REPO_ROOT or REPO_ROOT.is_relative_to(out_dir.resolve()):
+        raise LabError(f"{out_dir} contains the lab itself; release into a folder outside it.")
+
+
+def release(out_dir: Path) -> Path:
+    """Write the student bundle into out_dir (new or empty) and return its resolved path."""
+    out_dir = Path(out_dir).expanduser()
+    _check_target(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.", dir=out_dir.parent) as tmp:
+        bundle = Path(tmp) / "bundle"
+        bundle.mkdir()
+        for name in TOP_FILES:
+            _copy(REPO_ROOT / name, bundle / name)
+        _copy_tree(REPO_ROOT / "lab", bundle / "lab")
+        _copy_tree(REPO_ROOT / "results", bundle / "results")
+        _write_notebooks(REPO_ROOT / "notebooks", bundle / "notebooks")
+        _write_kernels(KERNELS_DIR, bundle / "kernels")
+        _write_exercises(bundle / "exercises")
+        leaks = find_leaks(bundle)
+        if leaks:
+            shown = "\n  ".join(leaks[:10])
+            raise LabError(f"The bundle would contain solution text; nothing was written:\n  {shown}\n"
+                           "Put that code inside a // BEGIN SOLUTION ... // END SOLUTION region.")
+        if out_dir.is_dir():
+            out_dir.rmdir()  # empty (checked above); the finished bundle takes its place
+        bundle.rename(out_dir)
+    return out_dir.resolve()
+
+
+def bundle_files(bundle: Path) -> list[str]:
+    """The bundle's files as sorted relative paths (for reports and tests)."""
+    return [str(p.relative_to(bundle)) for p in sorted(bundle.rglob("*")) if p.is_file()]

@@ -1,0 +1,331 @@
+"""CPU: the exercise format, solution stripping, starters in sync and compiling; GPU: the reference passes."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lab import build, exercises
+from lab.build import KernelSpec
+from lab.errors import CompileError, LabError
+from lab.exercises import CheckGroup, Exercise, Performance, solution_regions, strip_solution
+from lab.ladder import get_family
+
+EXERCISE_IDS = ["01_vectorized_copy", "02_tiled_transpose"]
+
+
+@pytest.fixture(params=EXERCISE_IDS)
+def ex(request) -> Exercise:
+    return exercises.load(request.param)
+
+
+def _all_cases(exercise: Exercise) -> list[dict]:
+    groups = exercise.checks + exercise.hidden_checks()
+    return [c for g in groups for c in g.cases] + exercise.performance.params
+
+
+# ----------------------------------------------------------------------------------------------
+# Loading
+# ----------------------------------------------------------------------------------------------
+
+def test_all_exercises_are_found_in_order():
+    found = exercises.all_exercises()
+    assert [e.id for e in found] == EXERCISE_IDS
+    assert [e.number for e in found] == [1, 2]
+    assert all(e.path == exercises.EXERCISES_DIR / e.id for e in found)
+
+
+@pytest.mark.parametrize("name", ["01", "1", "01_vectorized_copy", "vectorized_copy", " 01 ",
+                                  "exercises/01_vectorized_copy/"])
+def test_load_accepts_number_folder_and_topic(name):
+    assert exercises.load(name).id == "01_vectorized_copy"
+
+
+@pytest.mark.parametrize("name", ["3", "99", "copy", "02_vectorized_copy", ""])
+def test_unknown_exercise_names_the_known_ones(name):
+    with pytest.raises(LabError) as err:
+        exercises.load(name)
+    msg = str(err.value)
+    assert "01_vectorized_copy" in msg and "02_tiled_transpose" in msg
+
+
+def test_vectorized_copy_is_the_issue_s_exercise():
+    e = exercises.load("01")
+    assert (e.family, e.rung, e.entry, e.student_file) == ("copy", "03_vectorized", "copy_vectorized", "kernel.cu")
+    assert [(g.name, g.points, g.hidden) for g in e.checks] == [("friendly", 2, False), ("tails", 3, False),
+                                                               ("misaligned", 2, False)]
+    friendly, tails, misaligned = (g.cases for g in e.checks)
+    assert all(c["n"] % 1024 == 0 and not c.get("x_offset") and not c.get("y_offset") for c in friendly)
+    assert {1, 2, 3, 4, 5} <= {c["n"] for c in tails}
+    assert any(c["n"] % 1024 in (1, 1023) for c in tails)
+    offsets = {(c["x_offset"], c["y_offset"]) for c in misaligned}
+    assert any(a == b for a, b in offsets) and any(a != b for a, b in offsets)
+    assert e.performance == Performance(3, [{"n": 1 << 24}], 0.80)
+    assert (e.time_limit_s, e.check_timeout_s) == (60, 15)
+    assert e.max_points(include_hidden=False) == 10
+
+
+def test_tiled_transpose_is_the_issue_s_exercise():
+    e = exercises.load("02")
+    assert (e.family, e.rung, e.entry) == ("transpose", "03_padded", "transpose_padded")
+    assert [(g.name, g.points) for g in e.checks] == [("friendly", 2), ("tails", 3)]
+    friendly, tails = (g.cases for g in e.checks)
+    assert all(c["rows"] % 64 == 0 and c["cols"] % 64 == 0 for c in friendly)
+    assert all(c["rows"] % 64 or c["cols"] % 64 for c in tails)
+    assert {"rows": 1, "cols": 1} in tails
+    assert any(c["rows"] == 1 and c["cols"] > 1 for c in tails) and any(c["cols"] == 1 and c["rows"] > 1
+                                                                          for c in tails)
+    assert e.performance == Performance(3, [{"rows": 4096, "cols": 4096}], 0.75)
+    assert e.max_points(include_hidden=False) == 8
+
+
+def test_hidden_checks_are_extra_hidden_groups(ex):
+    hidden = ex.hidden_checks()
+    assert 2 <= len(hidden) <= 3
+    assert all(isinstance(g, CheckGroup) and g.hidden and g.points > 0 and g.cases for g in hidden)
+    assert not {g.name for g in hidden} & {g.name for g in ex.checks}
+    visible = [c for g in ex.checks for c in g.cases]
+    assert not any(c in visible for g in hidden for c in g.cases), "a hidden case that is also visible"
+    assert ex.max_points(include_hidden=True) == ex.max_points(False) + sum(g.points for g in hidden)
+
+
+def _copy_exercises(tmp_path: Path, monkeypatch) -> Path:
+    root = tmp_path / "exercises"
+    shutil.copytree(exercises.EXERCISES_DIR, root)
+    monkeypatch.setattr(exercises, "EXERCISES_DIR", root)
+    return root
+
+
+def test_no_hidden_json_means_no_hidden_checks(tmp_path, monkeypatch):
+    root = _copy_exercises(tmp_path, monkeypatch)
+    (root / "01_vectorized_copy" / "hidden.json").unlink()
+    e = exercises.load("01")
+    assert e.hidden_checks() == []
+    assert e.max_points(include_hidden=True) == e.max_points(include_hidden=False) == 10
+
+
+def _edit_json(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda d: d["checks"][0]["cases"].append({"n": 5, "length": 3}), "length"),
+    (lambda d: d["checks"][0]["cases"].append({"n": -1}), "non-negative"),
+    (lambda d: d.update(rung="09_nonexistent"), "09_nonexistent"),
+    (lambda d: d.update(entry="copy_scalar"), "entry"),
+    (lambda d: d.update(id="01_other"), "folder"),
+    (lambda d: d.pop("performance"), "performance"),
+    (lambda d: d["checks"][0].update(points=0), "positive points"),
+    (lambda d: d["checks"][1].update(cases=[]), "non-empty"),
+    (lambda d: d.update(student_file="../kernel.cu"), "plain file name"),
+])
+def test_a_broken_exercise_json_is_a_clear_error(tmp_path, monkeypatch, change, words):
+    root = _copy_exercises(tmp_path, monkeypatch)
+    _edit_json(root / "01_vectorized_copy" / "exercise.json", change)
+    with pytest.raises(LabError, match=words):
+        exercises.load("01")
+
+
+def test_a_broken_hidden_json_is_a_clear_error(tmp_path, monkeypatch):
+    root = _copy_exercises(tmp_path, monkeypatch)
+    _edit_json(root / "02_tiled_transpose" / "hidden.json", lambda d: d["checks"][0]["cases"].append({"n": 3}))
+    with pytest.raises(LabError, match="rows"):
+        exercises.load("02").hidden_checks()
+    (root / "02_tiled_transpose" / "hidden.json").write_text("{not json")
+    with pytest.raises(LabError, match="not valid JSON"):
+        exercises.load("02").hidden_checks()
+
+
+# ----------------------------------------------------------------------------------------------
+# strip_solution
+# ----------------------------------------------------------------------------------------------
+
+SAMPLE = """\
+__global__ void k(float* y) {
+    int i = threadIdx.x;
+    // BEGIN SOLUTION: write one to y[i].
+    y[i] = 1.0f;
+    // END SOLUTION
+\t// BEGIN SOLUTION: and two to y[i + 32].
+\ty[i + 32] = 2.0f;
+
+\t// END SOLUTION
+}
+"""
+
+
+def test_strip_replaces_each_region_by_a_todo_at_its_indent():
+    assert strip_solution(SAMPLE) == """\
+__global__ void k(float* y) {
+    int i = threadIdx.x;
+    // TODO: write one to y[i].
+\t// TODO: and two to y[i + 32].
+}
+"""
+    assert solution_regions(SAMPLE) == ["    y[i] = 1.0f;\n", "\ty[i + 32] = 2.0f;\n\n"]
+
+
+def test_text_without_markers_is_unchanged():
+    text = "int x;\n// a comment about solutions\nint y;"  # no final newline either
+    assert strip_solution(text) == text
+    assert solution_regions(text) == []
+
+
+def test_markers_allow_loose_spacing_and_crlf():
+    text = "a\r\n  //BEGIN SOLUTION :  do it  \r\n  b\r\n  //   END SOLUTION\r\nc\r\n"
+    assert strip_solution(text) == "a\r\n  // TODO: do it\nc\r\n"
+
+
+def test_an_empty_region_and_a_region_at_the_end_without_newline():
+    assert strip_solution("// BEGIN SOLUTION: x.\n// END SOLUTION") == "// TODO: x.\n"
+    assert solution_regions("// BEGIN SOLUTION: x.\n// END SOLUTION") == [""]
+
+
+@pytest.mark.parametrize("text, line, words", [
+    ("a\n// BEGIN SOLUTION: x.\nb\n", 2, "never closed"),
+    ("a\nb\n// END SOLUTION\n", 3, "no BEGIN"),
+    ("// BEGIN SOLUTION: x.\n// BEGIN SOLUTION: y.\n// END SOLUTION\n// END SOLUTION\n", 2, "nest"),
+    ("a\n  // BEGIN SOLUTION\nb\n// END SOLUTION\n", 2, "sentence"),
+    ("a\n  // BEGIN SOLUTION:   \nb\n// END SOLUTION\n", 2, "sentence"),
+    ("x = 1;  // BEGIN SOLUTION: x.\n// END SOLUTION\n", 1, "line of its own"),
+    ("// BEGIN SOLUTION: x.\ny = 2;  // END SOLUTION\n", 2, "line of its own"),
+    ("// BEGIN SOLUTION: x.\n// END SOLUTION\n// END SOLUTION\n", 3, "no BEGIN"),
+])
+def test_unbalanced_or_malformed_markers_name_the_line(text, line, words):
+    with pytest.raises(LabError, match=words) as err:
+        strip_solution(text, "k.cu")
+    assert f"k.cu:{line}:" in str(err.value)
+    with pytest.raises(LabError, match=f"line {line}:"):
+        solution_regions(text)
+
+
+def test_every_kernel_s_markers_are_well_formed():
+    for path in sorted(build.KERNELS_DIR.rglob("*.cu*")):
+        stripped = strip_solution(path.read_text(), path.name)  # raises on a malformed marker
+        assert "SOLUTION" not in stripped
+
+
+# ----------------------------------------------------------------------------------------------
+# Starters and the reference
+# ----------------------------------------------------------------------------------------------
+
+def test_starter_is_the_stripped_reference(ex):
+    assert ex.starter_path.is_file(), f"run `python -m lab.exercises` to write {ex.starter_path}"
+    assert ex.starter_path.read_text() == strip_solution(ex.reference_source()), (
+        f"{ex.starter_path} is stale: run `python -m lab.exercises` to regenerate it")
+    assert ex.starter_text() == ex.starter_path.read_text()
+
+
+def test_reference_has_a_solution_region_and_the_starter_a_todo(ex):
+    regions = solution_regions(ex.reference_source())
+    assert regions and all(r.strip() for r in regions)
+    starter = ex.starter_text()
+    assert starter.count("// TODO: ") == len(regions)
+    for region in regions:
+        for line in region.splitlines():
+            if len(line.strip()) > 12 and "pragma" not in line:
+                assert line not in starter
+
+
+def test_starter_keeps_the_signature_and_the_knob_defines(ex):
+    starter = ex.starter_text()
+    assert f'extern "C" __global__ void {ex.entry}(' in starter
+    for knob, _ in ex.reference_spec().knobs:
+        assert f"#define {knob}" in starter
+
+
+def test_reference_rung_compiles_for_sm_90(ex):
+    compiled = build.compile_cubin(ex.reference_spec(), 90)
+    assert compiled.lowered_name == ex.entry
+
+
+def test_starter_compiles_through_nvrtc_for_sm_90(ex):
+    spec = ex.student_spec(ex.starter_path)
+    compiled = build.compile_cubin(spec, 90)
+    assert compiled.lowered_name == ex.entry and compiled.cubin
+
+
+def test_case_keys_are_the_family_s_problem_parameters(ex):
+    # make_problem allocates on the GPU, so the cases are bound against its signature instead.
+    family = get_family(ex.family)
+    signature = inspect.signature(family.make_problem)
+    assert exercises.case_parameters(family) < set(signature.parameters)
+    for case in _all_cases(ex):
+        signature.bind(**case)  # TypeError on an unknown key
+        assert set(case) <= exercises.case_parameters(family)
+        assert all(isinstance(v, int) and v >= 0 for v in case.values())
+
+
+def test_cases_stay_moderate_for_a_check_of_a_few_seconds(ex):
+    def elements(case: dict) -> int:
+        return case.get("n", 0) + case.get("rows", 0) * case.get("cols", 0)
+
+    # H200, three input distributions x two runs per case: ~0.2 s per million elements of a group.
+    for group in ex.checks + ex.hidden_checks():
+        assert len(group.cases) <= 30, group.name
+        assert max(elements(c) for c in group.cases) <= 1 << 24, group.name
+        assert sum(elements(c) for c in group.cases) <= 20_000_000, group.name
+
+
+# ----------------------------------------------------------------------------------------------
+# The student's file
+# ----------------------------------------------------------------------------------------------
+
+def test_kernelspec_path_takes_absolute_sources(tmp_path):
+    assert KernelSpec("copy/03_vectorized.cu", "e").path == build.KERNELS_DIR / "copy" / "03_vectorized.cu"
+    assert KernelSpec(str(tmp_path / "kernel.cu"), "e").path == tmp_path / "kernel.cu"
+
+
+def test_student_spec_and_rung_keep_the_reference_s_entry_knobs_and_key(ex, tmp_path, monkeypatch):
+    (tmp_path / "kernel.cu").write_text(ex.starter_text())
+    monkeypatch.chdir(tmp_path)
+    spec = ex.student_spec(Path("kernel.cu"))  # relative to the current folder: made absolute
+    ref = ex.reference_spec()
+    assert Path(spec.source).is_absolute() and spec.path == tmp_path / "kernel.cu"
+    assert (spec.entry, spec.knobs, spec.min_arch, spec.arch_suffix) == (ref.entry, ref.knobs, ref.min_arch,
+                                                                         ref.arch_suffix)
+    rung = ex.student_rung(tmp_path / "kernel.cu")
+    assert (rung.family, rung.key, rung.title) == (ex.family, ex.rung, ex.reference_rung().title)
+    assert rung.spec == spec
+    assert build.read_source(spec) == ex.starter_text()
+
+
+def test_a_student_s_compile_error_names_their_file(ex, tmp_path):
+    broken = ex.starter_text().replace("// TODO:", "this is not C++; // TODO:", 1)
+    (tmp_path / "kernel.cu").write_text(broken)
+    with pytest.raises(CompileError) as err:
+        build.compile_cubin(ex.student_spec(tmp_path / "kernel.cu"), 90)
+    assert "kernel.cu:" in str(err.value) and "this is not C++" in str(err.value)
+
+
+def test_student_and_reference_cache_keys_differ_only_by_source(ex, tmp_path):
+    (tmp_path / "kernel.cu").write_text(ex.reference_source())
+    same = ex.student_spec(tmp_path / "kernel.cu")
+    assert build.cache_key(same, 90) == build.cache_key(ex.reference_spec(), 90)  # same text, same binary
+    (tmp_path / "kernel.cu").write_text(ex.starter_text())
+    assert build.cache_key(same, 90) != build.cache_key(ex.reference_spec(), 90)
+
+
+# ----------------------------------------------------------------------------------------------
+# GPU: the reference passes every visible and hidden case; the starter does not
+# ----------------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_reference_passes_every_case_and_the_starter_fails(ex):
+    from lab.verify import check_case
+
+    family = ex.family_object()
+    reference = ex.student_rung(ex.reference_spec().path)
+    for group in ex.checks + ex.hidden_checks():
+        for case in group.cases:
+            result = check_case(family, reference, case, seed=7)
+            assert result.passed, f"{ex.id} {group.name} {case}: {result.reasons}"
+    starter = ex.student_rung(ex.starter_path)
+    for group in ex.checks:
+        assert not check_case(family, starter, group.cases[-1], seed=7).passed, f"the starter passes {group.name}"

@@ -1,0 +1,222 @@
+"""CPU tests of the grading machinery: a fake worker stands in for the GPU one and misbehaves on
+purpose (crashes, hangs, fails to compile), so the parent's handling is checked without a GPU.
+The real kernels' fault suite is tests/test_gpu_grader.py."""
+
+import csv
+import dataclasses
+import json
+import os
+import textwrap
+
+import pytest
+
+from lab import classroom, grader
+from lab.cli import main
+from lab.exercises import load
+
+FAKE_WORKER = textwrap.dedent('''
+    """Fake grade worker: behaves as the kernel file's FAKE lines say."""
+    import argparse, json, os, sys, time
+
+    p = argparse.ArgumentParser()
+    for a in ("--exercise", "--kernel", "--events", "--checks", "--seed"):
+        p.add_argument(a)
+    p.add_argument("--hidden", action="store_true")
+    p.add_argument("--no-perf", action="store_true")
+    args = p.parse_args()
+    text = open(args.kernel).read()
+    rules = [line.split()[1:] for line in text.splitlines() if line.startswith("FAKE")]
+
+    def emit(**ev):
+        with open(args.events, "a") as f:
+            f.write(json.dumps(ev) + "\\n")
+
+    for name in args.checks.split(","):
+        emit(event="start", check=name)
+        for rule in rules:
+            if rule[-1] == name and rule[0] == "crash":
+                sys.stderr.write("cupy_backends.cuda.api.runtime.CUDARuntimeError: "
+                                 "cudaErrorIllegalAddress: an illegal memory access was encountered\\n")
+                os._exit(1)
+            if rule[-1] == name and rule[0] == "hang":
+                time.sleep(3600)
+        failed = ["fail", name] in rules or (name == "performance" and args.no_perf)
+        if name == "compile" and ["nocompile"] in rules:
+            emit(event="done", check=name, passed=False, score=0.0, output="kernel.cu:3: error: expected a ';'")
+            sys.exit(0)
+        why = "not timed: performance counts only when every correctness check passes" if name == "performance" \
+            else "failed on n=1025"
+        emit(event="done", check=name, passed=not failed, score=0.0 if failed else 99.0,
+             output=why if failed else "ok", gpu=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+''')
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    pkg = tmp_path / "fakeworker"
+    pkg.mkdir()
+    (pkg / "fake_grade_worker.py").write_text(FAKE_WORKER)
+    monkeypatch.setenv("PYTHONPATH", f"{pkg}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.setattr(grader, "WORKER_MODULE", "fake_grade_worker")
+    exercise = dataclasses.replace(load("01"), check_timeout_s=1.5, time_limit_s=20)
+    return exercise
+
+
+def _submission(root, name, *fake_lines, filename="kernel.cu"):
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / filename).write_text("\n".join(["// a kernel", *fake_lines, ""]))
+    return folder
+
+
+def test_a_clean_submission_gets_every_point_and_no_more(fake, tmp_path):
+    result = grader.grade_submission(fake, _submission(tmp_path, "ok"), include_hidden=False)
+    assert all(c.passed for c in result.checks)
+    assert result.score == result.max_score == fake.max_points(False)  # the fake claims 99 per check
+    assert [c.name for c in result.checks] == ["compile", "friendly", "tails", "misaligned", "performance"]
+
+
+def test_a_crash_costs_only_the_crashing_check(fake, tmp_path):
+    result = grader.grade_submission(fake, _submission(tmp_path, "crash", "FAKE crash tails"), include_hidden=False)
+    tails = result.check("tails")
+    assert not tails.passed and tails.score == 0 and "illegal memory access" in tails.output
+    assert result.check("friendly").passed and result.check("misaligned").passed  # ran in a fresh process
+    assert not result.check("performance").passed and "correctness" in result.check("performance").output
+
+
+def test_a_hang_is_killed_at_the_time_limit_and_the_rest_still_runs(fake, tmp_path):
+    result = grader.grade_submission(fake, _submission(tmp_path, "hang", "FAKE hang friendly"), include_hidden=False)
+    friendly = result.check("friendly")
+    assert not friendly.passed and "time limit" in friendly.output
+    assert result.check("tails").passed and result.check("misaligned").passed
+    assert result.seconds < 15
+
+
+def test_a_compile_failure_zeroes_everything_with_the_compiler_message(fake, tmp_path):
+    result = grader.grade_submission(fake, _submission(tmp_path, "bad", "FAKE nocompile"), include_hidden=False)
+    assert result.score == 0
+    assert "expected a ';'" in result.check("compile").output
+    assert all("did not compile" in c.output for c in result.checks[1:])
+
+
+@pytest.mark.parametrize("setup, reason", [
+    (lambda d: d.mkdir(), "empty"),
+    (lambda d: (d.mkdir(), (d / "kernel.cu").write_text("x" * (grader.MAX_KERNEL_BYTES + 1))), "too large"),
+    (lambda d: (d.mkdir(), (d / "a.cu").write_text("1"), (d / "b.cu").write_text("2")), "no kernel.cu"),
+])
+def test_broken_submission_folders_get_a_reason_and_zero(fake, tmp_path, setup, reason):
+    folder = tmp_path / "sub"
+    setup(folder)
+    result = grader.grade_submission(fake, folder, include_hidden=False)
+    assert result.score == 0 and all(reason in c.output for c in result.checks)
+
+
+def test_extra_files_are_noted_and_ignored(fake, tmp_path):
+    folder = _submission(tmp_path, "extra")
+    (folder / "notes.txt").write_text("hi")
+    result = grader.grade_submission(fake, folder, include_hidden=False)
+    assert result.score == result.max_score - 0 or all(c.passed for c in result.checks)
+    assert any("notes.txt" in n for n in result.notes)
+
+
+def test_hidden_checks_are_graded_and_marked_after_published(fake, tmp_path):
+    result = grader.grade_submission(fake, _submission(tmp_path, "ok"), include_hidden=True)
+    hidden = [c for c in result.checks if c.hidden]
+    assert hidden and all(c.passed for c in hidden)
+    payload = grader.gradescope_json(result)
+    vis = {t["name"]: t["visibility"] for t in payload["tests"]}
+    assert all(vis[c.name] == "after_published" for c in hidden)
+    assert vis["friendly"] == "visible"
+
+
+def test_gradescope_schema(fake, tmp_path):
+    result = grader.grade_submission(fake, _submission(tmp_path, "s", "FAKE fail tails"), include_hidden=False)
+    payload = grader.gradescope_json(result)
+    assert set(payload) >= {"score", "execution_time", "tests", "output"}
+    for t in payload["tests"]:
+        assert set(t) >= {"name", "score", "max_score", "status", "output", "visibility"}
+        assert t["status"] in ("passed", "failed")
+    assert payload["score"] == pytest.approx(sum(t["score"] for t in payload["tests"]))
+    assert grader.result_from_json(json.loads(json.dumps(payload))).score == result.score
+
+
+def _batch(root):
+    subs = root / "subs"
+    _submission(subs, "alice")
+    _submission(subs, "bob", "FAKE crash friendly")
+    _submission(subs, "carol", "FAKE nocompile")
+    (subs / "dave").mkdir()
+    return subs
+
+
+def test_batch_writes_results_csv_and_report_and_resumes(fake, tmp_path):
+    subs, out = _batch(tmp_path), tmp_path / "out"
+    seen = []
+    results = classroom.grade_batch(fake, subs, out, include_hidden=False, on_done=lambda r, c: seen.append(c))
+    assert [r.submission for r in results] == ["alice", "bob", "carol", "dave"] and seen == [False] * 4
+    for name in ("alice", "bob", "carol", "dave"):
+        assert json.loads((out / name / "results.json").read_text())["extra_data"]["submission"] == name
+    rows = list(csv.DictReader(open(out / "grades.csv")))
+    assert [r["submission"] for r in rows] == ["alice", "bob", "carol", "dave"]
+    assert "illegal memory access" in (out / "report.md").read_text()
+
+    # A rerun regrades nothing; an interrupted batch (one result missing) regrades only that one.
+    (out / "bob" / "results.json").unlink()
+    seen.clear()
+    again = classroom.grade_batch(fake, subs, out, include_hidden=False,
+                                  on_done=lambda r, c: seen.append((r.submission, c)))
+    assert sorted(seen) == [("alice", True), ("bob", False), ("carol", True), ("dave", True)]
+    assert [r.score for r in again] == [r.score for r in results]
+
+
+def test_a_changed_submission_is_regraded(fake, tmp_path):
+    subs, out = _batch(tmp_path), tmp_path / "out"
+    classroom.grade_batch(fake, subs, out, include_hidden=False)
+    (subs / "carol" / "kernel.cu").write_text("// fixed\n")
+    seen = []
+    classroom.grade_batch(fake, subs, out, include_hidden=False, on_done=lambda r, c: seen.append((r.submission, c)))
+    assert ("carol", False) in seen and ("alice", True) in seen
+
+
+def test_one_worker_per_gpu(fake, tmp_path):
+    subs = tmp_path / "subs"
+    for i in range(4):
+        _submission(subs, f"s{i}")
+    results = classroom.grade_batch(fake, subs, tmp_path / "out", include_hidden=False, gpus=["0", "1"])
+    used = {r.check("friendly").extra.get("gpu") for r in results}
+    assert used <= {"0", "1"} and len(results) == 4
+
+
+def test_cli_grade_and_leaderboard_need_a_gpu_and_say_so(tmp_path, monkeypatch, capsys):
+    from lab import device
+
+    monkeypatch.setattr(device, "_probe", lambda: "the CUDA driver sees no GPU")
+    _batch(tmp_path)
+    for cmd in (["grade", str(tmp_path / "subs"), "--exercise", "01"],
+                ["leaderboard", str(tmp_path / "subs"), "--exercise", "01"]):
+        assert main(cmd) == 2
+        assert "needs a CUDA GPU" in capsys.readouterr().out
+
+
+def test_cli_rejects_bad_gpu_lists_and_unknown_exercises(tmp_path, capsys):
+    _batch(tmp_path)
+    assert main(["grade", str(tmp_path / "subs"), "--exercise", "01", "--gpus", "zero"]) == 2
+    assert "--gpus" in capsys.readouterr().out
+    assert main(["grade", str(tmp_path / "subs"), "--exercise", "99"]) == 2
+
+
+def test_cli_check_without_a_gpu_compiles_and_says_what_it_could_not_do(tmp_path, monkeypatch, capsys):
+    from lab import device
+
+    monkeypatch.setattr(device, "_probe", lambda: "the CUDA driver sees no GPU")
+    exercise = load("01")
+    good = tmp_path / "mine.cu"
+    good.write_text(exercise.reference_source())
+    assert main(["check", "01", str(good)]) == 0
+    assert "need a CUDA GPU" in capsys.readouterr().out
+    bad = tmp_path / "bad.cu"
+    bad.write_text(exercise.starter_text().replace("{", "{ int x = ;", 1))
+    assert main(["check", "01", str(bad)]) == 2
+    out = capsys.readouterr().out
+    assert "error" in out and ">>" in out
+    assert main(["check", "01", str(tmp_path / "missing.cu")]) == 2

@@ -1,0 +1,218 @@
+"""CPU: `lab release` writes a student bundle with no solution text, no hidden checks, no outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab import build, exercises, release
+from lab.build import KernelSpec
+from lab.errors import LabError
+from lab.ladder import all_rungs
+
+REPO = build.REPO_ROOT
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    return release.release(tmp_path_factory.mktemp("release") / "student")
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+# ----------------------------------------------------------------------------------------------
+# What is in the bundle, and what is not
+# ----------------------------------------------------------------------------------------------
+
+def test_bundle_has_the_package_the_set_up_and_the_material(bundle):
+    for name in ("pyproject.toml", "run.sh", "README.md", "lab/__init__.py", "lab/exercises.py", "lab/build.py",
+                 "lab/families/copy.py", "results/h200/copy.json", "exercises/README.md"):
+        assert (bundle / name).is_file(), name
+    assert (bundle / "run.sh").read_bytes() == (REPO / "run.sh").read_bytes()
+    assert os.access(bundle / "run.sh", os.X_OK) == os.access(REPO / "run.sh", os.X_OK)
+    shipped_lab = {p.relative_to(bundle) for p in (bundle / "lab").rglob("*.py")}
+    assert shipped_lab == {p.relative_to(REPO) for p in (REPO / "lab").rglob("*.py")}
+    for nb in (REPO / "notebooks").glob("[0-9][0-9]_*"):
+        if nb.suffix in (".py", ".ipynb"):
+            assert (bundle / "notebooks" / nb.name).is_file(), nb.name
+    kernels = {p.relative_to(REPO / "kernels") for p in _files(REPO / "kernels")}
+    assert {p.relative_to(bundle / "kernels") for p in _files(bundle / "kernels")} == kernels
+
+
+def test_each_exercise_ships_readme_spec_and_starter_only(bundle):
+    for ex in exercises.all_exercises():
+        folder = bundle / "exercises" / ex.id
+        assert sorted(p.name for p in folder.iterdir()) == ["README.md", "exercise.json", "starter.cu"]
+        assert (folder / "starter.cu").read_text() == ex.starter_path.read_text()
+        assert (folder / "exercise.json").read_text() == (ex.path / "exercise.json").read_text()
+
+
+def test_no_hidden_checks_tests_scripts_or_hidden_files(bundle):
+    assert (REPO / "exercises" / "01_vectorized_copy" / "hidden.json").is_file()  # there is something to leave out
+    names = [p.relative_to(bundle) for p in bundle.rglob("*")]
+    assert not [p for p in names if p.name == "hidden.json"]
+    assert not [p for p in names if p.parts[0] in ("tests", ".ci", "scripts", "report", ".git", ".venv")]
+    assert not [p for p in names if any(part.startswith(".") for part in p.parts)]
+    assert not [p for p in names if "__pycache__" in p.parts or p.suffix == ".pyc" or "egg-info" in str(p)]
+    # nothing in the bundle names a hidden group either
+    hidden_names = {g.name for ex in exercises.all_exercises() for g in ex.hidden_checks()}
+    hidden_names -= {g.name for ex in exercises.all_exercises() for g in ex.checks}
+    for path in (bundle / "exercises").rglob("*"):
+        if path.is_file():
+            assert not [n for n in hidden_names if f'"{n}"' in path.read_text()], path
+
+
+def test_hidden_cases_are_nowhere_in_the_bundle(bundle):
+    texts = [p.read_text() for p in _files(bundle / "exercises")]
+    for ex in exercises.all_exercises():
+        for group in ex.hidden_checks():
+            for case in group.cases:
+                assert not any(json.dumps(case) in t for t in texts), case
+
+
+# ----------------------------------------------------------------------------------------------
+# No solution text anywhere
+# ----------------------------------------------------------------------------------------------
+
+def _solution_lines() -> set[str]:
+    lines = set()
+    for path in _files(REPO / "kernels"):
+        for region in exercises.solution_regions(path.read_text(), path.name):
+            lines |= {ln.strip() for ln in region.splitlines() if len(ln.strip()) > 12}
+    return lines
+
+
+def test_the_leak_check_has_solution_lines_to_look_for():
+    lines = _solution_lines()
+    for ex in exercises.all_exercises():  # both reference rungs contribute
+        assert any(ln in ex.reference_source() for ln in lines - release.GENERIC_LINES), ex.id
+    assert "for (long long v = tid; v < n_vec; v += stride) yv[v] = xv[v];" in lines
+    assert "__shared__ float tile[TILE][TILE + 1];" in lines
+    # the exemptions stay boilerplate: a short list, and no line that reads or writes memory
+    assert len(release.GENERIC_LINES) <= 6
+    assert not [g for g in release.GENERIC_LINES if "[" in g]
+
+
+def test_no_solution_line_appears_in_any_file_of_the_bundle(bundle):
+    lines = _solution_lines() - release.GENERIC_LINES
+    leaks = []
+    for path in _files(bundle):
+        data = path.read_bytes()
+        leaks += [f"{path.relative_to(bundle)}: {ln}" for ln in lines if ln.encode() in data]
+    assert not leaks, "\n".join(leaks)
+    assert release.find_leaks(bundle) == []
+
+
+def test_stripped_kernels_carry_todos_not_markers(bundle):
+    for path in _files(bundle / "kernels"):
+        text = path.read_text()
+        assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text, path
+    for ex in exercises.all_exercises():
+        shipped = bundle / "kernels" / ex.reference_spec().source
+        assert shipped.read_text() == ex.starter_text()
+
+
+def test_leak_check_finds_a_planted_line(tmp_path):
+    line = "for (long long v = tid; v < n_vec; v += stride) yv[v] = xv[v];"
+    (tmp_path / "notes.md").write_text(f"look:\n    {line}\n")
+    found = release.find_leaks(tmp_path)
+    assert len(found) == 1 and "notes.md" in found[0] and "copy/03_vectorized.cu" in found[0]
+
+
+def test_release_refuses_a_bundle_that_would_leak(tmp_path, monkeypatch):
+    kernels = tmp_path / "kernels"
+    (kernels / "fam").mkdir(parents=True)
+    (kernels / "fam" / "01_answer.cu").write_text(
+        "void f(float* y) {\n    // BEGIN SOLUTION: double it.\n    y[0] = 2.0f * y[0] + 1.0f;\n"
+        "    // END SOLUTION\n}\n")
+    (kernels / "fam" / "02_next.cu").write_text("void g(float* y) {\n    y[0] = 2.0f * y[0] + 1.0f;\n}\n")
+    monkeypatch.setattr(release, "KERNELS_DIR", kernels)
+    with pytest.raises(LabError, match="02_next.cu"):
+        release.release(tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["kernels"]  # no half-built bundle left behind
+
+
+# ----------------------------------------------------------------------------------------------
+# Notebooks and kernels still work
+# ----------------------------------------------------------------------------------------------
+
+def test_notebook_outputs_are_cleared(bundle):
+    notebooks = sorted((bundle / "notebooks").glob("*.ipynb"))
+    assert notebooks
+    for path in notebooks:
+        nb = json.loads(path.read_text())
+        original = json.loads((REPO / "notebooks" / path.name).read_text())
+        code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+        assert code and all(c["outputs"] == [] and c["execution_count"] is None for c in code), path.name
+        assert [c["source"] for c in nb["cells"]] == [c["source"] for c in original["cells"]]
+        assert nb["metadata"] == original["metadata"]
+    for path in sorted((bundle / "notebooks").glob("*.py")):
+        assert path.read_text() == (REPO / "notebooks" / path.name).read_text()
+
+
+def test_cleared_notebook_keeps_markdown_and_empties_code_cells():
+    nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# hi"]},
+                    {"cell_type": "code", "execution_count": 3, "metadata": {}, "source": ["1"],
+                     "outputs": [{"output_type": "stream", "name": "stdout", "text": ["secret"]}]}],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    cleared = json.loads(release.cleared_notebook(json.dumps(nb)))
+    assert cleared["cells"][0] == nb["cells"][0]
+    assert cleared["cells"][1]["outputs"] == [] and cleared["cells"][1]["execution_count"] is None
+
+
+@pytest.mark.parametrize("rung", all_rungs(), ids=[f"{r.family}/{r.key}" for r in all_rungs()])
+def test_every_stripped_kernel_in_the_bundle_compiles(bundle, rung):
+    shipped = bundle / "kernels" / rung.spec.source
+    spec = KernelSpec(str(shipped), rung.spec.entry, rung.spec.knobs, rung.spec.min_arch, rung.spec.arch_suffix)
+    compiled = build.compile_cubin(spec, 90)
+    assert compiled.lowered_name == rung.spec.entry
+
+
+def test_the_bundle_s_lab_finds_its_own_exercises_without_hidden_checks(bundle):
+    code = ("import lab, lab.exercises as e; "
+            "print(lab.__file__); "
+            "print([(x.id, len(x.hidden_checks()), x.max_points(True)) for x in e.all_exercises()]); "
+            "print(e.load('01').starter_text() == e.load('01').starter_path.read_text())")
+    env = dict(os.environ, PYTHONPATH=str(bundle))
+    out = subprocess.run([sys.executable, "-c", code], cwd=bundle, env=env, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[0] == str(bundle / "lab" / "__init__.py")
+    assert out[1] == "[('01_vectorized_copy', 0, 10.0), ('02_tiled_transpose', 0, 8.0)]"
+    assert out[2] == "True"
+
+
+# ----------------------------------------------------------------------------------------------
+# Where it writes
+# ----------------------------------------------------------------------------------------------
+
+def test_refuses_a_non_empty_directory(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old_solution.cu").write_text("y[i] = x[i];\n")
+    with pytest.raises(LabError, match="not empty"):
+        release.release(out)
+    assert [p.name for p in out.iterdir()] == ["old_solution.cu"]
+
+
+def test_refuses_a_file_and_the_repository_itself(tmp_path):
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(LabError, match="is a file"):
+        release.release(tmp_path / "a_file")
+    with pytest.raises(LabError):
+        release.release(REPO)
+
+
+def test_an_existing_empty_directory_is_used(tmp_path):
+    out = tmp_path / "empty"
+    out.mkdir()
+    assert release.release(out) == out.resolve()
+    assert (out / "exercises" / "01_vectorized_copy" / "starter.cu").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]  # the temporary build folder is gone
