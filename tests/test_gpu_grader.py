@@ -27,7 +27,7 @@ TWICE = ["good_reference", "illegal_address", "infinite_loop", "compile_error", 
 
 def _exercise():
     # Short limits keep the hanging submissions cheap; the limits' handling is what is tested.
-    return dataclasses.replace(load("01"), check_timeout_s=3, time_limit_s=10)
+    return dataclasses.replace(load("01"), check_timeout_s=6, time_limit_s=12)
 
 
 def _copy_batch(dest: Path, names) -> Path:
