@@ -27,6 +27,10 @@ fi
 case "$what" in
   tour) exec "$VENV/bin/lab" tour "$@" ;;
   test)
+    if [ ! -d tests ]; then
+      echo "This copy has no tests/ (a student bundle?): use 'bash run.sh tour' or '.venv/bin/lab check NN'." >&2
+      exit 2
+    fi
     "$VENV/bin/ruff" check lab tests
     exec "$VENV/bin/python" -m pytest "$@" ;;
   *) echo "usage: bash run.sh tour|test [args...]" >&2; exit 2 ;;
