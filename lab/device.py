@@ -21,8 +21,7 @@ class DeviceInfo:
     smem_per_block_optin: int
     smem_per_sm: int
     total_memory: int
-    clock_khz: int
-    memory_clock_khz: int
+    memory_clock_khz: int  # (the SM clock attribute is left out: CUDA 13 reads back nonsense, 19 on the H200)
     memory_bus_bits: int
     driver_cuda: str  # CUDA version the driver supports, e.g. "13.0"
     runtime_cuda: str  # CUDA version CuPy was built for
@@ -69,7 +68,6 @@ def _probe() -> DeviceInfo | str:
         smem_per_block_optin=int(attrs.get("MaxSharedMemoryPerBlockOptin", props["sharedMemPerBlock"])),
         smem_per_sm=int(props["sharedMemPerMultiprocessor"]),
         total_memory=int(props["totalGlobalMem"]),
-        clock_khz=int(attrs.get("ClockRate", 0)),
         memory_clock_khz=int(attrs.get("MemoryClockRate", 0)),
         memory_bus_bits=int(attrs.get("GlobalMemoryBusWidth", 0)),
         driver_cuda=_version(runtime.driverGetVersion()),
