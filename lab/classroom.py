@@ -19,6 +19,7 @@ from pathlib import Path
 from lab.errors import LabError
 from lab.exercises import Exercise
 from lab.grader import (
+    GradingStopped,
     SubmissionResult,
     find_kernel,
     fingerprint,
@@ -53,6 +54,11 @@ def grade_batch(exercise: Exercise, submissions: Path, out: Path, seed: int = 0,
                 ) -> list[SubmissionResult]:
     """Grade every submission folder; one worker thread per GPU listed (each its own processes)."""
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise LabError(f"{out} is a file; give the grades a folder (--out).")
+    if out.resolve().is_relative_to(Path(submissions).resolve()):
+        raise LabError(f"{out} is inside {submissions}: the next run would grade it as a submission; "
+                       "put the grades outside the submissions folder.")
     out.mkdir(parents=True, exist_ok=True)
     todo: queue.Queue = queue.Queue()
     results: dict[str, SubmissionResult] = {}
@@ -66,14 +72,23 @@ def grade_batch(exercise: Exercise, submissions: Path, out: Path, seed: int = 0,
         else:
             todo.put(sub)
     lock = threading.Lock()
+    stop = threading.Event()  # set on Ctrl-C or a grader failure: every worker process is killed, nothing recorded
+    failures: list[BaseException] = []
 
     def worker(gpu: str | None) -> None:
-        while True:
+        while not stop.is_set():
             try:
                 sub = todo.get_nowait()
             except queue.Empty:
                 return
-            result = grade_submission(exercise, sub, seed, include_hidden, gpu)
+            try:
+                result = grade_submission(exercise, sub, seed, include_hidden, gpu, stop=stop)
+            except GradingStopped:
+                return
+            except BaseException as exc:  # the grader's own failure: stop the batch, record no grade for it
+                failures.append(exc)
+                stop.set()
+                return
             write_json_atomic(out / sub.name / "results.json", gradescope_json(result))
             with lock:
                 results[sub.name] = result
@@ -83,8 +98,19 @@ def grade_batch(exercise: Exercise, submissions: Path, out: Path, seed: int = 0,
     threads = [threading.Thread(target=worker, args=(g,)) for g in (gpus or [None])]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.join()
+    except BaseException:  # Ctrl-C: stop the workers (each kills its process) before leaving
+        stop.set()
+        for t in threads:
+            t.join()
+        raise
+    if failures:
+        if isinstance(failures[0], LabError):
+            raise LabError(f"{failures[0]} Grading stopped; every results.json written so far is kept in {out}, "
+                           "and the same command resumes from there.") from None
+        raise failures[0]
     ordered = [results[k] for k in sorted(results)]
     write_class_csv(out / "grades.csv", ordered)
     write_report(out / "report.md", exercise, ordered)
@@ -109,11 +135,21 @@ def write_report(path: Path, exercise: Exercise, results: list[SubmissionResult]
              f"{results[0].max_score:g} points." if results else "No submissions.", ""]
     lines += ["| submission | score | failed checks and why |", "|---|---:|---|"]
     for r in results:
-        failed = "; ".join(f"**{c.name}**: {c.output.splitlines()[0][:160]}" for c in r.checks
+        failed = "; ".join(f"**{c.name}**: {summary(c.output).replace('|', '/')}" for c in r.checks
                            if not c.passed and c.max_score > 0 or (c.name == "compile" and not c.passed))
         lines.append(f"| {r.submission} | {r.score:g}/{r.max_score:g} | {failed or 'all passed'} |")
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def summary(text: str, limit: int = 160) -> str:
+    """The first line of a check's output, with the next one when the first only introduces it
+    ("kernel.cu failed to compile for sm_90:" says nothing without the compiler's error)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    first = lines[0] + (" " + lines[1] if lines[0].endswith(":") and len(lines) > 1 else "")
+    return first[:limit]
 
 
 def _mean(xs: list[float]) -> float:
@@ -144,7 +180,7 @@ def leaderboard(exercise: Exercise, submissions: Path, out: Path, seed: int = 0,
                          "rows": board["rows"]}
             else:
                 why = next((f"{n}: {d['output']}" for n, d in done.items() if not d["passed"]), board["output"])
-                entry = {"submission": sub.name, "ranked": False, "why": why.splitlines()[0][:200]}
+                entry = {"submission": sub.name, "ranked": False, "why": summary(why, 200)}
         rows.append(entry)
         if on_done:
             on_done(sub.name, entry)

@@ -178,7 +178,8 @@ def cmd_grade(args) -> int:
     gpus = _gpus(args.gpus)
     device.current()  # one clear sentence when there is no GPU
     total = len(submissions_in(args.submissions))
-    out = Path(args.out) if args.out else Path(args.submissions).with_name(Path(args.submissions).name + "-graded")
+    subs = Path(args.submissions).resolve()  # `lab grade .` works too
+    out = Path(args.out) if args.out else subs.with_name(subs.name + "-graded")
     with Progress(console=console, transient=True) as prog:
         task = prog.add_task(f"grading {exercise.id}", total=total)
 
@@ -200,7 +201,8 @@ def cmd_leaderboard(args) -> int:
 
     exercise = load(args.exercise)
     device.current()
-    out = Path(args.out) if args.out else Path(args.submissions).with_name(Path(args.submissions).name + "-leaderboard")
+    subs = Path(args.submissions).resolve()
+    out = Path(args.out) if args.out else subs.with_name(subs.name + "-leaderboard")
     rows = leaderboard(exercise, Path(args.submissions), out, seed=args.seed,
                        on_done=lambda name, e: console.print(f"{name}: " + (
                            f"{e['geomean_speedup']:.3f}x" if e["ranked"] else f"not ranked ({e['why']})")))

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 EXIT_CUDA_ERROR = 3
+EXIT_NO_GPU = 4
 
 
 class Events:
@@ -200,8 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     events = Events(args.events)
     try:
         warm_up()
-    except Exception:  # no usable GPU: the compile check says so in one sentence
-        pass
+    except Exception as exc:  # no usable GPU (a wrong --gpus index, a GPU in use): the grader's failure,
+        # reported before any check starts so that no student is given a zero for it
+        print(f"no usable GPU for grading: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+              file=sys.stderr)
+        return EXIT_NO_GPU
     wanted = args.checks.split(",")
     groups = {g.name: (i, g) for i, g in enumerate(_groups(exercise, args.hidden))}
     all_passed = not args.no_perf

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,7 +24,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lab import __version__
-from lab.exercises import Exercise
+from lab.build import COMMON_DIR
+from lab.errors import LabError
+from lab.exercises import HIDDEN_NAME, Exercise
 
 MAX_KERNEL_BYTES = 1 << 20  # a kernel source past 1 MiB is refused, not compiled
 WORKER_MODULE = "lab.grade_worker"  # the process that runs a student's kernel (tests swap in a fake)
@@ -89,11 +92,32 @@ def find_kernel(exercise: Exercise, folder: Path) -> tuple[Path | None, list[str
     if size > MAX_KERNEL_BYTES:
         return None, notes + [f"{wanted.name} is too large to grade ({size} bytes; the limit is "
                               f"{MAX_KERNEL_BYTES} bytes)"]
+    bad = foreign_includes(wanted.read_text(errors="replace"))
+    if bad:
+        allowed = ", ".join(sorted(p.name for p in COMMON_DIR.glob("*.cuh")))
+        return None, notes + [f"{wanted.name} includes {bad[0]!r}: a submission may include only the lab's "
+                              f"headers ({allowed}), so that no file outside it can be read into the compiler's output"]
     return wanted, notes
+
+
+_ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
+
+
+def foreign_includes(source: str) -> list[str]:
+    """#include targets other than the lab's own headers in kernels/common (by bare name).
+
+    A compile error quotes the included file, so `#include "/path/to/hidden.json"` would leak it."""
+    own = {p.name for p in COMMON_DIR.glob("*.cuh")}
+    return [name for name in _ANY_INCLUDE.findall(source) if name not in own]
 
 
 def fingerprint(exercise: Exercise, folder: Path, seed: int, include_hidden: bool) -> str:
     h = hashlib.sha256(f"{exercise.id}|{seed}|{include_hidden}|{__version__}".encode())
+    # The exercise's checks and points are part of the grade: editing exercise.json or hidden.json
+    # (a new case, other points, other limits) regrades every submission on the next run.
+    for spec in ("exercise.json", HIDDEN_NAME if include_hidden else None):
+        path = exercise.path / spec if spec else None
+        h.update(path.read_bytes() if path is not None and path.is_file() else b"-")
     if folder.is_dir():
         for p in sorted(folder.rglob("*")):
             if p.is_file():
@@ -127,6 +151,10 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+class GradingStopped(Exception):
+    """The batch was interrupted: the running worker was killed and its submission must not be recorded."""
+
+
 def _why_it_died(returncode: int, stderr: str) -> str:
     text = stderr.lower()
     if "illegal" in text or "misaligned" in text or "cudaerror" in text or "cuda_error" in text:
@@ -139,8 +167,12 @@ def _why_it_died(returncode: int, stderr: str) -> str:
 
 
 def run_checks(exercise: Exercise, kernel: Path, names: list[str], seed: int, include_hidden: bool,
-               gpu: str | None = None, python: str = sys.executable) -> dict[str, dict]:
-    """Run checks in worker processes until each has an outcome; returns name -> done-event."""
+               gpu: str | None = None, python: str = sys.executable, stop=None) -> dict[str, dict]:
+    """Run checks in worker processes until each has an outcome; returns name -> done-event.
+
+    `stop` (a threading.Event), once set, kills the running worker and raises GradingStopped. A worker
+    that dies before it starts any check never ran the student's code: that is the grader's failure,
+    raised as a LabError, not a grade."""
     done: dict[str, dict] = {}
     deadline = time.monotonic() + exercise.time_limit_s
     env = dict(os.environ)
@@ -161,38 +193,53 @@ def run_checks(exercise: Exercise, kernel: Path, names: list[str], seed: int, in
             cmd += ["--hidden"] if include_hidden else []
             cmd += ["--no-perf"] if no_perf else []
             stderr_path = Path(tmp) / f"stderr{attempts}.txt"
+            killed = False
             with open(stderr_path, "w") as stderr:
                 proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
                                         start_new_session=True)  # its own process group, killed as one
-                current, started = None, time.monotonic()
-                while proc.poll() is None:
-                    time.sleep(POLL_S)
-                    for ev in _read_events(events_path):
-                        if ev["event"] == "start" and ev["check"] != current and ev["check"] not in done:
-                            current, started = ev["check"], time.monotonic()
-                        elif ev["event"] == "done":
-                            done.setdefault(ev["check"], ev)
-                            if ev["check"] == current:
-                                current = None
-                    now = time.monotonic()
-                    if current and now - started > exercise.check_timeout_s:
+                try:
+                    current, started = None, time.monotonic()
+                    while proc.poll() is None:
+                        time.sleep(POLL_S)
+                        if stop is not None and stop.is_set():
+                            raise GradingStopped()
+                        for ev in _read_events(events_path):
+                            if ev["event"] == "start" and ev["check"] != current and ev["check"] not in done:
+                                current, started = ev["check"], time.monotonic()
+                            elif ev["event"] == "done":
+                                done.setdefault(ev["check"], ev)
+                                if ev["check"] == current:
+                                    current = None
+                        now = time.monotonic()
+                        if current and now - started > exercise.check_timeout_s:
+                            _kill(proc)
+                            killed = True
+                            done[current] = _failed(current, f"killed at the time limit of "
+                                                             f"{exercise.check_timeout_s:g} s for one check: "
+                                                             "an infinite loop or a deadlock?")
+                        elif now > deadline:
+                            _kill(proc)
+                            killed = True
+                            for n in names:
+                                done.setdefault(n, _failed(n, f"not run: the submission used up its time limit "
+                                                              f"({exercise.time_limit_s:g} s)"))
+                finally:
+                    if proc.poll() is None:  # interrupted (Ctrl-C, a stop): never leave a kernel on the GPU
                         _kill(proc)
-                        done[current] = _failed(current, f"killed at the time limit of {exercise.check_timeout_s:g} s "
-                                                         "for one check: an infinite loop or a deadlock?")
-                    elif now > deadline:
-                        _kill(proc)
-                        for n in names:
-                            done.setdefault(n, _failed(n, f"not run: the submission used up its time limit "
-                                                          f"({exercise.time_limit_s:g} s)"))
-            for ev in _read_events(events_path):
+            events = _read_events(events_path)
+            for ev in events:
                 if ev["event"] == "done":
                     done.setdefault(ev["check"], ev)
-            started_checks = [ev["check"] for ev in _read_events(events_path) if ev["event"] == "start"]
+            started_checks = [ev["check"] for ev in events if ev["event"] == "start"]
             crashed = [n for n in started_checks if n not in done]
-            if proc.returncode not in (0, None):
+            if proc.returncode not in (0, None) and not killed:
                 last_death = _why_it_died(proc.returncode, stderr_path.read_text())
                 if crashed:
                     done[crashed[-1]] = _failed(crashed[-1], last_death)
+            if not events and not killed:
+                tail = " | ".join(stderr_path.read_text().strip().splitlines()[-3:])[:300]
+                raise LabError(f"The grading worker stopped (exit code {proc.returncode}) before it ran any check, "
+                               f"so this is the grader's failure, not the submission's: {tail or 'no message'}")
             if "compile" in done and not done["compile"]["passed"]:
                 for n in names:
                     done.setdefault(n, _failed(n, "not run: the kernel did not compile"))
@@ -206,7 +253,7 @@ def _failed(name: str, output: str) -> dict:
 
 
 def grade_submission(exercise: Exercise, folder: Path, seed: int = 0, include_hidden: bool = True,
-                     gpu: str | None = None, with_performance: bool = True) -> SubmissionResult:
+                     gpu: str | None = None, with_performance: bool = True, stop=None) -> SubmissionResult:
     start = time.monotonic()
     folder = Path(folder)
     groups = list(exercise.checks) + (exercise.hidden_checks() if include_hidden else [])
@@ -218,7 +265,7 @@ def grade_submission(exercise: Exercise, folder: Path, seed: int = 0, include_hi
     if kernel is None:
         outcomes = {n: _failed(n, notes[-1]) for n in names}
     else:
-        outcomes = run_checks(exercise, kernel, names, seed, include_hidden, gpu)
+        outcomes = run_checks(exercise, kernel, names, seed, include_hidden, gpu, stop=stop)
     # A worker's score is capped at the check's points: no process can award more than the exercise gives.
     checks = [CheckOutcome(n, min(float(outcomes[n].get("score", 0.0)), max_scores[n]), max_scores[n],
                            bool(outcomes[n]["passed"]),

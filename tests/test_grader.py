@@ -31,8 +31,11 @@ FAKE_WORKER = textwrap.dedent('''
         with open(args.events, "a") as f:
             f.write(json.dumps(ev) + "\\n")
 
+    if ["brokenworker"] in rules:  # the grader's own failure, before any check starts
+        sys.stderr.write("ModuleNotFoundError: No module named 'cupy'\\n")
+        sys.exit(1)
     for name in args.checks.split(","):
-        emit(event="start", check=name)
+        emit(event="start", check=name, pid=os.getpid())
         for rule in rules:
             if rule[-1] == name and rule[0] == "crash":
                 sys.stderr.write("cupy_backends.cuda.api.runtime.CUDARuntimeError: "
@@ -42,7 +45,8 @@ FAKE_WORKER = textwrap.dedent('''
                 time.sleep(3600)
         failed = ["fail", name] in rules or (name == "performance" and args.no_perf)
         if name == "compile" and ["nocompile"] in rules:
-            emit(event="done", check=name, passed=False, score=0.0, output="kernel.cu:3: error: expected a ';'")
+            emit(event="done", check=name, passed=False, score=0.0,
+                 output="kernel.cu failed to compile for sm_90:\\nkernel.cu:3: error: expected a ';'")
             sys.exit(0)
         why = "not timed: performance counts only when every correctness check passes" if name == "performance" \
             else "failed on n=1025"
@@ -220,3 +224,119 @@ def test_cli_check_without_a_gpu_compiles_and_says_what_it_could_not_do(tmp_path
     out = capsys.readouterr().out
     assert "error" in out and ">>" in out
     assert main(["check", "01", str(tmp_path / "missing.cu")]) == 2
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_an_interrupted_grading_kills_the_worker(fake, tmp_path, monkeypatch):
+    # Ctrl-C while a kernel hangs: the worker runs in its own session, so nothing else would kill it.
+    real, pids = grader._read_events, []
+
+    def read(path):
+        events = real(path)
+        pids.extend(ev["pid"] for ev in events if ev.get("check") == "friendly" and ev["event"] == "start")
+        if pids:
+            raise KeyboardInterrupt
+        return events
+
+    monkeypatch.setattr(grader, "_read_events", read)
+    with pytest.raises(KeyboardInterrupt):
+        grader.grade_submission(fake, _submission(tmp_path, "hang", "FAKE hang friendly"), include_hidden=False)
+    assert pids and not _alive(pids[0])
+
+
+def test_a_stopped_batch_kills_its_worker_and_records_nothing(fake, tmp_path):
+    import threading
+
+    stop = threading.Event()
+    threading.Timer(1.0, stop.set).start()
+    with pytest.raises(grader.GradingStopped):
+        grader.grade_submission(fake, _submission(tmp_path, "hang", "FAKE hang friendly"), include_hidden=False,
+                                stop=stop)
+
+
+def test_a_worker_that_dies_before_any_check_is_the_graders_failure_not_a_zero(fake, tmp_path):
+    from lab.errors import LabError
+
+    subs, out = _batch(tmp_path), tmp_path / "out"
+    _submission(subs, "eve", "FAKE brokenworker")
+    with pytest.raises(LabError, match="before it ran any check.*No module named 'cupy'"):
+        grader.grade_submission(fake, subs / "eve", include_hidden=False)
+    with pytest.raises(LabError, match="resumes"):
+        classroom.grade_batch(fake, subs, out, include_hidden=False)
+    assert not (out / "eve" / "results.json").exists()  # no zero recorded, so a rerun grades eve
+
+
+def test_editing_the_hidden_checks_or_the_exercise_regrades(fake, tmp_path):
+    import shutil
+
+    folder = tmp_path / "ex"
+    shutil.copytree(fake.path, folder)
+    exercise = dataclasses.replace(fake, path=folder)
+    sub = _submission(tmp_path, "s")
+    before = grader.fingerprint(exercise, sub, 0, True)
+    (folder / "hidden.json").write_text((folder / "hidden.json").read_text().replace('"points": ', '"points": 1'))
+    assert grader.fingerprint(exercise, sub, 0, True) != before
+    before = grader.fingerprint(exercise, sub, 0, False)
+    (folder / "exercise.json").write_text((folder / "exercise.json").read_text().replace('"points": ', '"points": 1'))
+    assert grader.fingerprint(exercise, sub, 0, False) != before
+
+
+def test_the_report_shows_the_compiler_error_not_just_its_heading(fake, tmp_path):
+    subs, out = _batch(tmp_path), tmp_path / "out"
+    classroom.grade_batch(fake, subs, out, include_hidden=False)
+    carol = next(line for line in (out / "report.md").read_text().splitlines() if line.startswith("| carol"))
+    assert "expected a ';'" in carol
+
+
+def test_grades_inside_the_submissions_folder_are_refused(fake, tmp_path):
+    from lab.errors import LabError
+
+    subs = _batch(tmp_path)
+    with pytest.raises(LabError, match="inside"):
+        classroom.grade_batch(fake, subs, subs / "graded", include_hidden=False)
+
+
+def test_cli_grade_of_the_current_folder(tmp_path, monkeypatch):
+    from lab import device
+
+    subs, seen = _batch(tmp_path), []
+    monkeypatch.setattr(device, "current", lambda: None)
+    monkeypatch.setattr(classroom, "grade_batch", lambda ex, s, out, **kw: seen.append(out) or [])
+    monkeypatch.chdir(subs)
+    assert main(["grade", ".", "--exercise", "01"]) == 0
+    assert seen == [tmp_path.resolve() / "subs-graded"]
+
+
+def test_a_worker_without_a_usable_gpu_stops_before_any_check(tmp_path, monkeypatch):
+    from lab import grade_worker
+
+    def no_gpu():
+        raise RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")
+
+    monkeypatch.setattr(grade_worker, "warm_up", no_gpu)
+    events = tmp_path / "ev.jsonl"
+    kernel = _submission(tmp_path, "s") / "kernel.cu"
+    code = grade_worker.main(["--exercise", "01", "--kernel", str(kernel), "--events", str(events),
+                              "--checks", "compile,friendly"])
+    assert code == grade_worker.EXIT_NO_GPU and not events.exists()  # the parent calls it the grader's failure
+
+
+@pytest.mark.parametrize("line", ['#include "/etc/passwd"', '#include "../hidden.json"', "#include </work/x.cu>",
+                                  '  #  include "notes.txt"'])
+def test_a_submission_cannot_include_files_outside_the_lab_headers(fake, tmp_path, line):
+    folder = _submission(tmp_path, "sneaky", line)
+    result = grader.grade_submission(fake, folder, include_hidden=False)
+    assert result.score == 0 and all("may include only" in c.output for c in result.checks)
+
+
+def test_the_lab_headers_may_be_included(fake, tmp_path):
+    result = grader.grade_submission(fake, _submission(tmp_path, "ok", '#include "lab_memory.cuh"'),
+                                     include_hidden=False)
+    assert all(c.passed for c in result.checks)
