@@ -31,11 +31,12 @@ class BenchPlan:
         return 3 if self.quick else 1
 
 
-def _targets(family: Family) -> list[tuple[str, Callable]]:
-    """Everything timed on a problem: the ceiling first, library baselines, then every rung."""
+def _targets(family: Family, kind: str, params: dict) -> list[tuple[str, Callable]]:
+    """Everything timed on a problem: the ceiling first, library baselines, then the rungs."""
     targets = [(family.ceiling_name, family.launch_ceiling)]
     targets += list(family.baselines().items())
-    targets += [(r.key, (lambda rung: lambda p, out, i=0: family.launch(rung, p, out, i))(r)) for r in family.rungs]
+    targets += [(r.key, (lambda rung: lambda p, out, i=0: family.launch(rung, p, out, i))(r))
+                for r in family.rungs_for(kind, params)]
     return targets
 
 
@@ -46,14 +47,14 @@ def _measure_problem(family: Family, problem: Problem, kind: str, l2: str, plan:
     out = cp.empty(problem.out_shape, dtype=problem.dtype)
     records: list[Record] = []
     ceiling_value = 0.0
-    for name, launch in _targets(family):
+    for name, launch in _targets(family, kind, problem.params):
         t = timing.measure(lambda i, launch=launch, out=out: launch(problem, out, i), l2=l2, flusher=flusher,
                            min_time_ms=plan.min_time_ms / (3 if plan.quick else 1),
                            max_reps=100 if plan.quick else 500)
-        value = problem.bytes_moved / (t.median_ms * 1e-3) / 1e9
+        value = family.throughput(problem, t.median_ms)
         if name == family.ceiling_name:
             ceiling_value = value
-        records.append(Record(family.name, name, kind, problem.params, problem.bytes_moved, l2, t.median_ms,
+        records.append(Record(family.name, name, kind, dict(problem.params), problem.bytes_moved, l2, t.median_ms,
                               t.p10_ms, t.p90_ms, t.reps, family.metric, value, family.ceiling_name,
                               ceiling_value))
     return records

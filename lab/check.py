@@ -48,19 +48,21 @@ class GuardedBuffer:
     """An output array with guard zones before and after it, and a poison pattern inside it.
 
     `offset` shifts the output's start by that many elements, to test kernels on outputs that
-    are not 16-byte aligned.
+    are not 16-byte aligned. `xp` is the array module (CuPy on the GPU; NumPy lets the checking
+    logic itself be tested on a machine without one).
     """
 
-    def __init__(self, shape, dtype=np.float32, guard: int = 4096, offset: int = 0):
-        import cupy as cp
-
+    def __init__(self, shape, dtype=np.float32, guard: int = 4096, offset: int = 0, xp=None):
+        if xp is None:
+            import cupy as xp
+        self.xp = xp
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
         if self.dtype.itemsize not in _UINT:
             raise ValueError(f"GuardedBuffer supports 2-, 4- and 8-byte dtypes, not {self.dtype}")
         self.size = math.prod(self.shape)
         self.start = guard + offset
-        self.raw = cp.empty(self.size + self.start + guard, dtype=self.dtype)
+        self.raw = xp.empty(self.size + self.start + guard, dtype=self.dtype)
         self.bits = self.raw.view(_UINT[self.dtype.itemsize])
         self.out = self.raw[self.start:self.start + self.size].reshape(self.shape)
 
@@ -69,27 +71,49 @@ class GuardedBuffer:
         self.bits.fill(_GUARD[item])
         self.bits[self.start:self.start + self.size] = _POISON[item][variant % 2]
 
-    def problems(self) -> list[str]:
-        """What went wrong at the memory level: out-of-bounds writes, unwritten elements."""
-        import cupy as cp
+    def output_bits(self):
+        """The output's bit patterns (a copy), to compare what a launch changed."""
+        return self.bits[self.start:self.start + self.size].reshape(self.shape).copy()
 
+    def problems(self, must_write=None, before=None) -> list[str]:
+        """What went wrong at the memory level: out-of-bounds writes, unwritten elements.
+
+        With `must_write` (a boolean mask of the output's shape) only those elements must be written,
+        and every other element must still hold the bits it had `before` the launch: the padding
+        columns of a matrix with a leading dimension larger than its width, say.
+        """
+        xp = self.xp
         item = self.dtype.itemsize
         found = []
-        before = self.bits[:self.start]
-        after = self.bits[self.start + self.size:]
-        bad_before = int(cp.count_nonzero(before != _GUARD[item]))
-        bad_after = int(cp.count_nonzero(after != _GUARD[item]))
+        before_guard = self.bits[:self.start]
+        after_guard = self.bits[self.start + self.size:]
+        bad_before = int(xp.count_nonzero(before_guard != _GUARD[item]))
+        bad_after = int(xp.count_nonzero(after_guard != _GUARD[item]))
         if bad_before:
             found.append(f"wrote {bad_before} element(s) in the guard zone BEFORE the output")
         if bad_after:
             found.append(f"wrote {bad_after} element(s) in the guard zone AFTER the output")
-        inside = self.bits[self.start:self.start + self.size]
-        unwritten = int(cp.count_nonzero((inside == _POISON[item][0]) | (inside == _POISON[item][1])))
+        inside = self.bits[self.start:self.start + self.size].reshape(self.shape)
+        poisoned = (inside == _POISON[item][0]) | (inside == _POISON[item][1])
+        if must_write is not None:
+            mask = xp.asarray(must_write)
+            poisoned = poisoned & mask
+            touched = (inside != before) & ~mask
+            n_touched = int(xp.count_nonzero(touched))
+            if n_touched:
+                where = np.unravel_index(int(xp.argmax(touched)), self.shape)
+                found.append(f"wrote {n_touched} element(s) it must leave alone, outside the result "
+                             f"(first at {where}: the padding of the leading dimension?)")
+        unwritten = int(xp.count_nonzero(poisoned))
         if unwritten:
-            first = int(cp.argmax((inside == _POISON[item][0]) | (inside == _POISON[item][1])))
-            where = np.unravel_index(first, self.shape)
-            found.append(f"left {unwritten} of {self.size} output element(s) unwritten (first at {where})")
+            where = np.unravel_index(int(xp.argmax(poisoned)), self.shape)
+            total = int(xp.count_nonzero(xp.asarray(must_write))) if must_write is not None else self.size
+            found.append(f"left {unwritten} of {total} output element(s) unwritten (first at {where})")
         return found
+
+
+def to_numpy(a) -> np.ndarray:
+    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def tolerance(dtype, reduction_length: int = 1) -> float:

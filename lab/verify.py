@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from lab.check import DISTRIBUTIONS, CheckResult, GuardedBuffer, compare, tolerance
+from lab.check import DISTRIBUTIONS, CheckResult, GuardedBuffer, compare, to_numpy, tolerance
 from lab.errors import LabError
 from lab.ladder import Family, Rung
 
@@ -17,8 +17,6 @@ def _cuda_error_reason(exc: Exception) -> str:
 
 def check_case(family: Family, rung: Rung, case: dict, seed: int = 0, repeats: int = 2) -> CheckResult:
     """One rung on one case: every distribution in turn, `repeats` runs each, all checks."""
-    import cupy as cp
-
     reasons: list[str] = []
     worst = 0.0
     label = ""
@@ -26,32 +24,48 @@ def check_case(family: Family, rung: Rung, case: dict, seed: int = 0, repeats: i
         problem = family.make_problem(seed=seed + 1000 * d_index, dist=dist, **case)
         label = problem.label
         reference = family.reference(problem)
-        buf = GuardedBuffer(problem.out_shape, problem.dtype, offset=problem.out_offset)
+        mask = problem.write_mask
+        if mask is not None:  # compare only what the kernel must write
+            reference = reference[to_numpy(mask)]
+        length = problem.reduction_length if problem.reduction_length is not None else family.reduction_length
+        buf = GuardedBuffer(problem.out_shape, problem.dtype, offset=problem.out_offset, xp=family.array_module)
         outputs = []
         for rep in range(repeats):
             buf.poison(variant=rep)
+            if problem.out_init is not None:
+                buf.out[...] = problem.out_init
+            before = buf.output_bits() if mask is not None else None
             try:
                 family.launch(rung, problem, buf.out)
-                cp.cuda.get_current_stream().synchronize()
+                _synchronize(buf.out)
             except LabError:
                 raise
             except Exception as exc:  # an illegal address etc.: report, do not crash the suite
                 reasons.append(_cuda_error_reason(exc))
                 return CheckResult(family.name, rung.key, label, False, reasons)
-            reasons += [f"{p} ({dist} inputs)" for p in buf.problems()]
-            cmp = compare(buf.out, reference, tolerance(problem.dtype, family.reduction_length))
+            reasons += [f"{p} ({dist} inputs)" for p in buf.problems(mask, before)]
+            result = buf.out[mask] if mask is not None else buf.out
+            cmp = compare(result, reference, tolerance(problem.dtype, length))
             worst = max(worst, cmp.max_rel_error)
             if not cmp.passed:
                 reasons.append(f"wrong result on {dist} inputs: {cmp.describe()}")
-            outputs.append(buf.out.get())
+            outputs.append(to_numpy(result))  # only what the kernel writes: the rest holds the poison
         # Outputs that differ between runs are a race, unless unwritten (still poisoned) elements
         # already explain it: the two runs use different poison patterns.
+        bits = np.dtype(f"u{problem.dtype.itemsize}")
         if not reasons and len(outputs) > 1 and not all(
-                np.array_equal(o.view(np.uint32), outputs[0].view(np.uint32)) for o in outputs[1:]):
+                np.array_equal(o.view(bits), outputs[0].view(bits)) for o in outputs[1:]):
             reasons.append(f"different results on repeated runs ({dist} inputs): a race")
         if reasons:
             break
     return CheckResult(family.name, rung.key, label, not reasons, sorted(set(reasons)), worst)
+
+
+def _synchronize(array) -> None:
+    if type(array).__module__.startswith("cupy"):  # wait for the kernel, so its errors surface here
+        import cupy as cp
+
+        cp.cuda.get_current_stream().synchronize()
 
 
 def check_rung(family: Family, rung: Rung, cases: Iterable[dict] | None = None, seed: int = 0) -> list[CheckResult]:

@@ -1,0 +1,332 @@
+// gemm_fp32 / rung 08 — multistage: a STAGES-deep cp.async pipeline from global to shared memory.
+//
+// What changed (vs rung 07; same 128x128x16 block tile, 32x64 warp tiles, 8x8 thread tiles):
+//   1. Shared memory holds STAGES k-tiles (dynamic shared memory), filled with cp.async (SASS:
+//      LDGSTS), which copies global -> shared without passing through registers and without
+//      stalling the thread. While the block computes on tile kt, tiles kt+1 .. kt+STAGES-1 are in
+//      flight. Per k-tile: wait for tile kt's copies (cp.async.wait_group STAGES-2), one barrier,
+//      issue tile kt+STAGES-1's copies into the buffer tile kt-1 used, compute on tile kt.
+//   2. One barrier per k-tile instead of two: the barrier that publishes tile kt also proves that
+//      every warp has finished tile kt-1, so that buffer can be refilled straight after it.
+//   3. A is transposed by the copy itself: one 4-byte cp.async per element, A[m][k] -> As[k][m]. The
+//      lanes of a warp take 8 consecutive k of 4 rows (one full 32-byte sector per row) and write
+//      banks 4*k + m mod 32, all different. B keeps its layout: 16-byte cp.async when VEC = 4,
+//      4-byte when VEC = 1. At the edges an out-of-range copy reads 0 bytes (src-size 0) and
+//      zero-fills, and a float4 of B that straddles column N reads only its in-range bytes; those
+//      checks run only for k-tiles that touch an edge (a block-uniform branch), not in the interior.
+//   4. On sm_75 (no cp.async) a fallback is compiled instead: register double buffering. Tile kt+1
+//      is loaded into registers (its LDGs in flight) while tile kt is computed from shared memory,
+//      then stored to the other buffer; one barrier per k-tile; it uses 2 of the STAGES buffers.
+// Why: in rung 07 a block issues tile k+1's loads only after computing tile k, then waits out a
+//   whole global-memory latency (~600-800 ns from HBM, the copy ladder's figure; less from L2) with
+//   nothing to do, and only the other resident block fills that gap. Here each wait is covered by
+//   STAGES-1 tiles of compute (a 128x128x16 tile is 8192 warp FFMAs, ~2000 cycles of the SM's four
+//   schedulers), the tiles no longer pass through registers, and half the barriers are gone.
+// Prediction: 1.05-1.2x over rung 07 at 4096^3 and 8192^3, about 0.9-1.05x of cuBLAS SGEMM on the
+//   H200: rung 07's two resident blocks already hide part of the latency, so the gain is the rest
+//   plus the halved barriers. STAGES = 4 should be no faster than 3 at these sizes; STAGES = 2
+//   within a few % of 3.
+// Tails: as rung 07 (zeros outside A and B, by zero-fill on sm_80+; per-element or whole-float4
+//   guarded stores; C not read when beta == 0).
+// Requires: sm_75+ (cp.async path on sm_80+, register double-buffered fallback on sm_75); any M, N,
+//   K >= 1. VEC = 4 only when lda, ldb, ldc are multiples of 4 and A, B, C are 16-byte aligned (the
+//   launcher's check); VEC = 1 takes any leading dimensions and any 4-byte alignment. Launch: 1-D
+//   blocks of THREADS = 32*(BM/WM)*(BN/WN) threads, grid (ceil(N/BN), ceil(M/BM)), dynamic shared
+//   memory SMEM_BYTES = STAGES*(BK*(BM+4) + BK*BN)*4 bytes (49920 at the defaults; the A tile's rows
+//   are padded by 4 floats), with cudaFuncAttributeMaxDynamicSharedMemorySize set above 48 KB.
+// Knobs: BM (128), BN (128), BK (16), WM (32), WN (64), TM (8), TN (8), THREADS (256), STAGES (3),
+//   VEC (4). STAGES = 3 fits every target (Turing allows 64 KB per block, sm_86/89 two blocks per
+//   SM); STAGES = 4 (66560 bytes) is over sm_75's limit and leaves sm_86/89 one block per SM.
+// Ideas from NVIDIA's PTX ISA (cp.async, cp.async.commit_group/wait_group), the CUDA C++
+//   Programming Guide's asynchronous-copy pipelines, and CUTLASS's multistage mainloop ("Efficient
+//   GEMM in CUDA", software pipelining); code is this lab's own.
+// Measured: not yet (written without a GPU; first device run pending).
+#include "lab_cp_async.cuh"
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef BK
+#define BK 16
+#endif
+#ifndef WM
+#define WM 32
+#endif
+#ifndef WN
+#define WN 64
+#endif
+#ifndef TM
+#define TM 8
+#endif
+#ifndef TN
+#define TN 8
+#endif
+#ifndef THREADS
+#define THREADS 256
+#endif
+#ifndef STAGES
+#define STAGES 3  // k-tiles resident in shared memory (>= 2); the sm_75 fallback uses 2 of them
+#endif
+#ifndef VEC
+#define VEC 4  // 4: float4 global loads/stores (launcher checks alignment); 1: scalar, any layout
+#endif
+
+#define AS_STRIDE (BM + 4)                 // padded row of the transposed A tile, in floats
+#define A_SLOTS (BM * BK / 4 / THREADS)    // float4s of A each thread loads per k-tile
+#define B_SLOTS (BK * BN / 4 / THREADS)    // float4s of B each thread loads per k-tile
+#define LANES_M (WM / TM)                  // lanes along M in a warp tile
+#define LANES_N (WN / TN)                  // lanes along N in a warp tile
+#define A_ELEMS (BM * BK / THREADS)        // cp.asyncs of one float of A per thread per k-tile
+#define A_ROW(i) ((i) * (THREADS / 8) % BM)       // tile row of copy i, past this thread's first row
+#define A_COL(i) (8 * ((i) * (THREADS / 8) / BM)) // tile column (k) of copy i, past its first column
+#define B_COPIES (BK * BN / VEC / THREADS)  // cp.asyncs of VEC floats of B per thread per k-tile
+#define B_PASS (THREADS / (BN / VEC))       // B tile rows covered by one pass of the block
+#define STAGE_FLOATS (BK * AS_STRIDE + BK * BN)  // one stage: As[BK][BM+4], then Bs[BK][BN]
+#define SMEM_BYTES (STAGES * STAGE_FLOATS * 4)   // what the launcher must pass as dynamic shared memory
+
+static_assert(VEC == 4 || VEC == 1, "VEC is 4 (float4 global access) or 1 (scalar)");
+static_assert(BM % WM == 0 && BN % WN == 0 && WM % TM == 0 && WN % TN == 0, "tiles divide evenly");
+static_assert(LANES_M * LANES_N == 32, "a warp tile holds exactly 32 thread tiles");
+static_assert(THREADS == 32 * (BM / WM) * (BN / WN), "one warp per WM x WN warp tile of the block tile");
+static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tiles are made of 4x4 quadrants");
+static_assert(BK % 8 == 0 && BM % 32 == 0 && BN % 4 == 0, "A loads go in pairs of float4 along k (32 bytes)");
+static_assert(A_SLOTS * 4 * THREADS == BM * BK && B_SLOTS * 4 * THREADS == BK * BN,
+              "every thread loads the same whole number of float4s of A and of B");
+static_assert(STAGES >= 2, "a pipeline needs at least two buffers");
+static_assert(BM % (THREADS / 8) == 0 && A_ELEMS * THREADS == BM * BK, "A copies: whole passes of THREADS/8 rows");
+static_assert(THREADS % (BN / VEC) == 0 && B_COPIES * VEC * THREADS == BK * BN, "B copies: whole rows per pass");
+static_assert((BK * AS_STRIDE * 4) % 16 == 0 && (STAGE_FLOATS * 4) % 16 == 0, "every buffer starts 16-byte aligned");
+
+// Four consecutive elements of a row-major matrix, X[row][col .. col+3], with zeros outside the
+// rows x cols matrix. VEC = 4: one 16-byte load when all four are in range (col is a multiple of 4
+// and ld too, so the address is 16-byte aligned); element by element at an edge.
+__device__ __forceinline__ float4 load4(const float* __restrict__ X, int ld, int row, int col, int rows, int cols) {
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (row >= rows) return v;
+    const float* p = X + (long long)row * ld + col;
+#if VEC == 4
+    if (col + 3 < cols) return *reinterpret_cast<const float4*>(p);
+#endif
+    if (col + 0 < cols) v.x = p[0];
+    if (col + 1 < cols) v.y = p[1];
+    if (col + 2 < cols) v.z = p[2];
+    if (col + 3 < cols) v.w = p[3];
+    return v;
+}
+
+// C[row][col .. col+3] = alpha * acc + beta * C, only where inside M x N; C is not read if beta == 0.
+__device__ __forceinline__ void store4(float* __restrict__ C, int ldc, int row, int col, int M, int N, float alpha,
+                                       float beta, const float* acc) {
+    if (row >= M) return;
+    float* p = C + (long long)row * ldc + col;
+#if VEC == 4
+    if (col + 3 < N) {
+        float4 r = make_float4(alpha * acc[0], alpha * acc[1], alpha * acc[2], alpha * acc[3]);
+        if (beta != 0.0f) {
+            const float4 c = *reinterpret_cast<const float4*>(p);
+            r.x = fmaf(beta, c.x, r.x);
+            r.y = fmaf(beta, c.y, r.y);
+            r.z = fmaf(beta, c.z, r.z);
+            r.w = fmaf(beta, c.w, r.w);
+        }
+        *reinterpret_cast<float4*>(p) = r;
+        return;
+    }
+#endif
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        if (col + j < N) p[j] = beta != 0.0f ? fmaf(beta, p[j], alpha * acc[j]) : alpha * acc[j];
+    }
+}
+
+// Global -> registers: this thread's float4s of the k-tile starting at k0.
+// A: slot f covers row m = (f/2) % BM, k = 4*(2*((f/2)/BM) + f%2), so a warp reads 16 rows x 32
+//   bytes (one full sector per row) and lanes 2i, 2i+1 split a row's sector.
+// B: slot f covers row k = f / (BN/4), columns 4*(f % (BN/4)): a warp reads 512 contiguous bytes.
+__device__ __forceinline__ void load_tile(float4 (&a)[A_SLOTS], float4 (&b)[B_SLOTS], const float* __restrict__ A,
+                                          int lda, const float* __restrict__ B, int ldb, int M, int N, int K,
+                                          int m0, int n0, int k0) {
+#pragma unroll
+    for (int i = 0; i < A_SLOTS; ++i) {
+        const int f = i * THREADS + threadIdx.x;
+        const int m = (f >> 1) % BM, k = 4 * (2 * ((f >> 1) / BM) + (f & 1));
+        a[i] = load4(A, lda, m0 + m, k0 + k, M, K);
+    }
+#pragma unroll
+    for (int i = 0; i < B_SLOTS; ++i) {
+        const int f = i * THREADS + threadIdx.x;
+        const int k = f / (BN / 4), n = 4 * (f % (BN / 4));
+        b[i] = load4(B, ldb, k0 + k, n0 + n, K, N);
+    }
+}
+
+// Registers -> shared memory, A transposed: As[k .. k+3][m] = the float4 A[m][k .. k+3]. Across a warp
+// one store instruction writes bank (4*k + m) mod 32 for 16 rows m and 2 values of k/4: all distinct.
+__device__ __forceinline__ void store_tile(float* As, float* Bs, const float4 (&a)[A_SLOTS],
+                                           const float4 (&b)[B_SLOTS]) {
+#pragma unroll
+    for (int i = 0; i < A_SLOTS; ++i) {
+        const int f = i * THREADS + threadIdx.x;
+        const int m = (f >> 1) % BM, k = 4 * (2 * ((f >> 1) / BM) + (f & 1));
+        As[(k + 0) * AS_STRIDE + m] = a[i].x;
+        As[(k + 1) * AS_STRIDE + m] = a[i].y;
+        As[(k + 2) * AS_STRIDE + m] = a[i].z;
+        As[(k + 3) * AS_STRIDE + m] = a[i].w;
+    }
+#pragma unroll
+    for (int i = 0; i < B_SLOTS; ++i) {
+        const int f = i * THREADS + threadIdx.x;
+        const int k = f / (BN / 4), n = 4 * (f % (BN / 4));
+        *reinterpret_cast<float4*>(&Bs[k * BN + n]) = b[i];
+    }
+}
+
+// acc += the k-tile's contribution. The thread's rows in the block tile are row0 + i*LANES_M + 0..3
+// for i = 0, 4, .., TM-4 (row0 = warp row + lm*4) and its columns col0 + j*LANES_N + 0..3 (col0 =
+// warp column + ln*4): 4x4 quadrants LANES_M*4 rows and LANES_N*4 columns apart. Per k it reads
+// TM/4 + TN/4 float4s of shared memory, each conflict-free for a quarter warp.
+__device__ __forceinline__ void compute_tile(float (&acc)[TM][TN], const float* As, const float* Bs, int row0,
+                                             int col0) {
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+        float a[TM], b[TN];
+#pragma unroll
+        for (int i = 0; i < TM; i += 4) {
+            const float4 v = *reinterpret_cast<const float4*>(&As[k * AS_STRIDE + row0 + i * LANES_M]);
+            a[i + 0] = v.x, a[i + 1] = v.y, a[i + 2] = v.z, a[i + 3] = v.w;
+        }
+#pragma unroll
+        for (int j = 0; j < TN; j += 4) {
+            const float4 v = *reinterpret_cast<const float4*>(&Bs[k * BN + col0 + j * LANES_N]);
+            b[j + 0] = v.x, b[j + 1] = v.y, b[j + 2] = v.z, b[j + 3] = v.w;
+        }
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// Global -> shared memory without registers: this thread's cp.asyncs for the k-tile starting at k0.
+// A, 4 bytes each, transposed on the way: 8 consecutive lanes copy 8 consecutive k of one row, a
+//   pass of the block covers THREADS/8 rows, so element i of thread t is tile row t/8 + A_ROW(i),
+//   tile column (k) t%8 + A_COL(i), written to As[k][m].
+// B, VEC floats each (16-byte or 4-byte copies), layout kept: BN/VEC lanes cover one tile row, so
+//   copy i of thread t is tile row t/(BN/VEC) + i*B_PASS, columns VEC*(t%(BN/VEC)) + 0..VEC-1.
+// GUARD = false (the whole k-tile is inside A and B) copies with no checks. GUARD = true: an
+//   out-of-range source copies 0 bytes from the matrix's base pointer (valid memory) and zero-fills;
+//   a float4 of B that straddles column N copies only its in-range bytes.
+template <bool GUARD>
+__device__ __forceinline__ void copy_tile(float* As, float* Bs, const float* __restrict__ A, int lda,
+                                          const float* __restrict__ B, int ldb, int M, int N, int K, int m0, int n0,
+                                          int k0) {
+    const int am = threadIdx.x / 8, ak = threadIdx.x % 8;
+    const float* a = A + (long long)(m0 + am) * lda + (k0 + ak);
+#pragma unroll
+    for (int i = 0; i < A_ELEMS; ++i) {
+        const float* src = a + (long long)A_ROW(i) * lda + A_COL(i);
+        const bool in = !GUARD || (m0 + am + A_ROW(i) < M && k0 + ak + A_COL(i) < K);
+        cp_async_4(&As[(ak + A_COL(i)) * AS_STRIDE + am + A_ROW(i)], in ? src : A, in ? 4 : 0);
+    }
+    const int bk = threadIdx.x / (BN / VEC), bn = VEC * (threadIdx.x % (BN / VEC));
+    const float* b = B + (long long)(k0 + bk) * ldb + (n0 + bn);
+#pragma unroll
+    for (int i = 0; i < B_COPIES; ++i) {
+        const float* src = b + (long long)(i * B_PASS) * ldb;
+        const int bytes = !GUARD ? 4 * VEC : (k0 + bk + i * B_PASS < K ? 4 * min(max(N - (n0 + bn), 0), VEC) : 0);
+#if VEC == 4
+        cp_async_16(&Bs[(bk + i * B_PASS) * BN + bn], bytes ? src : B, bytes);
+#else
+        cp_async_4(&Bs[(bk + i * B_PASS) * BN + bn], bytes ? src : B, bytes);
+#endif
+    }
+}
+
+// The k-tile starting at k0 into one stage; the checks are paid only at the matrix's edges.
+__device__ __forceinline__ void load_tile_async(float* As, float* Bs, const float* __restrict__ A, int lda,
+                                                const float* __restrict__ B, int ldb, int M, int N, int K, int m0,
+                                                int n0, int k0) {
+    if (m0 + BM <= M && n0 + BN <= N && k0 + BK <= K)  // the same for the whole block: no divergence
+        copy_tile<false>(As, Bs, A, lda, B, ldb, M, N, K, m0, n0, k0);
+    else
+        copy_tile<true>(As, Bs, A, lda, B, ldb, M, N, K, m0, n0, k0);
+}
+#endif
+
+// Two resident blocks per SM on sm_80+ need <= 128 registers a thread; ask ptxas for it (the
+// defaults fit with no spills). On sm_75 SMEM_BYTES (over 32 KB for any STAGES) already limits
+// Turing's 64 KB to one block per SM, so the fallback is left free to use more registers.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define MIN_BLOCKS_PER_SM 1
+#else
+#define MIN_BLOCKS_PER_SM 2
+#endif
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS_PER_SM)
+sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
+                 const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
+    extern __shared__ float4 smem[];  // STAGES x (As[BK][BM+4], Bs[BK][BN]): SMEM_BYTES in all
+    float* const tiles = reinterpret_cast<float*>(smem);
+#define STAGE_A(s) (tiles + (s) * STAGE_FLOATS)                  // A tile of stage s, transposed: [k][m]
+#define STAGE_B(s) (tiles + (s) * STAGE_FLOATS + BK * AS_STRIDE)  // B tile of stage s: [k][n]
+
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int row0 = (warp / (BN / WN)) * WM + (lane / LANES_N) * 4;  // warp tile row + lm*4
+    const int col0 = (warp % (BN / WN)) * WN + (lane % LANES_N) * 4;  // warp tile column + ln*4
+
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+
+    const int k_tiles = (K + BK - 1) / BK;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    // Prologue: tiles 0 .. STAGES-2 in flight, one commit group each (empty groups past the end
+    // keep the count uniform, so the wait below always means "tile kt has landed").
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < k_tiles) load_tile_async(STAGE_A(s), STAGE_B(s), A, lda, B, ldb, M, N, K, m0, n0, s * BK);
+        cp_async_commit();
+    }
+    int read = 0, write = STAGES - 1;  // stage of tile kt, and of tile kt + STAGES - 1
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        cp_async_wait<STAGES - 2>();  // this thread's copies of tile kt are done ...
+        __syncthreads();              // ... everyone's are, and everyone has finished tile kt-1
+        if (kt + STAGES - 1 < k_tiles)
+            load_tile_async(STAGE_A(write), STAGE_B(write), A, lda, B, ldb, M, N, K, m0, n0, (kt + STAGES - 1) * BK);
+        cp_async_commit();
+        compute_tile(acc, STAGE_A(read), STAGE_B(read), row0, col0);
+        read = read + 1 == STAGES ? 0 : read + 1;
+        write = write + 1 == STAGES ? 0 : write + 1;
+    }
+    cp_async_wait<0>();  // only empty groups can be left; drain them anyway
+#else
+    // sm_75: register double buffering over stages 0 and 1.
+    float4 a[A_SLOTS], b[B_SLOTS];
+    load_tile(a, b, A, lda, B, ldb, M, N, K, m0, n0, 0);
+    store_tile(STAGE_A(0), STAGE_B(0), a, b);
+    __syncthreads();
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        const bool more = kt + 1 < k_tiles;
+        if (more) load_tile(a, b, A, lda, B, ldb, M, N, K, m0, n0, (kt + 1) * BK);  // in flight during compute
+        compute_tile(acc, STAGE_A(kt & 1), STAGE_B(kt & 1), row0, col0);
+        if (more) store_tile(STAGE_A((kt + 1) & 1), STAGE_B((kt + 1) & 1), a, b);  // last read in tile kt-1
+        __syncthreads();
+    }
+#endif
+#undef STAGE_A
+#undef STAGE_B
+
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; j += 4)
+            store4(C, ldc, m0 + row0 + (i / 4) * 4 * LANES_M + i % 4, n0 + col0 + j * LANES_N, M, N, alpha, beta,
+                   &acc[i][j]);
+}

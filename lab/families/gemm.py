@@ -1,0 +1,169 @@
+"""The FP32 GEMM ladder: C = alpha * A @ B + beta * C, row-major, any M, N, K >= 1, leading
+dimensions at least the widths. Measured against cuBLAS SGEMM (`cupy.matmul` on float32, TF32 off)
+timed on the same problem in the same run.
+
+Every rung has one signature:
+    sgemm_<name>(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+                 float beta, float* C, int ldc)
+and one launch geometry: 1-D blocks of THREADS threads, grid (ceil(N / BN), ceil(M / BM)). The
+knobs below are passed as -D defines, so the launcher and the kernel always agree. Rungs with a
+VEC knob get VEC=4 (16-byte accesses) only when every leading dimension is a multiple of 4 and every
+pointer 16-byte aligned, VEC=1 otherwise: both variants are correct on any shape.
+
+STATUS: written and compiled for sm_75..sm_90, not yet checked or measured on a GPU; it is listed in
+lab.ladder.unverified_families() until tests/test_gpu_gemm.py has passed on the H200.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from lab import shapes
+from lab.build import KernelSpec
+from lab.ladder import Family, Problem, Rung
+
+DEFAULT_SMEM_LIMIT = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
+
+
+def _rung(key: str, entry: str, title: str, **knobs: int) -> Rung:
+    return Rung("gemm_fp32", key, KernelSpec(f"gemm_fp32/{key}.cu", entry, tuple(sorted(knobs.items()))), title)
+
+
+def _knobs(rung: Rung) -> dict:
+    return dict(rung.spec.knobs)
+
+
+def dynamic_smem_bytes(rung: Rung) -> int:
+    """Dynamic shared memory of the multistage rung: STAGES * (BM*BK + BK*BN) floats (see its header)."""
+    k = _knobs(rung)
+    if "STAGES" not in k:
+        return 0
+    return k["STAGES"] * (k["BM"] * k["BK"] + k["BK"] * k["BN"]) * 4
+
+
+def _aligned(problem: Problem, out) -> bool:
+    a, b = problem.inputs["A"][0], problem.inputs["B"][0]
+    lds = (problem.params["lda"], problem.params["ldb"], problem.params["ldc"])
+    return all(ld % 4 == 0 for ld in lds) and all(x.data.ptr % 16 == 0 for x in (a, b, out))
+
+
+class GemmFp32Family(Family):
+    name = "gemm_fp32"
+    title = "SGEMM (C = alpha*A@B + beta*C), float32, row-major — UNVERIFIED on a GPU"
+    metric = "TFLOP/s"
+    ceiling_name = "cublas_sgemm"
+    rungs = (
+        _rung("01_naive", "sgemm_naive", "one thread per output, rows across threads", BM=32, BN=32, THREADS=1024),
+        _rung("02_coalesced", "sgemm_coalesced", "one thread per output, columns across threads",
+              BM=32, BN=32, THREADS=1024),
+        _rung("03_smem_tiled", "sgemm_smem_tiled", "shared-memory tiles", BM=32, BN=32, BK=32, THREADS=1024),
+        _rung("04_register_tile_1d", "sgemm_register_tile_1d", "each thread a column of TM outputs",
+              BM=64, BN=64, BK=8, TM=8, THREADS=512),
+        _rung("05_register_tile_2d", "sgemm_register_tile_2d", "each thread a TM x TN block",
+              BM=128, BN=128, BK=8, TM=8, TN=8, THREADS=256),
+        _rung("06_vectorized", "sgemm_vectorized", "16-byte loads, A transposed in shared memory",
+              BM=128, BN=128, BK=8, TM=8, TN=8, THREADS=256),
+        _rung("07_warp_tiled", "sgemm_warp_tiled", "block tile -> warp tile -> thread tile",
+              BM=128, BN=128, BK=16, THREADS=256),
+        _rung("08_multistage", "sgemm_multistage", "STAGES-deep cp.async pipeline",
+              BM=128, BN=128, BK=16, STAGES=3, THREADS=256),
+    )
+    VEC_RUNGS = ("06_vectorized", "07_warp_tiled", "08_multistage")
+
+    # --- problems -------------------------------------------------------------------------------
+    def make_problem(self, seed: int = 0, dist: str = "normal", M: int = 64, N: int = 64, K: int = 64,
+                     alpha: float = 1.0, beta: float = 0.0, pad: int = 0, sets: int = 1) -> Problem:
+        """A, B (and C when beta != 0) with leading dimensions width + pad."""
+        import cupy as cp
+
+        from lab.check import random_array
+
+        lda, ldb, ldc = K + pad, N + pad, N + pad
+        a_sets = [random_array((M, lda), np.float32, seed + 11 * s, dist) for s in range(sets)]
+        b_sets = [random_array((K, ldb), np.float32, seed + 11 * s + 1, dist) for s in range(sets)]
+        c0 = random_array((M, ldc), np.float32, seed + 7, dist) if beta != 0 else None
+        mask = cp.zeros((M, ldc), dtype=bool)
+        mask[:, :N] = True
+        label = f"M={M} N={N} K={K}" + (f" alpha={alpha:g} beta={beta:g}" if (alpha, beta) != (1, 0) else "") + \
+            (f" ld+{pad}" if pad else "")
+        params = {"M": M, "N": N, "K": K, "alpha": alpha, "beta": beta, "pad": pad, "lda": lda, "ldb": ldb,
+                  "ldc": ldc}
+        bytes_moved = 4 * (M * K + K * N + M * N * (2 if beta else 1))
+        return Problem(label, {"A": a_sets, "B": b_sets}, (M, ldc), bytes_moved, params=params, out_init=c0,
+                       write_mask=mask, reduction_length=K, flops=2 * M * N * K)
+
+    def reference(self, problem: Problem) -> np.ndarray:
+        p = problem.params
+        a = problem.inputs["A"][0].get()[:, :p["K"]].astype(np.float64)
+        b = problem.inputs["B"][0].get()[:, :p["N"]].astype(np.float64)
+        ref = np.zeros((p["M"], p["ldc"]))
+        ref[:, :p["N"]] = p["alpha"] * (a @ b)
+        if p["beta"]:
+            ref[:, :p["N"]] += p["beta"] * problem.out_init.get()[:, :p["N"]].astype(np.float64)
+        return ref
+
+    # --- launching ------------------------------------------------------------------------------
+    def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
+        from lab.build import get_kernel
+
+        p = problem.params
+        a = problem.inputs["A"][set_index % len(problem.inputs["A"])]
+        b = problem.inputs["B"][set_index % len(problem.inputs["B"])]
+        if rung.key in self.VEC_RUNGS:
+            rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(VEC=4 if _aligned(problem, out) else 1))
+        k = _knobs(rung)
+        kernel = get_kernel(rung.spec)
+        smem = dynamic_smem_bytes(rung)
+        if smem > DEFAULT_SMEM_LIMIT:
+            kernel.max_dynamic_shared_size_bytes = smem
+        grid = ((p["N"] + k["BN"] - 1) // k["BN"], (p["M"] + k["BM"] - 1) // k["BM"])
+        kernel(grid, (k["THREADS"],),
+               (np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]), a, np.int32(p["lda"]),
+                b, np.int32(p["ldb"]), np.float32(p["beta"]), out, np.int32(p["ldc"])), shared_mem=smem)
+
+    def launch_ceiling(self, problem: Problem, out, set_index: int = 0) -> None:
+        """cuBLAS SGEMM through CuPy (TF32 stays off unless CUPY_TF32=1 is set, which the lab never does)."""
+        import cupy as cp
+
+        p = problem.params
+        a = problem.inputs["A"][set_index % len(problem.inputs["A"])][:, :p["K"]]
+        b = problem.inputs["B"][set_index % len(problem.inputs["B"])][:, :p["N"]]
+        if p["pad"] or p["alpha"] != 1 or p["beta"] != 0:
+            out[:, :p["N"]] = p["alpha"] * cp.matmul(a, b) + p["beta"] * out[:, :p["N"]]
+        else:
+            cp.matmul(a, b, out=out)
+
+    def rungs_for(self, kind: str, params: dict) -> tuple[Rung, ...]:
+        """The tail plot is about the register-tiled rungs and later; the slow first rungs skip the
+        largest sweep sizes (a naive 8192^3 product takes seconds per launch and teaches nothing new)."""
+        if kind == "tail":
+            return tuple(r for r in self.rungs if r.number >= 4)
+        if kind == "sweep" and max(params.get("M", 0), params.get("N", 0)) > 4096:
+            return tuple(r for r in self.rungs if r.number >= 4)
+        return self.rungs
+
+    # --- shape families -------------------------------------------------------------------------
+    def check_cases(self) -> list[dict]:
+        cases = [{"M": n, "N": n, "K": n} for n in (1, 2, 16, 64, 128, 256)]
+        cases += [{"M": m, "N": m, "K": m} for m in (127, 129, 255, 257, 511, 513)]  # multiples +- 1
+        cases += [{"M": 97, "N": 101, "K": 103}, {"M": 919, "N": 257, "K": 131}]  # primes
+        cases += [{"M": 1, "N": 300, "K": 77}, {"M": 300, "N": 1, "K": 77}, {"M": 300, "N": 77, "K": 1}]
+        cases += [{"M": 2048, "N": 16, "K": 64}, {"M": 16, "N": 2048, "K": 64}]  # tall-skinny, short-wide
+        cases += [{"M": 64, "N": 64, "K": 8192}, {"M": 33, "N": 65, "K": 4099}]  # K much larger than M, N
+        cases += [{"M": 130, "N": 140, "K": 150, "alpha": 0.5, "beta": -1.5},
+                  {"M": 128, "N": 128, "K": 128, "alpha": -2.0, "beta": 1.0}]
+        cases += [{"M": 129, "N": 131, "K": 67, "pad": 3}, {"M": 128, "N": 128, "K": 64, "pad": 4},
+                  {"M": 100, "N": 100, "K": 100, "pad": 5, "beta": 0.25}]
+        return cases
+
+    def sweep_params(self, max_bytes: int = 0) -> list[dict]:
+        return [{"M": n, "N": n, "K": n} for n in (256, 512, 1024, 2048, 3072, 4096, 6144, 8192)]
+
+    def tail_params(self) -> list[dict]:
+        # N stepping by 1 across the 4096 and 4224 tile boundaries (BN = 128), M = K = 4096.
+        return [{"M": 4096, "N": n, "K": 4096} for n in shapes.tail_range(4090, 140)]
+
+    def headline_params(self) -> list[dict]:
+        return [{"M": n, "N": n, "K": n} for n in (4096, 8192, 4095, 4097)]
