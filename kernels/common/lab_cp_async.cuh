@@ -8,10 +8,20 @@
 // committed groups are still in flight. The wait covers only the calling thread's own copies, so
 // a __syncthreads() must follow before other threads read what it copied.
 // Zero fill: with src_bytes < the copy size, only src_bytes are read and the rest of the
-// destination is written with zeros; src_bytes = 0 reads nothing (the source address must still be
-// a valid global address: pass the matrix's base pointer). That is how tails load as zeros.
-// On archs before sm_80 none of this exists: rungs test __CUDA_ARCH__ themselves.
+// destination is written with zeros; src_bytes = 0 reads nothing (the rungs still pass a valid
+// global address, the matrix's base pointer, rather than rely on that). That is how tails load as
+// zeros.
+// On archs before sm_80 the cp.async wrappers do not exist: rungs test __CUDA_ARCH__ themselves.
 #pragma once
+
+// Bytes of dynamic shared memory this launch was given (any arch). A multistage kernel whose
+// launcher computes that size from the knobs can compare it with what the kernel needs and trap
+// at once on a mismatch, instead of silently writing past the end of its buffer.
+__device__ __forceinline__ unsigned dynamic_smem_size() {
+    unsigned bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+    return bytes;
+}
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 

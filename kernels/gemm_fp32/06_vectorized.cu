@@ -2,21 +2,27 @@
 //
 // What changed (vs rung 05: same 128x128 block tile, BK = 8, 8x8 thread tile, 256 threads):
 //   1. Global loads move float4s: per k-tile each thread fetches one float4 of A (4 consecutive k of
-//      one row) and one float4 of B (4 consecutive n), LDG.E.128, instead of 4-byte loads.
+//      one row) and one float4 of B (4 consecutive n) with LDG.E.128, instead of 4 + 4 scalar loads.
 //   2. A is stored transposed in shared memory, As[k][m]: the float4 read along a row of A is
 //      scattered down a column of As (4 scalar STS). In exchange, the 8 values of A that a thread
-//      multiplies at one k are now contiguous, so the inner loop reads them with 2 LDS.128; the 8
-//      values of B were contiguous already: 2 more LDS.128. 4 shared loads per 64 FFMA.
+//      multiplies at one k are contiguous: 2 LDS.128 for this k alone. Rung 05 also read A with
+//      LDS.128, but along k (As[m][k .. k+3], four k steps fused), so it held 4 x 8 values of A at
+//      once. Still 4 LDS.128 per 64 FFMA (2 of A, 2 of B).
 //   3. As rows are padded to BM + 4 floats: the transposing stores then hit 32 different banks
 //      (row stride 132 = 4 mod 32 banks), and every As row still starts 16-byte aligned.
-// Why: the inner loop was limited by shared-memory instructions, not by FFMA. With A read one float
-//   at a time, each k costs 8 LDS (A) + 2-8 (B) for 64 FFMA; at 4 LDS.128 per 64 FFMA the issue
-//   slots go to FFMA, and global loads drop 4x in instruction count as well.
-// Prediction: 1.15-1.3x over rung 05 at 4096^3 and 8192^3, about 0.65-0.8x of cuBLAS SGEMM on the
-//   H200. Not more: B's LDS.128 still has a 2-way bank conflict (threads tx and tx+4 of a quarter
-//   warp sit 32 bytes apart, so 8 float4 reads cover only 4 of the 8 16-byte bank groups), each
-//   k-tile pays two __syncthreads with nothing in flight, and a warp's 2x16 thread layout makes it
-//   read 16 + 128 floats of shared memory per k where a 32x64 warp tile needs 96 (rung 07).
+// Why: registers, hence occupancy. Rung 05's 138-145 registers let one 256-thread block (8 warps)
+//   live on an SM, so nothing covered its global loads and barriers. Holding 8 values of A per k
+//   instead of 32, this rung compiles to 104-111 registers: two blocks (16 warps) per SM, and one
+//   block's loads and barriers overlap the other's FFMAs. The 4x fewer global load instructions
+//   help a little too; the shared-load count does not change.
+// Prediction: 1.3-1.6x over rung 05 at 4096^3 and 8192^3 (mostly the second resident block), about
+//   0.6-0.75x of cuBLAS SGEMM on the H200. Boehm's kernel 6, the same change on an A6000 where his
+//   kernel 5 already ran two blocks per SM (rung 05's header), gained 1.14x; the occupancy step
+//   comes on top of that.
+//   Not more: B's LDS.128 still has rung 05's 2-way bank conflict (threads tc and tc+4 of a quarter
+//   warp sit 128 bytes apart, on the same banks), each k-tile pays two __syncthreads with nothing
+//   in flight, and a warp's 2x16 thread layout makes it read 16 + 128 floats of shared memory per
+//   k where a 32x64 warp tile needs 96 (rung 07).
 // Tails: out-of-range elements of A and B load as zeros (rows past M or K, columns past K or N);
 //   a float4 that straddles the edge is loaded element by element, never past it. Each result is
 //   stored only if it is inside M x N: as a float4 when VEC = 4 and all four columns are in range,
@@ -28,7 +34,7 @@
 // Knobs: BM (128), BN (128), BK (8), TM (8), TN (8), THREADS (256), VEC (4).
 // Ideas from Simon Boehm's "How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance"
 //   (siboehm.com/articles/22/CUDA-MMM, kernel 6); code and padding choice are this lab's own.
-// Measured: not yet (written without a GPU; first device run pending).
+// Measured: not yet (written without a GPU; the next H200 run fills this in).
 #ifndef BM
 #define BM 128
 #endif
@@ -110,18 +116,18 @@ __device__ __forceinline__ void store4(float* __restrict__ C, int ldc, int row, 
 // B: slot f covers row k = f / (BN/4), columns 4*(f % (BN/4)): a warp reads 512 contiguous bytes.
 __device__ __forceinline__ void load_tile(float4 (&a)[A_SLOTS], float4 (&b)[B_SLOTS], const float* __restrict__ A,
                                           int lda, const float* __restrict__ B, int ldb, int M, int N, int K,
-                                          int m0, int n0, int k0) {
+                                          int row0, int col0, int k0) {
 #pragma unroll
     for (int i = 0; i < A_SLOTS; ++i) {
         const int f = i * THREADS + threadIdx.x;
         const int m = (f >> 1) % BM, k = 4 * (2 * ((f >> 1) / BM) + (f & 1));
-        a[i] = load4(A, lda, m0 + m, k0 + k, M, K);
+        a[i] = load4(A, lda, row0 + m, k0 + k, M, K);
     }
 #pragma unroll
     for (int i = 0; i < B_SLOTS; ++i) {
         const int f = i * THREADS + threadIdx.x;
         const int k = f / (BN / 4), n = 4 * (f % (BN / 4));
-        b[i] = load4(B, ldb, k0 + k, n0 + n, K, N);
+        b[i] = load4(B, ldb, k0 + k, col0 + n, K, N);
     }
 }
 
@@ -146,21 +152,21 @@ __device__ __forceinline__ void store_tile(float* As, float* Bs, const float4 (&
     }
 }
 
-// acc += the k-tile's contribution. Thread (ty, tx) owns rows ty*TM .. +TM and columns tx*TN .. +TN
+// acc += the k-tile's contribution. Thread (tr, tc) owns rows tr*TM .. +TM and columns tc*TN .. +TN
 // of the block tile; per k it reads TM/4 + TN/4 float4s of shared memory.
-__device__ __forceinline__ void compute_tile(float (&acc)[TM][TN], const float* As, const float* Bs, int ty,
-                                             int tx) {
+__device__ __forceinline__ void compute_tile(float (&acc)[TM][TN], const float* As, const float* Bs, int tr,
+                                             int tc) {
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
         float a[TM], b[TN];
 #pragma unroll
         for (int i = 0; i < TM; i += 4) {
-            const float4 v = *reinterpret_cast<const float4*>(&As[k * AS_STRIDE + ty * TM + i]);
+            const float4 v = *reinterpret_cast<const float4*>(&As[k * AS_STRIDE + tr * TM + i]);
             a[i + 0] = v.x, a[i + 1] = v.y, a[i + 2] = v.z, a[i + 3] = v.w;
         }
 #pragma unroll
         for (int j = 0; j < TN; j += 4) {
-            const float4 v = *reinterpret_cast<const float4*>(&Bs[k * BN + tx * TN + j]);
+            const float4 v = *reinterpret_cast<const float4*>(&Bs[k * BN + tc * TN + j]);
             b[j + 0] = v.x, b[j + 1] = v.y, b[j + 2] = v.z, b[j + 3] = v.w;
         }
 #pragma unroll
@@ -176,21 +182,17 @@ sgemm_vectorized(int M, int N, int K, float alpha, const float* __restrict__ A, 
     __shared__ __align__(16) float As[BK * AS_STRIDE];  // A tile, transposed: As[k][m]
     __shared__ __align__(16) float Bs[BK * BN];         // B tile as it is: Bs[k][n]
 
-    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-    const int ty = threadIdx.x / (BN / TN), tx = threadIdx.x % (BN / TN);
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    const int tr = threadIdx.x / (BN / TN), tc = threadIdx.x % (BN / TN);
 
-    float acc[TM][TN];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+    float acc[TM][TN] = {};
 
     float4 a[A_SLOTS], b[B_SLOTS];
     for (int k0 = 0; k0 < K; k0 += BK) {
-        load_tile(a, b, A, lda, B, ldb, M, N, K, m0, n0, k0);
+        load_tile(a, b, A, lda, B, ldb, M, N, K, row0, col0, k0);
         store_tile(As, Bs, a, b);
         __syncthreads();  // the tile is complete
-        compute_tile(acc, As, Bs, ty, tx);
+        compute_tile(acc, As, Bs, tr, tc);
         __syncthreads();  // everyone is done reading it before the next tile overwrites it
     }
 
@@ -198,5 +200,5 @@ sgemm_vectorized(int M, int N, int K, float alpha, const float* __restrict__ A, 
     for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; j += 4)
-            store4(C, ldc, m0 + ty * TM + i, n0 + tx * TN + j, M, N, alpha, beta, &acc[i][j]);
+            store4(C, ldc, row0 + tr * TM + i, col0 + tc * TN + j, M, N, alpha, beta, &acc[i][j]);
 }

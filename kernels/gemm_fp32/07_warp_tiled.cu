@@ -16,7 +16,7 @@
 //   2x16-thread strip. (c) C stores coalesce: a store instruction writes 4 rows x 128 contiguous
 //   bytes, where rung 06's lanes wrote float4s 32 bytes apart. The register tile, and so the
 //   ratio of 64 FFMA to 4 LDS.128 per k, is unchanged.
-// Prediction: 1.15-1.3x over rung 06 at 4096^3 and 8192^3, about 0.8-0.9x of cuBLAS SGEMM on the
+// Prediction: 1.15-1.3x over rung 06 at 4096^3 and 8192^3, about 0.75-0.9x of cuBLAS SGEMM on the
 //   H200. The gap left: each k-tile still loads, stores, waits at a barrier and only then computes,
 //   so global latency is hidden only by the other resident block (rung 08 pipelines it).
 // Tails: as rung 06 (zeros outside A and B, per-element or whole-float4 guarded stores, C not read
@@ -30,7 +30,7 @@
 // Ideas from CUTLASS's "Efficient GEMM in CUDA" (github.com/NVIDIA/cutlass, media/docs: the
 //   threadblock/warp/thread tiling of its SIMT SGEMM) and Simon Boehm's SGEMM worklog (kernel 10,
 //   warptiling); code and lane layout are this lab's own.
-// Measured: not yet (written without a GPU; first device run pending).
+// Measured: not yet (written without a GPU; the next H200 run fills this in).
 #ifndef BM
 #define BM 128
 #endif
@@ -122,18 +122,18 @@ __device__ __forceinline__ void store4(float* __restrict__ C, int ldc, int row, 
 // B: slot f covers row k = f / (BN/4), columns 4*(f % (BN/4)): a warp reads 512 contiguous bytes.
 __device__ __forceinline__ void load_tile(float4 (&a)[A_SLOTS], float4 (&b)[B_SLOTS], const float* __restrict__ A,
                                           int lda, const float* __restrict__ B, int ldb, int M, int N, int K,
-                                          int m0, int n0, int k0) {
+                                          int row0, int col0, int k0) {
 #pragma unroll
     for (int i = 0; i < A_SLOTS; ++i) {
         const int f = i * THREADS + threadIdx.x;
         const int m = (f >> 1) % BM, k = 4 * (2 * ((f >> 1) / BM) + (f & 1));
-        a[i] = load4(A, lda, m0 + m, k0 + k, M, K);
+        a[i] = load4(A, lda, row0 + m, k0 + k, M, K);
     }
 #pragma unroll
     for (int i = 0; i < B_SLOTS; ++i) {
         const int f = i * THREADS + threadIdx.x;
         const int k = f / (BN / 4), n = 4 * (f % (BN / 4));
-        b[i] = load4(B, ldb, k0 + k, n0 + n, K, N);
+        b[i] = load4(B, ldb, k0 + k, col0 + n, K, N);
     }
 }
 
@@ -158,23 +158,23 @@ __device__ __forceinline__ void store_tile(float* As, float* Bs, const float4 (&
     }
 }
 
-// acc += the k-tile's contribution. The thread's rows in the block tile are row0 + i*LANES_M + 0..3
-// for i = 0, 4, .., TM-4 (row0 = warp row + lm*4) and its columns col0 + j*LANES_N + 0..3 (col0 =
+// acc += the k-tile's contribution. The thread's rows in the block tile are tr0 + i*LANES_M + 0..3
+// for i = 0, 4, .., TM-4 (tr0 = warp row + lm*4) and its columns tc0 + j*LANES_N + 0..3 (tc0 =
 // warp column + ln*4): 4x4 quadrants LANES_M*4 rows and LANES_N*4 columns apart. Per k it reads
 // TM/4 + TN/4 float4s of shared memory, each conflict-free for a quarter warp.
-__device__ __forceinline__ void compute_tile(float (&acc)[TM][TN], const float* As, const float* Bs, int row0,
-                                             int col0) {
+__device__ __forceinline__ void compute_tile(float (&acc)[TM][TN], const float* As, const float* Bs, int tr0,
+                                             int tc0) {
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
         float a[TM], b[TN];
 #pragma unroll
         for (int i = 0; i < TM; i += 4) {
-            const float4 v = *reinterpret_cast<const float4*>(&As[k * AS_STRIDE + row0 + i * LANES_M]);
+            const float4 v = *reinterpret_cast<const float4*>(&As[k * AS_STRIDE + tr0 + i * LANES_M]);
             a[i + 0] = v.x, a[i + 1] = v.y, a[i + 2] = v.z, a[i + 3] = v.w;
         }
 #pragma unroll
         for (int j = 0; j < TN; j += 4) {
-            const float4 v = *reinterpret_cast<const float4*>(&Bs[k * BN + col0 + j * LANES_N]);
+            const float4 v = *reinterpret_cast<const float4*>(&Bs[k * BN + tc0 + j * LANES_N]);
             b[j + 0] = v.x, b[j + 1] = v.y, b[j + 2] = v.z, b[j + 3] = v.w;
         }
 #pragma unroll
@@ -190,23 +190,19 @@ sgemm_warp_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, 
     __shared__ __align__(16) float As[BK * AS_STRIDE];  // A tile, transposed: As[k][m]
     __shared__ __align__(16) float Bs[BK * BN];         // B tile as it is: Bs[k][n]
 
-    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int row0 = (warp / (BN / WN)) * WM + (lane / LANES_N) * 4;  // warp tile row + lm*4
-    const int col0 = (warp % (BN / WN)) * WN + (lane % LANES_N) * 4;  // warp tile column + ln*4
+    const int tr0 = (warp / (BN / WN)) * WM + (lane / LANES_N) * 4;  // warp tile row + lm*4
+    const int tc0 = (warp % (BN / WN)) * WN + (lane % LANES_N) * 4;  // warp tile column + ln*4
 
-    float acc[TM][TN];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+    float acc[TM][TN] = {};
 
     float4 a[A_SLOTS], b[B_SLOTS];
     for (int k0 = 0; k0 < K; k0 += BK) {
-        load_tile(a, b, A, lda, B, ldb, M, N, K, m0, n0, k0);
+        load_tile(a, b, A, lda, B, ldb, M, N, K, row0, col0, k0);
         store_tile(As, Bs, a, b);
         __syncthreads();  // the tile is complete
-        compute_tile(acc, As, Bs, row0, col0);
+        compute_tile(acc, As, Bs, tr0, tc0);
         __syncthreads();  // everyone is done reading it before the next tile overwrites it
     }
 
@@ -214,6 +210,6 @@ sgemm_warp_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, 
     for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; j += 4)
-            store4(C, ldc, m0 + row0 + (i / 4) * 4 * LANES_M + i % 4, n0 + col0 + j * LANES_N, M, N, alpha, beta,
+            store4(C, ldc, row0 + tr0 + (i / 4) * 4 * LANES_M + i % 4, col0 + tc0 + j * LANES_N, M, N, alpha, beta,
                    &acc[i][j]);
 }

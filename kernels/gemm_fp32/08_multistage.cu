@@ -1,11 +1,13 @@
 // gemm_fp32 / rung 08 — multistage: a STAGES-deep cp.async pipeline from global to shared memory.
 //
 // What changed (vs rung 07; same 128x128x16 block tile, 32x64 warp tiles, 8x8 thread tiles):
-//   1. Shared memory holds STAGES k-tiles (dynamic shared memory), filled with cp.async (SASS:
-//      LDGSTS), which copies global -> shared without passing through registers and without
-//      stalling the thread. While the block computes on tile kt, tiles kt+1 .. kt+STAGES-1 are in
-//      flight. Per k-tile: wait for tile kt's copies (cp.async.wait_group STAGES-2), one barrier,
-//      issue tile kt+STAGES-1's copies into the buffer tile kt-1 used, compute on tile kt.
+//   1. Shared memory holds STAGES k-tiles (dynamic shared memory), filled with cp.async, which
+//      copies global -> shared without passing through registers and without stalling the thread
+//      (SASS: LDGSTS; the compile report's few scalar LDS are ptxas's never-executed
+//      `@!PT LDS RZ, [RZ]` fillers beside them, not loads). While the block computes on tile kt,
+//      tiles kt+1 .. kt+STAGES-1 are in flight. Per k-tile: wait for tile kt's copies
+//      (cp.async.wait_group STAGES-2), one barrier, issue tile kt+STAGES-1's copies into the buffer
+//      that tile kt-1 used, compute on tile kt.
 //   2. One barrier per k-tile instead of two: the barrier that publishes tile kt also proves that
 //      every warp has finished tile kt-1, so that buffer can be refilled straight after it.
 //   3. A is transposed by the copy itself: one 4-byte cp.async per element, A[m][k] -> As[k][m]. The
@@ -22,7 +24,7 @@
 //   nothing to do, and only the other resident block fills that gap. Here each wait is covered by
 //   STAGES-1 tiles of compute (a 128x128x16 tile is 8192 warp FFMAs, ~2000 cycles of the SM's four
 //   schedulers), the tiles no longer pass through registers, and half the barriers are gone.
-// Prediction: 1.05-1.2x over rung 07 at 4096^3 and 8192^3, about 0.9-1.05x of cuBLAS SGEMM on the
+// Prediction: 1.05-1.2x over rung 07 at 4096^3 and 8192^3, about 0.85-1.0x of cuBLAS SGEMM on the
 //   H200: rung 07's two resident blocks already hide part of the latency, so the gain is the rest
 //   plus the halved barriers. STAGES = 4 should be no faster than 3 at these sizes; STAGES = 2
 //   within a few % of 3.
@@ -33,14 +35,15 @@
 //   launcher's check); VEC = 1 takes any leading dimensions and any 4-byte alignment. Launch: 1-D
 //   blocks of THREADS = 32*(BM/WM)*(BN/WN) threads, grid (ceil(N/BN), ceil(M/BM)), dynamic shared
 //   memory SMEM_BYTES = STAGES*(BK*(BM+4) + BK*BN)*4 bytes (49920 at the defaults; the A tile's rows
-//   are padded by 4 floats), with cudaFuncAttributeMaxDynamicSharedMemorySize set above 48 KB.
+//   are padded by 4 floats), with cudaFuncAttributeMaxDynamicSharedMemorySize set above 48 KB. Given
+//   less, the kernel traps at once (it reads %dynamic_smem_size) instead of overrunning the buffer.
 // Knobs: BM (128), BN (128), BK (16), WM (32), WN (64), TM (8), TN (8), THREADS (256), STAGES (3),
 //   VEC (4). STAGES = 3 fits every target (Turing allows 64 KB per block, sm_86/89 two blocks per
 //   SM); STAGES = 4 (66560 bytes) is over sm_75's limit and leaves sm_86/89 one block per SM.
 // Ideas from NVIDIA's PTX ISA (cp.async, cp.async.commit_group/wait_group), the CUDA C++
 //   Programming Guide's asynchronous-copy pipelines, and CUTLASS's multistage mainloop ("Efficient
 //   GEMM in CUDA", software pipelining); code is this lab's own.
-// Measured: not yet (written without a GPU; first device run pending).
+// Measured: not yet (written without a GPU; the next H200 run fills this in).
 #include "lab_cp_async.cuh"
 
 #ifndef BM
@@ -142,24 +145,25 @@ __device__ __forceinline__ void store4(float* __restrict__ C, int ldc, int row, 
     }
 }
 
-// Global -> registers: this thread's float4s of the k-tile starting at k0.
+// Global -> registers: this thread's float4s of the k-tile starting at k0. (In this rung, load_tile and
+// store_tile serve only the sm_75 fallback; sm_80+ copies with load_tile_async below.)
 // A: slot f covers row m = (f/2) % BM, k = 4*(2*((f/2)/BM) + f%2), so a warp reads 16 rows x 32
 //   bytes (one full sector per row) and lanes 2i, 2i+1 split a row's sector.
 // B: slot f covers row k = f / (BN/4), columns 4*(f % (BN/4)): a warp reads 512 contiguous bytes.
 __device__ __forceinline__ void load_tile(float4 (&a)[A_SLOTS], float4 (&b)[B_SLOTS], const float* __restrict__ A,
                                           int lda, const float* __restrict__ B, int ldb, int M, int N, int K,
-                                          int m0, int n0, int k0) {
+                                          int row0, int col0, int k0) {
 #pragma unroll
     for (int i = 0; i < A_SLOTS; ++i) {
         const int f = i * THREADS + threadIdx.x;
         const int m = (f >> 1) % BM, k = 4 * (2 * ((f >> 1) / BM) + (f & 1));
-        a[i] = load4(A, lda, m0 + m, k0 + k, M, K);
+        a[i] = load4(A, lda, row0 + m, k0 + k, M, K);
     }
 #pragma unroll
     for (int i = 0; i < B_SLOTS; ++i) {
         const int f = i * THREADS + threadIdx.x;
         const int k = f / (BN / 4), n = 4 * (f % (BN / 4));
-        b[i] = load4(B, ldb, k0 + k, n0 + n, K, N);
+        b[i] = load4(B, ldb, k0 + k, col0 + n, K, N);
     }
 }
 
@@ -184,23 +188,23 @@ __device__ __forceinline__ void store_tile(float* As, float* Bs, const float4 (&
     }
 }
 
-// acc += the k-tile's contribution. The thread's rows in the block tile are row0 + i*LANES_M + 0..3
-// for i = 0, 4, .., TM-4 (row0 = warp row + lm*4) and its columns col0 + j*LANES_N + 0..3 (col0 =
+// acc += the k-tile's contribution. The thread's rows in the block tile are tr0 + i*LANES_M + 0..3
+// for i = 0, 4, .., TM-4 (tr0 = warp row + lm*4) and its columns tc0 + j*LANES_N + 0..3 (tc0 =
 // warp column + ln*4): 4x4 quadrants LANES_M*4 rows and LANES_N*4 columns apart. Per k it reads
 // TM/4 + TN/4 float4s of shared memory, each conflict-free for a quarter warp.
-__device__ __forceinline__ void compute_tile(float (&acc)[TM][TN], const float* As, const float* Bs, int row0,
-                                             int col0) {
+__device__ __forceinline__ void compute_tile(float (&acc)[TM][TN], const float* As, const float* Bs, int tr0,
+                                             int tc0) {
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
         float a[TM], b[TN];
 #pragma unroll
         for (int i = 0; i < TM; i += 4) {
-            const float4 v = *reinterpret_cast<const float4*>(&As[k * AS_STRIDE + row0 + i * LANES_M]);
+            const float4 v = *reinterpret_cast<const float4*>(&As[k * AS_STRIDE + tr0 + i * LANES_M]);
             a[i + 0] = v.x, a[i + 1] = v.y, a[i + 2] = v.z, a[i + 3] = v.w;
         }
 #pragma unroll
         for (int j = 0; j < TN; j += 4) {
-            const float4 v = *reinterpret_cast<const float4*>(&Bs[k * BN + col0 + j * LANES_N]);
+            const float4 v = *reinterpret_cast<const float4*>(&Bs[k * BN + tc0 + j * LANES_N]);
             b[j + 0] = v.x, b[j + 1] = v.y, b[j + 2] = v.z, b[j + 3] = v.w;
         }
 #pragma unroll
@@ -222,22 +226,22 @@ __device__ __forceinline__ void compute_tile(float (&acc)[TM][TN], const float* 
 //   a float4 of B that straddles column N copies only its in-range bytes.
 template <bool GUARD>
 __device__ __forceinline__ void copy_tile(float* As, float* Bs, const float* __restrict__ A, int lda,
-                                          const float* __restrict__ B, int ldb, int M, int N, int K, int m0, int n0,
+                                          const float* __restrict__ B, int ldb, int M, int N, int K, int row0, int col0,
                                           int k0) {
     const int am = threadIdx.x / 8, ak = threadIdx.x % 8;
-    const float* a = A + (long long)(m0 + am) * lda + (k0 + ak);
+    const float* a = A + (long long)(row0 + am) * lda + (k0 + ak);
 #pragma unroll
     for (int i = 0; i < A_ELEMS; ++i) {
         const float* src = a + (long long)A_ROW(i) * lda + A_COL(i);
-        const bool in = !GUARD || (m0 + am + A_ROW(i) < M && k0 + ak + A_COL(i) < K);
+        const bool in = !GUARD || (row0 + am + A_ROW(i) < M && k0 + ak + A_COL(i) < K);
         cp_async_4(&As[(ak + A_COL(i)) * AS_STRIDE + am + A_ROW(i)], in ? src : A, in ? 4 : 0);
     }
     const int bk = threadIdx.x / (BN / VEC), bn = VEC * (threadIdx.x % (BN / VEC));
-    const float* b = B + (long long)(k0 + bk) * ldb + (n0 + bn);
+    const float* b = B + (long long)(k0 + bk) * ldb + (col0 + bn);
 #pragma unroll
     for (int i = 0; i < B_COPIES; ++i) {
         const float* src = b + (long long)(i * B_PASS) * ldb;
-        const int bytes = !GUARD ? 4 * VEC : (k0 + bk + i * B_PASS < K ? 4 * min(max(N - (n0 + bn), 0), VEC) : 0);
+        const int bytes = !GUARD ? 4 * VEC : (k0 + bk + i * B_PASS < K ? 4 * min(max(N - (col0 + bn), 0), VEC) : 0);
 #if VEC == 4
         cp_async_16(&Bs[(bk + i * B_PASS) * BN + bn], bytes ? src : B, bytes);
 #else
@@ -248,12 +252,12 @@ __device__ __forceinline__ void copy_tile(float* As, float* Bs, const float* __r
 
 // The k-tile starting at k0 into one stage; the checks are paid only at the matrix's edges.
 __device__ __forceinline__ void load_tile_async(float* As, float* Bs, const float* __restrict__ A, int lda,
-                                                const float* __restrict__ B, int ldb, int M, int N, int K, int m0,
-                                                int n0, int k0) {
-    if (m0 + BM <= M && n0 + BN <= N && k0 + BK <= K)  // the same for the whole block: no divergence
-        copy_tile<false>(As, Bs, A, lda, B, ldb, M, N, K, m0, n0, k0);
+                                                const float* __restrict__ B, int ldb, int M, int N, int K, int row0,
+                                                int col0, int k0) {
+    if (row0 + BM <= M && col0 + BN <= N && k0 + BK <= K)  // the same for the whole block: no divergence
+        copy_tile<false>(As, Bs, A, lda, B, ldb, M, N, K, row0, col0, k0);
     else
-        copy_tile<true>(As, Bs, A, lda, B, ldb, M, N, K, m0, n0, k0);
+        copy_tile<true>(As, Bs, A, lda, B, ldb, M, N, K, row0, col0, k0);
 }
 #endif
 
@@ -271,19 +275,16 @@ sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, 
                  const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
     extern __shared__ float4 smem[];  // STAGES x (As[BK][BM+4], Bs[BK][BN]): SMEM_BYTES in all
     float* const tiles = reinterpret_cast<float*>(smem);
+    if (dynamic_smem_size() < SMEM_BYTES) __trap();  // launched with too little: stop, do not overrun it
 #define STAGE_A(s) (tiles + (s) * STAGE_FLOATS)                  // A tile of stage s, transposed: [k][m]
 #define STAGE_B(s) (tiles + (s) * STAGE_FLOATS + BK * AS_STRIDE)  // B tile of stage s: [k][n]
 
-    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int row0 = (warp / (BN / WN)) * WM + (lane / LANES_N) * 4;  // warp tile row + lm*4
-    const int col0 = (warp % (BN / WN)) * WN + (lane % LANES_N) * 4;  // warp tile column + ln*4
+    const int tr0 = (warp / (BN / WN)) * WM + (lane / LANES_N) * 4;  // warp tile row + lm*4
+    const int tc0 = (warp % (BN / WN)) * WN + (lane % LANES_N) * 4;  // warp tile column + ln*4
 
-    float acc[TM][TN];
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+    float acc[TM][TN] = {};
 
     const int k_tiles = (K + BK - 1) / BK;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -291,7 +292,7 @@ sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, 
     // keep the count uniform, so the wait below always means "tile kt has landed").
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < k_tiles) load_tile_async(STAGE_A(s), STAGE_B(s), A, lda, B, ldb, M, N, K, m0, n0, s * BK);
+        if (s < k_tiles) load_tile_async(STAGE_A(s), STAGE_B(s), A, lda, B, ldb, M, N, K, row0, col0, s * BK);
         cp_async_commit();
     }
     int read = 0, write = STAGES - 1;  // stage of tile kt, and of tile kt + STAGES - 1
@@ -299,9 +300,9 @@ sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, 
         cp_async_wait<STAGES - 2>();  // this thread's copies of tile kt are done ...
         __syncthreads();              // ... everyone's are, and everyone has finished tile kt-1
         if (kt + STAGES - 1 < k_tiles)
-            load_tile_async(STAGE_A(write), STAGE_B(write), A, lda, B, ldb, M, N, K, m0, n0, (kt + STAGES - 1) * BK);
+            load_tile_async(STAGE_A(write), STAGE_B(write), A, lda, B, ldb, M, N, K, row0, col0, (kt + STAGES - 1) * BK);
         cp_async_commit();
-        compute_tile(acc, STAGE_A(read), STAGE_B(read), row0, col0);
+        compute_tile(acc, STAGE_A(read), STAGE_B(read), tr0, tc0);
         read = read + 1 == STAGES ? 0 : read + 1;
         write = write + 1 == STAGES ? 0 : write + 1;
     }
@@ -309,13 +310,13 @@ sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, 
 #else
     // sm_75: register double buffering over stages 0 and 1.
     float4 a[A_SLOTS], b[B_SLOTS];
-    load_tile(a, b, A, lda, B, ldb, M, N, K, m0, n0, 0);
+    load_tile(a, b, A, lda, B, ldb, M, N, K, row0, col0, 0);
     store_tile(STAGE_A(0), STAGE_B(0), a, b);
     __syncthreads();
     for (int kt = 0; kt < k_tiles; ++kt) {
         const bool more = kt + 1 < k_tiles;
-        if (more) load_tile(a, b, A, lda, B, ldb, M, N, K, m0, n0, (kt + 1) * BK);  // in flight during compute
-        compute_tile(acc, STAGE_A(kt & 1), STAGE_B(kt & 1), row0, col0);
+        if (more) load_tile(a, b, A, lda, B, ldb, M, N, K, row0, col0, (kt + 1) * BK);  // in flight during compute
+        compute_tile(acc, STAGE_A(kt & 1), STAGE_B(kt & 1), tr0, tc0);
         if (more) store_tile(STAGE_A((kt + 1) & 1), STAGE_B((kt + 1) & 1), a, b);  // last read in tile kt-1
         __syncthreads();
     }
@@ -327,6 +328,6 @@ sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, 
     for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; j += 4)
-            store4(C, ldc, m0 + row0 + (i / 4) * 4 * LANES_M + i % 4, n0 + col0 + j * LANES_N, M, N, alpha, beta,
+            store4(C, ldc, row0 + tr0 + (i / 4) * 4 * LANES_M + i % 4, col0 + tc0 + j * LANES_N, M, N, alpha, beta,
                    &acc[i][j]);
 }

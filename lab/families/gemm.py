@@ -36,11 +36,13 @@ def _knobs(rung: Rung) -> dict:
 
 
 def dynamic_smem_bytes(rung: Rung) -> int:
-    """Dynamic shared memory of the multistage rung: STAGES * (BM*BK + BK*BN) floats (see its header)."""
+    """Dynamic shared memory of the multistage rung: STAGES * (BK*(BM+4) + BK*BN) floats, A stored
+    transposed with rows padded by 4 floats (the formula in its header's Requires line). The kernel
+    traps at entry if it is given less."""
     k = _knobs(rung)
     if "STAGES" not in k:
         return 0
-    return k["STAGES"] * (k["BM"] * k["BK"] + k["BK"] * k["BN"]) * 4
+    return k["STAGES"] * (k["BK"] * (k["BM"] + 4) + k["BK"] * k["BN"]) * 4
 
 
 def _aligned(problem: Problem, out) -> bool:
