@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import queue
 import threading
 from collections.abc import Callable
@@ -217,6 +216,3 @@ def _leaderboard_png(path: Path, exercise: Exercise, ranked: list[dict]) -> None
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
-
-def geomean(xs: list[float]) -> float:
-    return math.prod(xs) ** (1 / len(xs)) if xs else float("nan")
