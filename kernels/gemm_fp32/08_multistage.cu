@@ -76,6 +76,12 @@
 #ifndef VEC
 #define VEC 4  // 4: float4 global loads/stores (launcher checks alignment); 1: scalar, any layout
 #endif
+#ifndef MINB
+#define MINB 2  // blocks per SM promised to ptxas on sm_80+ (2 caps registers at 128 with 256 threads)
+#endif
+#ifndef GROUP
+#define GROUP 1  // > 1: blocks visit C in groups of GROUP block rows (L2 reuse of B); 1: plain row-major order
+#endif
 
 #define AS_STRIDE (BM + 4)                 // padded row of the transposed A tile, in floats
 #define A_SLOTS (BM * BK / 4 / THREADS)    // float4s of A each thread loads per k-tile
@@ -267,7 +273,7 @@ __device__ __forceinline__ void load_tile_async(float* As, float* Bs, const floa
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #define MIN_BLOCKS_PER_SM 1
 #else
-#define MIN_BLOCKS_PER_SM 2
+#define MIN_BLOCKS_PER_SM MINB
 #endif
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS_PER_SM)
@@ -279,7 +285,17 @@ sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, 
 #define STAGE_A(s) (tiles + (s) * STAGE_FLOATS)                  // A tile of stage s, transposed: [k][m]
 #define STAGE_B(s) (tiles + (s) * STAGE_FLOATS + BK * AS_STRIDE)  // B tile of stage s: [k][n]
 
-    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    int block_m = blockIdx.y, block_n = blockIdx.x;
+#if GROUP > 1
+    {   // Grouped order (the idea of Triton's matmul tutorial): consecutive blocks walk down GROUP
+        // block rows before moving one block column right, so blocks resident together share B.
+        const int id = blockIdx.y * gridDim.x + blockIdx.x, per_group = GROUP * gridDim.x;
+        const int first = id / per_group * GROUP, rows = min((int)gridDim.y - first, GROUP);
+        block_m = first + id % per_group % rows;
+        block_n = id % per_group / rows;
+    }
+#endif
+    const int row0 = block_m * BM, col0 = block_n * BN;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int tr0 = (warp / (BN / WN)) * WM + (lane / LANES_N) * 4;  // warp tile row + lm*4
     const int tc0 = (warp % (BN / WN)) * WN + (lane % LANES_N) * 4;  // warp tile column + ln*4

@@ -1,0 +1,110 @@
+"""Tune the top FP32 GEMM rungs on the GPU: for each knob setting, compile (registers, spills), check
+it against the float64 reference on tail shapes, then time it at the headline sizes (cold L2) beside
+cuBLAS SGEMM timed on the same problems in the same run. Writes JSON after every setting, so a run cut
+short still returns what it measured.
+
+    python scripts/gemm_sweep.py OUT.json [--quick]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+
+import cupy as cp
+
+from lab import device, timing
+from lab.build import compile_report
+from lab.ladder import get_family
+from lab.records import provenance
+from lab.verify import check_rung
+
+FAMILY = get_family("gemm_fp32")
+SIZES = (4096, 8192, 4095, 4097)
+CHECK_CASES = [{"M": 129, "N": 131, "K": 67}, {"M": 300, "N": 520, "K": 301, "alpha": 0.5, "beta": -1.5},
+               {"M": 64, "N": 63, "K": 65, "pad": 1}, {"M": 1, "N": 257, "K": 33}]
+
+
+def threads(k: dict) -> int:
+    return 32 * (k["BM"] // k["WM"]) * (k["BN"] // k["WN"])
+
+
+def settings() -> list[tuple[str, dict]]:
+    base = dict(BM=128, BN=128, BK=16, WM=32, WN=64, TM=8, TN=8, STAGES=3, MINB=2)
+    out = [("07_warp_tiled", {}), ("07_warp_tiled", {"BK": 8})]
+    variants = [
+        {}, {"STAGES": 2}, {"STAGES": 4}, {"BK": 8}, {"BK": 8, "STAGES": 4}, {"BK": 32, "STAGES": 2},
+        {"BK": 32}, {"WM": 64, "WN": 32}, {"MINB": 1}, {"GROUP": 8}, {"GROUP": 16},
+        {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1},
+        {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1, "BK": 8},
+        {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1, "BK": 8, "STAGES": 4},
+        {"BN": 256, "WM": 32, "WN": 128, "TN": 16, "MINB": 1},
+        {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1, "GROUP": 8},
+        {"BM": 256, "WM": 64, "WN": 64, "TM": 16, "MINB": 1},
+        {"BM": 256, "WM": 64, "WN": 64, "TM": 16, "MINB": 1, "BK": 8},
+        {"BM": 256, "WM": 64, "WN": 32, "MINB": 1},
+        {"BM": 64, "MINB": 3},
+        {"BM": 64, "MINB": 4, "BK": 8},
+    ]
+    for v in variants:
+        k = dict(base, **v)
+        k["THREADS"] = threads(k)
+        out.append(("08_multistage", k))
+    return out
+
+
+def main(path: str, quick: bool = False) -> None:
+    flusher = timing.L2Flusher()
+    problems = {n: FAMILY.make_problem(seed=3, M=n, N=n, K=n) for n in SIZES}
+    outs = {n: cp.empty(p.out_shape, cp.float32) for n, p in problems.items()}
+    min_ms = 40 if quick else 120
+
+    def time_all(launch) -> dict:
+        return {n: timing.measure(lambda i, n=n: launch(problems[n], outs[n]), l2="cold", flusher=flusher,
+                                  min_time_ms=min_ms, warmup=2).median_ms for n in SIZES}
+
+    def tflops(ms: dict) -> dict:
+        return {n: 2 * n ** 3 / (t * 1e-3) / 1e12 for n, t in ms.items()}
+
+    result = {"provenance": provenance(), "sizes": SIZES, "cublas": [], "rows": []}
+
+    def save():
+        json.dump(result, open(path, "w"), indent=1)
+
+    cublas = time_all(lambda p, o: FAMILY.launch_ceiling(p, o))
+    result["cublas"].append(tflops(cublas))
+    print("cublas TFLOP/s", {n: round(v, 2) for n, v in tflops(cublas).items()}, flush=True)
+    save()
+    arch = device.current().arch
+    for key, knobs in settings():
+        base = FAMILY.rung(key)
+        rung = dataclasses.replace(base, spec=base.spec.with_knobs(**knobs)) if knobs else base
+        row = {"rung": key, "knobs": knobs}
+        t0 = time.time()
+        try:
+            rep = compile_report(rung.spec.with_knobs(VEC=4), arch)
+            row["compile"] = {"registers": rep.registers, "spills": rep.spills, "smem_static": rep.smem_static_bytes}
+            fails = [r.line() for r in check_rung(FAMILY, rung, CHECK_CASES, seed=9) if not r.passed]
+            row["check_failures"] = fails
+            if not fails:
+                ms = time_all(lambda p, o, rung=rung: FAMILY.launch(rung, p, o))
+                row["tflops"] = tflops(ms)
+                row["ratio"] = {n: cublas[n] / ms[n] for n in SIZES}
+        except Exception as exc:  # a setting that fails to build or launch is a finding, not the end of the sweep
+            row["error"] = f"{type(exc).__name__}: {exc}"[:600]
+        row["seconds"] = time.time() - t0
+        result["rows"].append(row)
+        save()
+        shown = {n: f"{v:.1f} ({row['ratio'][n]:.3f}x)" for n, v in row["tflops"].items()} if "tflops" in row else \
+            row.get("error") or row.get("check_failures")
+        print(key, knobs, row.get("compile"), shown, flush=True)
+    cublas_end = time_all(lambda p, o: FAMILY.launch_ceiling(p, o))
+    result["cublas"].append(tflops(cublas_end))
+    print("cublas TFLOP/s (end)", {n: round(v, 2) for n, v in tflops(cublas_end).items()}, flush=True)
+    save()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], quick="--quick" in sys.argv)
