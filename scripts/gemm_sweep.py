@@ -3,7 +3,7 @@ it against the float64 reference on tail shapes, then time it at the headline si
 cuBLAS SGEMM timed on the same problems in the same run. Writes JSON after every setting, so a run cut
 short still returns what it measured.
 
-    python scripts/gemm_sweep.py OUT.json [--quick]
+    python scripts/gemm_sweep.py OUT.json [--quick] [--round2]
 """
 
 from __future__ import annotations
@@ -31,10 +31,22 @@ def threads(k: dict) -> int:
     return 32 * (k["BM"] // k["WM"]) * (k["BN"] // k["WN"])
 
 
-def settings() -> list[tuple[str, dict]]:
+ROUND2 = [
+    {}, {"MINB": 1}, {"BK": 32, "MINB": 1}, {"BK": 32, "STAGES": 2, "MINB": 1},
+    {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1, "STAGES": 2},
+    {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1, "STAGES": 4},
+    {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1, "BK": 32, "STAGES": 2},
+    {"BM": 256, "WM": 64, "WN": 64, "TM": 16, "MINB": 1, "STAGES": 2},
+    {"BM": 256, "WM": 64, "WN": 64, "TM": 16, "MINB": 1, "STAGES": 4},
+    {"BM": 64, "MINB": 3, "STAGES": 4},
+    {"BM": 64, "WM": 16, "WN": 64, "TM": 4, "TN": 8, "MINB": 2},
+]
+
+
+def settings(round2: bool = False) -> list[tuple[str, dict]]:
     base = dict(BM=128, BN=128, BK=16, WM=32, WN=64, TM=8, TN=8, STAGES=3, MINB=2)
-    out = [("07_warp_tiled", {}), ("07_warp_tiled", {"BK": 8})]
-    variants = [
+    out = [] if round2 else [("07_warp_tiled", {}), ("07_warp_tiled", {"BK": 8})]
+    variants = ROUND2 if round2 else [
         {}, {"STAGES": 2}, {"STAGES": 4}, {"BK": 8}, {"BK": 8, "STAGES": 4}, {"BK": 32, "STAGES": 2},
         {"BK": 32}, {"WM": 64, "WN": 32}, {"MINB": 1}, {"GROUP": 8}, {"GROUP": 16},
         {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1},
@@ -55,7 +67,7 @@ def settings() -> list[tuple[str, dict]]:
     return out
 
 
-def main(path: str, quick: bool = False) -> None:
+def main(path: str, quick: bool = False, round2: bool = False) -> None:
     flusher = timing.L2Flusher()
     problems = {n: FAMILY.make_problem(seed=3, M=n, N=n, K=n) for n in SIZES}
     outs = {n: cp.empty(p.out_shape, cp.float32) for n, p in problems.items()}
@@ -78,7 +90,7 @@ def main(path: str, quick: bool = False) -> None:
     print("cublas TFLOP/s", {n: round(v, 2) for n, v in tflops(cublas).items()}, flush=True)
     save()
     arch = device.current().arch
-    for key, knobs in settings():
+    for key, knobs in settings(round2):
         base = FAMILY.rung(key)
         rung = dataclasses.replace(base, spec=base.spec.with_knobs(**knobs)) if knobs else base
         row = {"rung": key, "knobs": knobs}
@@ -107,4 +119,4 @@ def main(path: str, quick: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], quick="--quick" in sys.argv)
+    main(sys.argv[1], quick="--quick" in sys.argv, round2="--round2" in sys.argv)
