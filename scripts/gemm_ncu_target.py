@@ -1,7 +1,7 @@
 """A target program for Nsight Compute: one launch each of cuBLAS SGEMM and of the given rung-08
 knob settings at n^3 (compiled before any launch, so ncu sees only the kernels we mean).
 
-    ncu --clock-control none --set detailed python scripts/gemm_ncu_target.py 4096
+    ncu --clock-control none --set detailed -k regex:gemm python scripts/gemm_ncu_target.py 4096
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def main(n: int) -> None:
     base = FAMILY.rung("08_multistage")
     rungs = []
     for knobs in SETTINGS:
-        k = dict(base.spec.knobs, **knobs)
+        k = {"WM": 32, "WN": 64, "TM": 8, "TN": 8, "MINB": 2, **dict(base.spec.knobs), **knobs}
         k["THREADS"] = 32 * (k["BM"] // k["WM"]) * (k["BN"] // k["WN"])
         rung = dataclasses.replace(base, spec=base.spec.with_knobs(**k, VEC=4))
         get_kernel(rung.spec)  # compile and load before ncu's first profiled launch
