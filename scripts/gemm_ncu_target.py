@@ -1,7 +1,7 @@
 """A target program for Nsight Compute: one launch each of cuBLAS SGEMM and of the given rung-08
 knob settings at n^3 (compiled before any launch, so ncu sees only the kernels we mean).
 
-    ncu --clock-control none --set detailed -k regex:gemm python scripts/gemm_ncu_target.py 4096
+    ncu --clock-control none --set detailed -k regex:gemm python scripts/gemm_ncu_target.py 4096 ['[{"BK": 8}, ...]']
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ FAMILY = get_family("gemm_fp32")
 SETTINGS = [{}, {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1}]
 
 
-def main(n: int) -> None:
+def main(n: int, settings: list[dict]) -> None:
     problem = FAMILY.make_problem(seed=1, M=n, N=n, K=n)
     out = cp.empty(problem.out_shape, cp.float32)
     base = FAMILY.rung("08_multistage")
     rungs = []
-    for knobs in SETTINGS:
+    for knobs in settings:
         k = {"WM": 32, "WN": 64, "TM": 8, "TN": 8, "MINB": 2, **dict(base.spec.knobs), **knobs}
         k["THREADS"] = 32 * (k["BM"] // k["WM"]) * (k["BN"] // k["WN"])
         rung = dataclasses.replace(base, spec=base.spec.with_knobs(**k, VEC=4))
@@ -38,4 +38,4 @@ def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 4096)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 4096, json.loads(sys.argv[2]) if len(sys.argv) > 2 else SETTINGS)

@@ -3,7 +3,7 @@ it against the float64 reference on tail shapes, then time it at the headline si
 cuBLAS SGEMM timed on the same problems in the same run. Writes JSON after every setting, so a run cut
 short still returns what it measured.
 
-    python scripts/gemm_sweep.py OUT.json [--quick] [--round2]
+    python scripts/gemm_sweep.py OUT.json [--round=N] [--quick]
 """
 
 from __future__ import annotations
@@ -24,50 +24,43 @@ from lab.verify import check_rung
 FAMILY = get_family("gemm_fp32")
 SIZES = (4096, 8192, 4095, 4097)
 CHECK_CASES = [{"M": 129, "N": 131, "K": 67}, {"M": 300, "N": 520, "K": 301, "alpha": 0.5, "beta": -1.5},
-               {"M": 64, "N": 63, "K": 65, "pad": 1}, {"M": 1, "N": 257, "K": 33}]
+               {"M": 64, "N": 63, "K": 65, "pad": 1}, {"M": 1, "N": 257, "K": 33}, {"M": 33, "N": 65, "K": 4099},
+               {"M": 300, "N": 77, "K": 1}, {"M": 257, "N": 255, "K": 24}]
 
 
 def threads(k: dict) -> int:
     return 32 * (k["BM"] // k["WM"]) * (k["BN"] // k["WN"])
 
 
-ROUND2 = [
-    {}, {"MINB": 1}, {"BK": 32, "MINB": 1}, {"BK": 32, "STAGES": 2, "MINB": 1},
-    {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1, "STAGES": 2},
-    {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1, "STAGES": 4},
-    {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1, "BK": 32, "STAGES": 2},
-    {"BM": 256, "WM": 64, "WN": 64, "TM": 16, "MINB": 1, "STAGES": 2},
-    {"BM": 256, "WM": 64, "WN": 64, "TM": 16, "MINB": 1, "STAGES": 4},
-    {"BM": 64, "MINB": 3, "STAGES": 4},
-    {"BM": 64, "WM": 16, "WN": 64, "TM": 4, "TN": 8, "MINB": 2},
-]
+BASE = dict(BM=128, BN=128, BK=16, WM=32, WN=64, TM=8, TN=8, STAGES=3, MINB=2)
+CUBLAS_LIKE = {"BM": 256, "WM": 64, "WN": 64, "TM": 16, "MINB": 1}  # the tiling of cuBLAS's 256x128x8 FFMA kernel
+WIDE = {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1}
+ROUNDS = {  # rung-08 knob changes from BASE, one list per tuning round (results/h200/gemm_tuning.json)
+    1: [{}, {"STAGES": 2}, {"STAGES": 4}, {"BK": 8}, {"BK": 8, "STAGES": 4}, {"BK": 32, "STAGES": 2}, {"BK": 32},
+        {"WM": 64, "WN": 32}, {"MINB": 1}, {"GROUP": 8}, {"GROUP": 16}, dict(WIDE), dict(WIDE, BK=8),
+        dict(WIDE, BK=8, STAGES=4), dict(WIDE, WM=32, WN=128), dict(WIDE, GROUP=8), dict(CUBLAS_LIKE),
+        dict(CUBLAS_LIKE, BK=8), {"BM": 256, "WM": 64, "WN": 32, "MINB": 1}, {"BM": 64, "MINB": 3},
+        {"BM": 64, "MINB": 4, "BK": 8}],
+    2: [{}, {"MINB": 1}, {"BK": 32, "MINB": 1}, {"BK": 32, "STAGES": 2, "MINB": 1}, dict(WIDE, STAGES=2),
+        dict(WIDE, STAGES=4), dict(WIDE, BK=32, STAGES=2), dict(CUBLAS_LIKE, STAGES=2), dict(CUBLAS_LIKE, STAGES=4),
+        {"BM": 64, "MINB": 3, "STAGES": 4}, {"BM": 64, "WM": 16, "WN": 64, "TM": 4, "TN": 8, "MINB": 2}],
+    3: [dict(v, FRAG_DB=f) for v in (
+        {}, {"BK": 8, "MINB": 1}, {"BK": 8, "STAGES": 4, "MINB": 1}, dict(CUBLAS_LIKE, BK=8),
+        dict(CUBLAS_LIKE, BK=8, STAGES=4), dict(CUBLAS_LIKE), dict(WIDE), dict(WIDE, STAGES=4), dict(WIDE, BK=8),
+        {"BM": 64, "MINB": 3, "STAGES": 4}) for f in (1, 0)],
+}
 
 
-def settings(round2: bool = False) -> list[tuple[str, dict]]:
-    base = dict(BM=128, BN=128, BK=16, WM=32, WN=64, TM=8, TN=8, STAGES=3, MINB=2)
-    out = [] if round2 else [("07_warp_tiled", {}), ("07_warp_tiled", {"BK": 8})]
-    variants = ROUND2 if round2 else [
-        {}, {"STAGES": 2}, {"STAGES": 4}, {"BK": 8}, {"BK": 8, "STAGES": 4}, {"BK": 32, "STAGES": 2},
-        {"BK": 32}, {"WM": 64, "WN": 32}, {"MINB": 1}, {"GROUP": 8}, {"GROUP": 16},
-        {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1},
-        {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1, "BK": 8},
-        {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1, "BK": 8, "STAGES": 4},
-        {"BN": 256, "WM": 32, "WN": 128, "TN": 16, "MINB": 1},
-        {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1, "GROUP": 8},
-        {"BM": 256, "WM": 64, "WN": 64, "TM": 16, "MINB": 1},
-        {"BM": 256, "WM": 64, "WN": 64, "TM": 16, "MINB": 1, "BK": 8},
-        {"BM": 256, "WM": 64, "WN": 32, "MINB": 1},
-        {"BM": 64, "MINB": 3},
-        {"BM": 64, "MINB": 4, "BK": 8},
-    ]
-    for v in variants:
-        k = dict(base, **v)
+def settings(round_: int) -> list[tuple[str, dict]]:
+    out = [("07_warp_tiled", {}), ("07_warp_tiled", {"BK": 8})] if round_ == 1 else []
+    for v in ROUNDS[round_]:
+        k = dict(BASE, **v)
         k["THREADS"] = threads(k)
         out.append(("08_multistage", k))
     return out
 
 
-def main(path: str, quick: bool = False, round2: bool = False) -> None:
+def main(path: str, round_: int, quick: bool = False) -> None:
     flusher = timing.L2Flusher()
     problems = {n: FAMILY.make_problem(seed=3, M=n, N=n, K=n) for n in SIZES}
     outs = {n: cp.empty(p.out_shape, cp.float32) for n, p in problems.items()}
@@ -80,7 +73,7 @@ def main(path: str, quick: bool = False, round2: bool = False) -> None:
     def tflops(ms: dict) -> dict:
         return {n: 2 * n ** 3 / (t * 1e-3) / 1e12 for n, t in ms.items()}
 
-    result = {"provenance": provenance(), "sizes": SIZES, "cublas": [], "rows": []}
+    result = {"provenance": provenance(), "round": round_, "sizes": SIZES, "cublas": [], "rows": []}
 
     def save():
         json.dump(result, open(path, "w"), indent=1)
@@ -90,7 +83,7 @@ def main(path: str, quick: bool = False, round2: bool = False) -> None:
     print("cublas TFLOP/s", {n: round(v, 2) for n, v in tflops(cublas).items()}, flush=True)
     save()
     arch = device.current().arch
-    for key, knobs in settings(round2):
+    for key, knobs in settings(round_):
         base = FAMILY.rung(key)
         rung = dataclasses.replace(base, spec=base.spec.with_knobs(**knobs)) if knobs else base
         row = {"rung": key, "knobs": knobs}
@@ -119,4 +112,5 @@ def main(path: str, quick: bool = False, round2: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], quick="--quick" in sys.argv, round2="--round2" in sys.argv)
+    rounds = [int(a.split("=")[1]) for a in sys.argv if a.startswith("--round=")]
+    main(sys.argv[1], rounds[0] if rounds else 1, quick="--quick" in sys.argv)

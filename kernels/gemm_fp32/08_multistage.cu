@@ -79,6 +79,9 @@
 #ifndef MINB
 #define MINB 2  // blocks per SM promised to ptxas on sm_80+ (2 caps registers at 128 with 256 threads)
 #endif
+#ifndef FRAG_DB
+#define FRAG_DB 0  // 1: fragments double-buffered in registers, also across the k-tile boundary (sm_80+)
+#endif
 #ifndef GROUP
 #define GROUP 1  // > 1: blocks visit C in groups of GROUP block rows (L2 reuse of B); 1: plain row-major order
 #endif
@@ -105,6 +108,7 @@ static_assert(BK % 8 == 0 && BM % 32 == 0 && BN % 4 == 0, "A loads go in pairs o
 static_assert(A_SLOTS * 4 * THREADS == BM * BK && B_SLOTS * 4 * THREADS == BK * BN,
               "every thread loads the same whole number of float4s of A and of B");
 static_assert(STAGES >= 2, "a pipeline needs at least two buffers");
+static_assert(BK % 2 == 0, "FRAG_DB alternates two fragment buffers over the k-steps of a tile");
 static_assert(BM % (THREADS / 8) == 0 && A_ELEMS * THREADS == BM * BK, "A copies: whole passes of THREADS/8 rows");
 static_assert(THREADS % (BN / VEC) == 0 && B_COPIES * VEC * THREADS == BK * BN, "B copies: whole rows per pass");
 static_assert((BK * AS_STRIDE * 4) % 16 == 0 && (STAGE_FLOATS * 4) % 16 == 0, "every buffer starts 16-byte aligned");
@@ -194,29 +198,40 @@ __device__ __forceinline__ void store_tile(float* As, float* Bs, const float4 (&
     }
 }
 
-// acc += the k-tile's contribution. The thread's rows in the block tile are tr0 + i*LANES_M + 0..3
-// for i = 0, 4, .., TM-4 (tr0 = warp row + lm*4) and its columns tc0 + j*LANES_N + 0..3 (tc0 =
-// warp column + ln*4): 4x4 quadrants LANES_M*4 rows and LANES_N*4 columns apart. Per k it reads
-// TM/4 + TN/4 float4s of shared memory, each conflict-free for a quarter warp.
+// One k-step's fragments: this thread's TM values of A's column k and TN values of B's row k. Its
+// rows in the block tile are tr0 + i*LANES_M + 0..3 for i = 0, 4, .., TM-4 (tr0 = warp row + lm*4)
+// and its columns tc0 + j*LANES_N + 0..3 (tc0 = warp column + ln*4): 4x4 quadrants LANES_M*4 rows
+// and LANES_N*4 columns apart. TM/4 + TN/4 LDS.128, each conflict-free for a quarter warp.
+__device__ __forceinline__ void load_fragments(float (&a)[TM], float (&b)[TN], const float* As, const float* Bs,
+                                               int k, int tr0, int tc0) {
+#pragma unroll
+    for (int i = 0; i < TM; i += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(&As[k * AS_STRIDE + tr0 + i * LANES_M]);
+        a[i + 0] = v.x, a[i + 1] = v.y, a[i + 2] = v.z, a[i + 3] = v.w;
+    }
+#pragma unroll
+    for (int j = 0; j < TN; j += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(&Bs[k * BN + tc0 + j * LANES_N]);
+        b[j + 0] = v.x, b[j + 1] = v.y, b[j + 2] = v.z, b[j + 3] = v.w;
+    }
+}
+
+// The outer product of one k-step: TM x TN FFMAs.
+__device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+}
+
+// acc += the whole k-tile's contribution (the sm_75 fallback, and sm_80+ with FRAG_DB = 0).
 __device__ __forceinline__ void compute_tile(float (&acc)[TM][TN], const float* As, const float* Bs, int tr0,
                                              int tc0) {
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
         float a[TM], b[TN];
-#pragma unroll
-        for (int i = 0; i < TM; i += 4) {
-            const float4 v = *reinterpret_cast<const float4*>(&As[k * AS_STRIDE + tr0 + i * LANES_M]);
-            a[i + 0] = v.x, a[i + 1] = v.y, a[i + 2] = v.z, a[i + 3] = v.w;
-        }
-#pragma unroll
-        for (int j = 0; j < TN; j += 4) {
-            const float4 v = *reinterpret_cast<const float4*>(&Bs[k * BN + tc0 + j * LANES_N]);
-            b[j + 0] = v.x, b[j + 1] = v.y, b[j + 2] = v.z, b[j + 3] = v.w;
-        }
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-            for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        load_fragments(a, b, As, Bs, k, tr0, tc0);
+        outer_product(acc, a, b);
     }
 }
 
@@ -312,6 +327,36 @@ sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, 
         cp_async_commit();
     }
     int read = 0, write = STAGES - 1;  // stage of tile kt, and of tile kt + STAGES - 1
+#if FRAG_DB
+    // Fragments double-buffered in registers: k-step k+1's LDS are issued before k-step k's FFMAs,
+    // so their latency hides behind 64 FFMAs. The barrier for tile kt+1 sits inside tile kt's last
+    // k-step, before that step's FFMAs, so the first LDS of the next tile overlaps them too
+    // (CUTLASS's multistage mainloop does the same).
+    float fa[2][TM], fb[2][TN];
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    load_fragments(fa[0], fb[0], STAGE_A(0), STAGE_B(0), 0, tr0, tc0);
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        // Refill the stage that tile kt-1 used: every warp passed the barrier after its last LDS.
+        if (kt + STAGES - 1 < k_tiles)
+            load_tile_async(STAGE_A(write), STAGE_B(write), A, lda, B, ldb, M, N, K, row0, col0, (kt + STAGES - 1) * BK);
+        cp_async_commit();
+        const int next = read + 1 == STAGES ? 0 : read + 1;
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            if (k < BK - 1) {
+                load_fragments(fa[(k + 1) & 1], fb[(k + 1) & 1], STAGE_A(read), STAGE_B(read), k + 1, tr0, tc0);
+            } else {
+                cp_async_wait<STAGES - 2>();  // tile kt+1 has landed (this thread's copies) ...
+                __syncthreads();              // ... everyone's, and every warp is done reading tile kt
+                if (kt + 1 < k_tiles) load_fragments(fa[0], fb[0], STAGE_A(next), STAGE_B(next), 0, tr0, tc0);
+            }
+            outer_product(acc, fa[k & 1], fb[k & 1]);
+        }
+        read = next;
+        write = write + 1 == STAGES ? 0 : write + 1;
+    }
+#else
     for (int kt = 0; kt < k_tiles; ++kt) {
         cp_async_wait<STAGES - 2>();  // this thread's copies of tile kt are done ...
         __syncthreads();              // ... everyone's are, and everyone has finished tile kt-1
@@ -322,6 +367,7 @@ sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, 
         read = read + 1 == STAGES ? 0 : read + 1;
         write = write + 1 == STAGES ? 0 : write + 1;
     }
+#endif
     cp_async_wait<0>();  // only empty groups can be left; drain them anyway
 #else
     // sm_75: register double buffering over stages 0 and 1.
