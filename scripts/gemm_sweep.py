@@ -48,6 +48,12 @@ ROUNDS = {  # rung-08 knob changes from BASE, one list per tuning round (results
         {}, {"BK": 8, "MINB": 1}, {"BK": 8, "STAGES": 4, "MINB": 1}, dict(CUBLAS_LIKE, BK=8),
         dict(CUBLAS_LIKE, BK=8, STAGES=4), dict(CUBLAS_LIKE), dict(WIDE), dict(WIDE, STAGES=4), dict(WIDE, BK=8),
         {"BM": 64, "MINB": 3, "STAGES": 4}) for f in (1, 0)],
+    4: [dict(v, FRAG_DB=1, ORDER=o) for v in (
+        {"BM": 64, "MINB": 3, "STAGES": 4}, dict(CUBLAS_LIKE, BK=8), dict(CUBLAS_LIKE), {"BM": 64, "MINB": 3},
+        {"BM": 64, "MINB": 3, "STAGES": 5}, {"MINB": 1}) for o in (1, 0)] + [
+        {"BM": 64, "MINB": 3, "STAGES": 4, "FRAG_DB": 1, "ORDER": 1, "REPACK": 1},
+        {"BM": 64, "MINB": 3, "STAGES": 4, "FRAG_DB": 1, "ORDER": 0, "REPACK": 1},
+        dict(CUBLAS_LIKE, FRAG_DB=1, ORDER=1, REPACK=1)],
 }
 
 

@@ -82,6 +82,9 @@
 #ifndef FRAG_DB
 #define FRAG_DB 0  // 1: fragments double-buffered in registers, also across the k-tile boundary (sm_80+)
 #endif
+#ifndef ORDER
+#define ORDER 0  // FFMA order in a k-step: 0 row-major, 1 serpentine (see outer_product)
+#endif
 #ifndef GROUP
 #define GROUP 1  // > 1: blocks visit C in groups of GROUP block rows (L2 reuse of B); 1: plain row-major order
 #endif
@@ -216,12 +219,17 @@ __device__ __forceinline__ void load_fragments(float (&a)[TM], float (&b)[TN], c
     }
 }
 
-// The outer product of one k-step: TM x TN FFMAs.
+// The outer product of one k-step: TM x TN FFMAs. ORDER = 1 walks the columns of odd rows backwards
+// (a serpentine, as CUTLASS's SIMT thread-level MMA does), so consecutive FFMAs always share an
+// operand, which the register reuse cache can then serve; ORDER = 0 is plain row-major.
 __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        for (int jj = 0; jj < TN; ++jj) {
+            const int j = (ORDER == 1 && (i & 1)) ? TN - 1 - jj : jj;
+            acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
 }
 
 // acc += the whole k-tile's contribution (the sm_75 fallback, and sm_80+ with FRAG_DB = 0).

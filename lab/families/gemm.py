@@ -108,22 +108,53 @@ class GemmFp32Family(Family):
 
     # --- launching ------------------------------------------------------------------------------
     def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
-        from lab.build import get_kernel
-
         p = problem.params
         a = problem.inputs["A"][set_index % len(problem.inputs["A"])]
         b = problem.inputs["B"][set_index % len(problem.inputs["B"])]
+        aligned = _aligned(problem, out)
+        if not aligned and _knobs(rung).get("REPACK", 0):
+            self._launch_repacked(rung, p, a, b, out)
+            return
         if rung.key in self.VEC_RUNGS:
-            rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(VEC=4 if _aligned(problem, out) else 1))
+            rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(VEC=4 if aligned else 1))
+        self._launch_kernel(rung, p["M"], p["N"], p["K"], p["alpha"], a, p["lda"], b, p["ldb"], p["beta"], out,
+                            p["ldc"])
+
+    def _launch_kernel(self, rung: Rung, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc) -> None:
+        from lab.build import get_kernel
+
         k = _knobs(rung)
         kernel = get_kernel(rung.spec)
         smem = dynamic_smem_bytes(rung)
         if smem > DEFAULT_SMEM_LIMIT:
             kernel.max_dynamic_shared_size_bytes = smem
-        grid = ((p["N"] + k["BN"] - 1) // k["BN"], (p["M"] + k["BM"] - 1) // k["BM"])
+        grid = ((N + k["BN"] - 1) // k["BN"], (M + k["BM"] - 1) // k["BM"])
         kernel(grid, (k["THREADS"],),
-               (np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]), a, np.int32(p["lda"]),
-                b, np.int32(p["ldb"]), np.float32(p["beta"]), out, np.int32(p["ldc"])), shared_mem=smem)
+               (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, np.int32(lda), b, np.int32(ldb),
+                np.float32(beta), c, np.int32(ldc)), shared_mem=smem)
+
+    def _launch_repacked(self, rung: Rung, p: dict, a, b, out) -> None:
+        """The tail path for leading dimensions that are not multiples of 4 (or unaligned pointers):
+        copy A and B into buffers whose rows start 16-byte aligned, run the VEC = 4 kernel into an
+        aligned C, copy C back. Three extra passes over the operands (a few % of a large product's
+        time) buy the 16-byte loads back; the scalar kernel (VEC = 1) stays for anyone who sets REPACK=0."""
+        import cupy as cp
+
+        M, N, K = p["M"], p["N"], p["K"]
+
+        def aligned_copy(x, rows: int, cols: int):
+            ld = -(-cols // 4) * 4
+            buf = cp.empty((rows, ld), dtype=cp.float32)  # the pool's blocks start 256-byte aligned
+            buf[:, :cols] = x[:, :cols]  # columns past cols stay unset: the kernel never reads them
+            return buf, ld
+
+        a2, lda2 = aligned_copy(a, M, K)
+        b2, ldb2 = aligned_copy(b, K, N)
+        c2, ldc2 = aligned_copy(out, M, N) if p["beta"] != 0 else (cp.empty((M, -(-N // 4) * 4), cp.float32),
+                                                                   -(-N // 4) * 4)
+        rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(VEC=4))
+        self._launch_kernel(rung, M, N, K, p["alpha"], a2, lda2, b2, ldb2, p["beta"], c2, ldc2)
+        out[:, :N] = c2[:, :N]
 
     def launch_ceiling(self, problem: Problem, out, set_index: int = 0) -> None:
         """cuBLAS SGEMM through CuPy (TF32 stays off unless CUPY_TF32=1 is set, which the lab never does)."""
