@@ -1,49 +1,74 @@
-// gemm_fp32 / rung 08 — multistage: a STAGES-deep cp.async pipeline from global to shared memory.
+// gemm_fp32 / rung 08 — multistage: a STAGES-deep cp.async pipeline from global to shared memory,
+// fragments double-buffered in registers, and a block tile tuned on the H200.
 //
-// What changed (vs rung 07; same 128x128x16 block tile, 32x64 warp tiles, 8x8 thread tiles):
+// What changed (vs rung 07, whose 128x128x16 tile, 32x64 warp tiles and 8x8 thread tiles it keeps
+// as knobs; the tuned defaults are below):
 //   1. Shared memory holds STAGES k-tiles (dynamic shared memory), filled with cp.async, which
 //      copies global -> shared without passing through registers and without stalling the thread
 //      (SASS: LDGSTS; the compile report's few scalar LDS are ptxas's never-executed
 //      `@!PT LDS RZ, [RZ]` fillers beside them, not loads). While the block computes on tile kt,
-//      tiles kt+1 .. kt+STAGES-1 are in flight. Per k-tile: wait for tile kt's copies
-//      (cp.async.wait_group STAGES-2), one barrier, issue tile kt+STAGES-1's copies into the buffer
-//      that tile kt-1 used, compute on tile kt.
-//   2. One barrier per k-tile instead of two: the barrier that publishes tile kt also proves that
-//      every warp has finished tile kt-1, so that buffer can be refilled straight after it.
+//      tiles kt+1 .. kt+STAGES-1 are in flight.
+//   2. One barrier per k-tile instead of two: the barrier that publishes tile kt+1 also proves that
+//      every warp has finished reading tile kt, so that buffer is refilled straight after it.
 //   3. A is transposed by the copy itself: one 4-byte cp.async per element, A[m][k] -> As[k][m]. The
 //      lanes of a warp take 8 consecutive k of 4 rows (one full 32-byte sector per row) and write
 //      banks 4*k + m mod 32, all different. B keeps its layout: 16-byte cp.async when VEC = 4,
 //      4-byte when VEC = 1. At the edges an out-of-range copy reads 0 bytes (src-size 0) and
 //      zero-fills, and a float4 of B that straddles column N reads only its in-range bytes; those
 //      checks run only for k-tiles that touch an edge (a block-uniform branch), not in the interior.
-//   4. On sm_75 (no cp.async) a fallback is compiled instead: register double buffering. Tile kt+1
+//      (cuBLAS's own FFMA kernel on the H200 moves A the same way: Nsight Compute shows the same
+//      12% "excessive" shared-store wavefronts for both, results/h200/gemm_ncu_detailed.txt.)
+//   4. FRAG_DB = 1: the fragments of k-step k+1 are loaded (LDS) before k-step k's FFMAs, and the
+//      barrier for tile kt+1 sits inside tile kt's last k-step, so the first LDS of the next tile
+//      overlap the last FFMAs of this one (CUTLASS's multistage mainloop does the same).
+//   5. ORDER = 1: the outer product walks odd rows backwards (a serpentine, as CUTLASS's SIMT
+//      thread-level MMA does), so consecutive FFMAs share an operand for the register reuse cache.
+//   6. On sm_75 (no cp.async) a fallback is compiled instead: register double buffering. Tile kt+1
 //      is loaded into registers (its LDGs in flight) while tile kt is computed from shared memory,
 //      then stored to the other buffer; one barrier per k-tile; it uses 2 of the STAGES buffers.
 // Why: in rung 07 a block issues tile k+1's loads only after computing tile k, then waits out a
-//   whole global-memory latency (~600-800 ns from HBM, the copy ladder's figure; less from L2) with
-//   nothing to do, and only the other resident block fills that gap. Here each wait is covered by
-//   STAGES-1 tiles of compute (a 128x128x16 tile is 8192 warp FFMAs, ~2000 cycles of the SM's four
-//   schedulers), the tiles no longer pass through registers, and half the barriers are gone.
-// Prediction: 1.05-1.2x over rung 07 at 4096^3 and 8192^3, about 0.85-1.0x of cuBLAS SGEMM on the
-//   H200: rung 07's two resident blocks already hide part of the latency, so the gain is the rest
-//   plus the halved barriers. STAGES = 4 should be no faster than 3 at these sizes; STAGES = 2
-//   within a few % of 3.
-// Tails: as rung 07 (zeros outside A and B, by zero-fill on sm_80+; per-element or whole-float4
-//   guarded stores; C not read when beta == 0).
+//   whole global-memory latency with nothing to do, and only the other resident block fills that
+//   gap. Here each wait is covered by STAGES-1 tiles of compute, the tiles no longer pass through
+//   registers, and half the barriers are gone.
+// Prediction (written before any GPU run): 1.05-1.2x over rung 07 at 4096^3 and 8192^3, about
+//   0.85-1.0x of cuBLAS SGEMM on the H200; STAGES = 4 no faster than 3; STAGES = 2 within a few %.
+// Measured (H200, results/h200/gemm_tuning.json, four rounds of scripts/gemm_sweep.py, cuBLAS timed
+//   in the same run; the ladder's own figures are in results/h200/gemm_fp32.json):
+//   - With rung 07's tile (128x128x16, 3 stages) rung 08 ran 1.04-1.05x rung 07 and 0.84-0.86x
+//     cuBLAS; STAGES 2, 3, 4 within 0.5% of each other, as predicted: at 16 warps per SM the
+//     memory latency was already hidden, so the pipeline's gain is mostly the halved barriers.
+//   - Over 67 measured settings (tiles 64x128 to 256x128, thread tiles 4x8 to 16x8, BK 8/16/32,
+//     2-5 stages, 1-3 blocks per SM, FRAG_DB, ORDER, grouped block order) every one landed at
+//     0.70-0.90x of cuBLAS: the ceiling here is not the tile shape. The defaults (64x128x16, 4 stages, 3 blocks
+//     of 4 warps per SM, FRAG_DB = 1, ORDER = 1) are the best at 8192^3 (about 0.90x) and lose the
+//     least at 4097^3 (about 12%, against 15-25% for the 128- and 256-row tiles).
+//   - The gap to cuBLAS, from Nsight Compute at 4096^3 (results/h200/gemm_ncu_*.txt): cuBLAS runs
+//     an FFMA kernel with a 256x128x8 tile, 3 stages, 8 warps and 254 registers (sm80_xmma_gemm_
+//     f32f32_..._tilesize256x128x8_stage3). Given the same tiling (BM = 256, TM = 16, BK = 8),
+//     this rung executes about 4% more instructions (integer address work per k-tile; 88% of
+//     cuBLAS's instructions are FFMA) and issues about 10% fewer per cycle (3.24 against 3.59):
+//     its warps lose 0.27 cycles per instruction to dispatch stalls against cuBLAS's 0.10, and
+//     0.12 to fixed-latency waits against 0.01 — register-bank and scheduling detail that ptxas
+//     decides, not the algorithm. Closing it is the next step (hand-placed smem pointers, fewer
+//     integer ops per k-tile, checking the SASS for bank conflicts); reached: 0.87-0.90x, not 1.0x.
+// Tails: zeros outside A and B (zero-fill on sm_80+); per-element or whole-float4 guarded stores;
+//   C not read when beta == 0.
 // Requires: sm_75+ (cp.async path on sm_80+, register double-buffered fallback on sm_75); any M, N,
 //   K >= 1. VEC = 4 only when lda, ldb, ldc are multiples of 4 and A, B, C are 16-byte aligned (the
 //   launcher's check); VEC = 1 takes any leading dimensions and any 4-byte alignment. Launch: 1-D
 //   blocks of THREADS = 32*(BM/WM)*(BN/WN) threads, grid (ceil(N/BN), ceil(M/BM)), dynamic shared
-//   memory SMEM_BYTES = STAGES*(BK*(BM+4) + BK*BN)*4 bytes (49920 at the defaults; the A tile's rows
+//   memory SMEM_BYTES = STAGES*(BK*(BM+4) + BK*BN)*4 bytes (50176 at the defaults; the A tile's rows
 //   are padded by 4 floats), with cudaFuncAttributeMaxDynamicSharedMemorySize set above 48 KB. Given
 //   less, the kernel traps at once (it reads %dynamic_smem_size) instead of overrunning the buffer.
-// Knobs: BM (128), BN (128), BK (16), WM (32), WN (64), TM (8), TN (8), THREADS (256), STAGES (3),
-//   VEC (4). STAGES = 3 fits every target (Turing allows 64 KB per block, sm_86/89 two blocks per
-//   SM); STAGES = 4 (66560 bytes) is over sm_75's limit and leaves sm_86/89 one block per SM.
+// Knobs (family defaults in lab/families/gemm.py; the #defines below are rung 07's tile):
+//   BM 64, BN 128, BK 16, WM 32, WN 64, TM 8, TN 8, THREADS 128, STAGES 4, MINB 3 (blocks per SM
+//   promised to ptxas: registers <= 65536 / (3 * 128)), FRAG_DB 1, ORDER 1, VEC 4/1 (launcher).
+//   At the defaults three blocks (150 KB) fit an sm_80/sm_90 SM; sm_86/89 fit one, sm_75 one (the
+//   launcher opts in to the 49 KB).
 // Ideas from NVIDIA's PTX ISA (cp.async, cp.async.commit_group/wait_group), the CUDA C++
-//   Programming Guide's asynchronous-copy pipelines, and CUTLASS's multistage mainloop ("Efficient
-//   GEMM in CUDA", software pipelining); code is this lab's own.
-// Measured: not yet (written without a GPU; the next H200 run fills this in).
+//   Programming Guide's asynchronous-copy pipelines, and CUTLASS's multistage mainloop and SIMT
+//   thread MMA ("Efficient GEMM in CUDA", software pipelining, serpentine FFMA order); code is this
+//   lab's own.
 #include "lab_cp_async.cuh"
 
 #ifndef BM
@@ -84,9 +109,6 @@
 #endif
 #ifndef ORDER
 #define ORDER 0  // FFMA order in a k-step: 0 row-major, 1 serpentine (see outer_product)
-#endif
-#ifndef GROUP
-#define GROUP 1  // > 1: blocks visit C in groups of GROUP block rows (L2 reuse of B); 1: plain row-major order
 #endif
 
 #define AS_STRIDE (BM + 4)                 // padded row of the transposed A tile, in floats
@@ -308,17 +330,7 @@ sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, 
 #define STAGE_A(s) (tiles + (s) * STAGE_FLOATS)                  // A tile of stage s, transposed: [k][m]
 #define STAGE_B(s) (tiles + (s) * STAGE_FLOATS + BK * AS_STRIDE)  // B tile of stage s: [k][n]
 
-    int block_m = blockIdx.y, block_n = blockIdx.x;
-#if GROUP > 1
-    {   // Grouped order (the idea of Triton's matmul tutorial): consecutive blocks walk down GROUP
-        // block rows before moving one block column right, so blocks resident together share B.
-        const int id = blockIdx.y * gridDim.x + blockIdx.x, per_group = GROUP * gridDim.x;
-        const int first = id / per_group * GROUP, rows = min((int)gridDim.y - first, GROUP);
-        block_m = first + id % per_group % rows;
-        block_n = id % per_group / rows;
-    }
-#endif
-    const int row0 = block_m * BM, col0 = block_n * BN;
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int tr0 = (warp / (BN / WN)) * WM + (lane / LANES_N) * 4;  // warp tile row + lm*4
     const int tc0 = (warp % (BN / WN)) * WN + (lane % LANES_N) * 4;  // warp tile column + ln*4
