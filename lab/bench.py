@@ -26,17 +26,22 @@ class BenchPlan:
     l2_modes: tuple[str, ...] = ("cold", "warm")
     min_time_ms: float = 20.0
     quick: bool = False  # fewer sizes and shorter timings: a smoke run, not for the record
+    sweep_step: int | None = None  # every n-th sweep size (None: every third when quick, else all)
+    tail_step: int | None = None  # every n-th tail size (None: every eighth when quick, else all)
 
     def sweep_stride(self) -> int:
-        return 3 if self.quick else 1
+        return self.sweep_step or (3 if self.quick else 1)
+
+    def tail_stride(self) -> int:
+        return self.tail_step or (8 if self.quick else 1)
 
 
-def _targets(family: Family, kind: str, params: dict) -> list[tuple[str, Callable]]:
+def _targets(family: Family, kind: str, params: dict, quick: bool = False) -> list[tuple[str, Callable]]:
     """Everything timed on a problem: the ceiling first, library baselines, then the rungs."""
     targets = [(family.ceiling_name, family.launch_ceiling)]
     targets += list(family.baselines().items())
     targets += [(r.key, (lambda rung: lambda p, out, i=0: family.launch(rung, p, out, i))(r))
-                for r in family.rungs_for(kind, params)]
+                for r in family.rungs_for(kind, params, quick)]
     return targets
 
 
@@ -47,7 +52,7 @@ def _measure_problem(family: Family, problem: Problem, kind: str, l2: str, plan:
     out = cp.empty(problem.out_shape, dtype=problem.dtype)
     records: list[Record] = []
     ceiling_value = 0.0
-    for name, launch in _targets(family, kind, problem.params):
+    for name, launch in _targets(family, kind, problem.params, plan.quick):
         t = timing.measure(lambda i, launch=launch, out=out: launch(problem, out, i), l2=l2, flusher=flusher,
                            min_time_ms=plan.min_time_ms / (3 if plan.quick else 1),
                            max_reps=100 if plan.quick else 500)
@@ -71,7 +76,7 @@ def run(family: Family, plan: BenchPlan, progress: Callable[[str], None] | None 
         params = family.sweep_params(plan.max_bytes)[:: plan.sweep_stride()]
         jobs += [("sweep", p, l2) for p in params for l2 in plan.l2_modes]
     if "tail" in plan.kinds:
-        jobs += [("tail", p, "warm") for p in family.tail_params()[:: 8 if plan.quick else 1]]
+        jobs += [("tail", p, "warm") for p in family.tail_params()[:: plan.tail_stride()]]
 
     records: list[Record] = []
     for kind, params, l2 in jobs:
@@ -94,5 +99,5 @@ def job_count(family: Family, plan: BenchPlan) -> int:
     if "sweep" in plan.kinds:
         n += len(family.sweep_params(plan.max_bytes)[:: plan.sweep_stride()]) * len(plan.l2_modes)
     if "tail" in plan.kinds:
-        n += len(family.tail_params()[:: 8 if plan.quick else 1])
+        n += len(family.tail_params()[:: plan.tail_stride()])
     return n

@@ -175,15 +175,19 @@ def rung_header(family: str | Family, key: str) -> str:
 
 
 # A header's fields start with one of these words and a colon; the prediction runs up to the next one.
-_FIELDS = r"Requires|Tails[^:]*|Knobs|Cost|What[^:]*|Why|Measured[^:]*"
-_PREDICTION = re.compile(rf"Prediction:\s*(?P<text>.*?)(?=\s(?:{_FIELDS}):|$)", re.DOTALL)
+_FIELDS = r"Requires|Tails[^:]*|Knobs|Cost|What[^:]*|Why|Measured[^:]*|Left for later[^:]*|Not more"
+# "Prediction: ..." or "Prediction (4096^3, H200): ...": the parenthesis says where it holds.
+_PREDICTION = re.compile(rf"Prediction(?:\s*\((?P<where>[^)]*)\))?:\s*(?P<text>.*?)(?=\s(?:{_FIELDS}):|$)",
+                         re.DOTALL)
 
 
 def prediction(family: str | Family, key: str) -> str:
-    """The header's "Prediction:" sentence(s), joined onto one line."""
+    """The header's "Prediction:" sentence(s), joined onto one line (with its "(where)", if any)."""
     header = " ".join(rung_header(family, key).split())
     m = _PREDICTION.search(header)
-    return m["text"].strip() if m else "(this rung's header states no prediction)"
+    if not m:
+        return "(this rung's header states no prediction)"
+    return (f"({m['where']}) " if m["where"] else "") + m["text"].strip()
 
 
 def knobs_line(family: str | Family, key: str) -> str:

@@ -115,10 +115,12 @@ def update_readme(readme: Path, table: str) -> bool:
 
 
 def reference_sets() -> dict[str, RecordSet]:
+    """The reference GPU's records of every family that has them; a family with no file yet has no row
+    (an unreadable file is still an error)."""
     from lab.ladder import families
-    from lab.records import reference_records
+    from lab.records import reference_dir, reference_records
 
-    return {name: reference_records(name) for name in families()}
+    return {name: reference_records(name) for name in families() if (reference_dir() / f"{name}.json").is_file()}
 
 
 if __name__ == "__main__":

@@ -10,9 +10,9 @@ GEMM = GemmFp32Family()
 ARCHS = (75, 80, 86, 89, 90)
 
 
-def test_gemm_is_reachable_by_name_but_not_in_the_tour_until_verified_on_a_gpu():
-    assert "gemm_fp32" in unverified_families() and "gemm_fp32" not in families()
-    assert get_family("gemm_fp32").metric == "TFLOP/s"
+def test_gemm_is_in_the_tour_now_that_it_passed_its_gpu_tests():
+    assert "gemm_fp32" in families() and "gemm_fp32" not in unverified_families()
+    assert get_family("gemm_fp32").metric == "TFLOP/s" and "UNVERIFIED" not in get_family("gemm_fp32").title
 
 
 def test_the_ladder_has_the_eight_rungs_in_order():
@@ -50,3 +50,23 @@ def test_shape_families_cover_the_issue():
     assert {4095, 4096, 4097, 8192} <= {p["M"] for p in GEMM.headline_params()}
     tail = [p["N"] for p in GEMM.tail_params()]
     assert tail == list(range(tail[0], tail[-1] + 1)) and tail[0] < 4096 < 4224 < tail[-1]
+
+
+def test_slow_rungs_leave_the_large_sweep_sizes_and_a_quick_plan_drops_them_sooner():
+    keys = lambda rungs: [r.number for r in rungs]  # noqa: E731
+    big, mid = {"M": 8192, "N": 8192, "K": 8192}, {"M": 3072, "N": 3072, "K": 3072}
+    assert keys(GEMM.rungs_for("headline", big)) == list(range(1, 9))  # the ladder bars need every rung
+    assert keys(GEMM.rungs_for("sweep", big)) == list(range(4, 9))
+    assert keys(GEMM.rungs_for("sweep", mid)) == list(range(1, 9))
+    assert keys(GEMM.rungs_for("sweep", mid, quick=True)) == list(range(4, 9))
+    assert keys(GEMM.rungs_for("sweep", {"M": 2048, "N": 2048, "K": 2048}, quick=True)) == list(range(1, 9))
+    assert keys(GEMM.rungs_for("tail", {"M": 4096, "N": 4097, "K": 4096})) == list(range(4, 9))
+
+
+def test_bench_plan_steps_override_the_quick_strides():
+    from lab import bench
+
+    assert bench.BenchPlan(quick=True).tail_stride() == 8 and bench.BenchPlan().tail_stride() == 1
+    assert bench.BenchPlan(quick=True, sweep_step=1).sweep_stride() == 1
+    plan = bench.BenchPlan(kinds=("tail",), tail_step=3)
+    assert bench.job_count(GEMM, plan) == len(GEMM.tail_params()[::3])
