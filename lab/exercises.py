@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,16 +215,32 @@ def case_parameters(family: Family) -> set[str]:
     return {p for p in params if p not in ("self", "seed", "dist", "sets")}
 
 
+def scalar_parameters(family: Family) -> set[str]:
+    """The case keys that take any finite number (make_problem's float defaults: GEMM's alpha and beta);
+    every other key is a size or an offset, a non-negative integer."""
+    params = inspect.signature(family.make_problem).parameters
+    return {p for p in case_parameters(family) if isinstance(params[p].default, float)}
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def _validate_cases(family: Family, cases: list[dict], where: Path) -> None:
-    allowed = case_parameters(family)
+    allowed, scalars = case_parameters(family), scalar_parameters(family)
     for case in cases:
         unknown = set(case) - allowed
         if unknown:
             raise LabError(f"{where}: case {case} has {', '.join(sorted(unknown))}, which {family.name}'s "
                            f"problems do not take; the keys are {', '.join(sorted(allowed))}.")
-        bad = {k: v for k, v in case.items() if not isinstance(v, int) or isinstance(v, bool) or v < 0}
+        bad_scalars = {k: v for k, v in case.items() if k in scalars and not _is_number(v)}
+        if bad_scalars:
+            raise LabError(f"{where}: case {case} needs finite numbers for {', '.join(sorted(bad_scalars))}.")
+        bad = {k: v for k, v in case.items()
+               if k not in scalars and (not isinstance(v, int) or isinstance(v, bool) or v < 0)}
         if bad or not case:
-            raise LabError(f"{where}: case {case} needs non-negative integer values.")
+            raise LabError(f"{where}: case {case} needs non-negative integer values"
+                           + (f" for {', '.join(sorted(bad))}." if bad else "."))
 
 
 _REQUIRED = ("id", "title", "family", "rung", "entry", "student_file", "checks", "performance", "time_limit_s",

@@ -94,21 +94,44 @@ def _refill(problem, seed: int) -> None:
             a[...] = random_array(a.shape, a.dtype, seed=seed + 7_919 * next(_REFILLS))
 
 
-def time_fresh(family, problem, launch, seed: int):
+def _reset_output(problem, out) -> None:
+    """An output that is also an input (C in C = alpha*A@B + beta*C) starts every timed launch from
+    the problem's out_init, as in the correctness checks; other outputs are left as they are."""
+    if problem.out_init is not None:
+        out[...] = problem.out_init
+
+
+def time_fresh(family, problem, launch, seed: int, check: bool = True):
     """Cold-L2 timing where every timed launch sees freshly written inputs, then the last output is
-    checked: a kernel that caches results across launches or skips repeated inputs gains nothing
-    and is caught."""
+    checked like a correctness case (the elements the kernel must write, the family's tolerance): a
+    kernel that caches results across launches or skips repeated inputs gains nothing and is caught.
+    Returns the median time and whether that output is right (None with check=False: the ceiling's
+    output is not graded, and a float64 GEMM reference costs seconds of CPU)."""
     import cupy as cp
 
     from lab import timing
-    from lab.check import compare
+    from lab.verify import compare_output
 
     out = cp.empty(problem.out_shape, dtype=problem.dtype)
+
+    def prepare(i: int) -> None:
+        _refill(problem, seed)
+        _reset_output(problem, out)
+
+    _reset_output(problem, out)  # the warm-up launches read C too
     t = timing.measure(lambda i: launch(problem, out), l2="cold", warmup=2, min_time_ms=15, max_reps=60,
-                       prepare=lambda i: _refill(problem, seed))
+                       prepare=prepare)
     cp.cuda.get_current_stream().synchronize()
-    ok = compare(out, family.reference(problem), 0.0).passed
+    ok = compare_output(family, problem, out).passed if check else None
     return t.median_ms, ok
+
+
+# How a family's ceiling reads in a sentence ("0.85x of the device copy").
+CEILING_WORDS = {"cupy_device_copy": "the device copy", "cublas_sgemm": "cuBLAS SGEMM"}
+
+
+def ceiling_words(family) -> str:
+    return CEILING_WORDS.get(family.ceiling_name, family.ceiling_name)
 
 
 def run_performance(exercise, kernel: Path, seed: int) -> dict:
@@ -117,10 +140,11 @@ def run_performance(exercise, kernel: Path, seed: int) -> dict:
     family = get_family(exercise.family)
     rung = exercise.student_rung(kernel)
     perf = exercise.performance
+    ceiling = ceiling_words(family)
     ratios, lines = [], []
     for params in perf.params:
         problem = family.make_problem(seed=seed, **params)
-        ceiling_ms, _ = time_fresh(family, problem, family.launch_ceiling, seed)
+        ceiling_ms, _ = time_fresh(family, problem, family.launch_ceiling, seed, check=False)
         student_ms, ok = time_fresh(family, problem, lambda p, o: family.launch(rung, p, o), seed)
         if not ok:
             return {"passed": False, "score": 0.0, "cuda_error": False,
@@ -128,8 +152,9 @@ def run_performance(exercise, kernel: Path, seed: int) -> dict:
                               "get fresh inputs every launch, so results cannot be cached or reused across launches"}
         ratio = ceiling_ms / student_ms
         ratios.append(ratio)
-        lines.append(f"{problem.label}: {student_ms:.4f} ms, {ratio:.3f}x of the device copy "
-                     f"({ceiling_ms:.4f} ms, same run)")
+        lines.append(f"{problem.label}: {student_ms:.4f} ms ({family.throughput(problem, student_ms):.4g} "
+                     f"{family.metric}), {ratio:.3f}x of {ceiling} ({ceiling_ms:.4f} ms, "
+                     f"{family.throughput(problem, ceiling_ms):.4g} {family.metric}, same run)")
     ratio = math.prod(ratios) ** (1 / len(ratios))
     if ratio >= perf.target_of_ceiling:
         score = perf.points
@@ -137,7 +162,7 @@ def run_performance(exercise, kernel: Path, seed: int) -> dict:
         score = perf.points / 2
     else:
         score = 0.0
-    lines.append(f"target {perf.target_of_ceiling:.2f}x of the device copy for full points, "
+    lines.append(f"target {perf.target_of_ceiling:.2f}x of {ceiling} for full points, "
                  f"half of it for half: {score:g}/{perf.points:g}")
     return {"passed": score == perf.points, "score": float(score), "cuda_error": False,
             "output": "\n".join(lines), "ratio_of_ceiling": ratio}

@@ -6,13 +6,30 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from lab.check import DISTRIBUTIONS, CheckResult, GuardedBuffer, compare, to_numpy, tolerance
+from lab.check import DISTRIBUTIONS, CheckResult, Comparison, GuardedBuffer, compare, to_numpy, tolerance
 from lab.errors import LabError
-from lab.ladder import Family, Rung
+from lab.ladder import Family, Problem, Rung
 
 
 def _cuda_error_reason(exc: Exception) -> str:
     return f"CUDA error during the launch: {str(exc).splitlines()[0]}"
+
+
+def expected_output(family: Family, problem: Problem) -> tuple[np.ndarray, object, float]:
+    """What a launch on `problem` must produce: the float64 reference restricted to the elements the
+    kernel must write, the write mask (None: all of them), and the relative tolerance."""
+    reference = family.reference(problem)
+    mask = problem.write_mask
+    if mask is not None:  # compare only what the kernel must write
+        reference = reference[to_numpy(mask)]
+    length = problem.reduction_length if problem.reduction_length is not None else family.reduction_length
+    return reference, mask, tolerance(problem.dtype, length)
+
+
+def compare_output(family: Family, problem: Problem, out) -> Comparison:
+    """The output of one launch (the whole output array) against the reference, as check_case compares it."""
+    reference, mask, rtol = expected_output(family, problem)
+    return compare(out[mask] if mask is not None else out, reference, rtol)
 
 
 def check_case(family: Family, rung: Rung, case: dict, seed: int = 0, repeats: int = 2) -> CheckResult:
@@ -23,11 +40,7 @@ def check_case(family: Family, rung: Rung, case: dict, seed: int = 0, repeats: i
     for d_index, dist in enumerate(DISTRIBUTIONS):
         problem = family.make_problem(seed=seed + 1000 * d_index, dist=dist, **case)
         label = problem.label
-        reference = family.reference(problem)
-        mask = problem.write_mask
-        if mask is not None:  # compare only what the kernel must write
-            reference = reference[to_numpy(mask)]
-        length = problem.reduction_length if problem.reduction_length is not None else family.reduction_length
+        reference, mask, rtol = expected_output(family, problem)
         buf = GuardedBuffer(problem.out_shape, problem.dtype, offset=problem.out_offset, xp=family.array_module)
         outputs = []
         for rep in range(repeats):
@@ -45,7 +58,7 @@ def check_case(family: Family, rung: Rung, case: dict, seed: int = 0, repeats: i
                 return CheckResult(family.name, rung.key, label, False, reasons)
             reasons += [f"{p} ({dist} inputs)" for p in buf.problems(mask, before)]
             result = buf.out[mask] if mask is not None else buf.out
-            cmp = compare(result, reference, tolerance(problem.dtype, length))
+            cmp = compare(result, reference, rtol)
             worst = max(worst, cmp.max_rel_error)
             if not cmp.passed:
                 reasons.append(f"wrong result on {dist} inputs: {cmp.describe()}")

@@ -15,7 +15,8 @@ from lab.errors import CompileError, LabError
 from lab.exercises import CheckGroup, Exercise, Performance, solution_regions, strip_solution
 from lab.ladder import get_family
 
-EXERCISE_IDS = ["01_vectorized_copy", "02_tiled_transpose"]
+EXERCISE_IDS = ["01_vectorized_copy", "02_tiled_transpose", "03_smem_tiled_gemm", "04_register_tiled_gemm"]
+GEMM_IDS = ["03_smem_tiled_gemm", "04_register_tiled_gemm"]
 
 
 @pytest.fixture(params=EXERCISE_IDS)
@@ -35,7 +36,7 @@ def _all_cases(exercise: Exercise) -> list[dict]:
 def test_all_exercises_are_found_in_order():
     found = exercises.all_exercises()
     assert [e.id for e in found] == EXERCISE_IDS
-    assert [e.number for e in found] == [1, 2]
+    assert [e.number for e in found] == [1, 2, 3, 4]
     assert all(e.path == exercises.EXERCISES_DIR / e.id for e in found)
 
 
@@ -45,12 +46,12 @@ def test_load_accepts_number_folder_and_topic(name):
     assert exercises.load(name).id == "01_vectorized_copy"
 
 
-@pytest.mark.parametrize("name", ["3", "99", "copy", "02_vectorized_copy", ""])
+@pytest.mark.parametrize("name", ["5", "99", "copy", "gemm", "02_vectorized_copy", ""])
 def test_unknown_exercise_names_the_known_ones(name):
     with pytest.raises(LabError) as err:
         exercises.load(name)
     msg = str(err.value)
-    assert "01_vectorized_copy" in msg and "02_tiled_transpose" in msg
+    assert all(name in msg for name in EXERCISE_IDS)
 
 
 def test_vectorized_copy_is_the_issue_s_exercise():
@@ -81,6 +82,76 @@ def test_tiled_transpose_is_the_issue_s_exercise():
                                                                           for c in tails)
     assert e.performance == Performance(3, [{"rows": 4096, "cols": 4096}], 0.75)
     assert e.max_points(include_hidden=False) == 8
+
+
+def _dims(case: dict) -> tuple[int, int, int]:
+    return case["M"], case["N"], case["K"]
+
+
+@pytest.mark.parametrize("number, rung, entry, tile, target", [
+    ("03", "03_smem_tiled", "sgemm_smem_tiled", (32, 32, 32), 0.06),
+    ("04", "05_register_tile_2d", "sgemm_register_tile_2d", (128, 128, 8), 0.25),
+])
+def test_gemm_exercises_are_the_issue_s_exercises(number, rung, entry, tile, target):
+    e = exercises.load(number)
+    assert (e.family, e.rung, e.entry, e.student_file) == ("gemm_fp32", rung, entry, "kernel.cu")
+    knobs = dict(e.reference_spec().knobs)
+    assert (knobs["BM"], knobs["BN"], knobs["BK"]) == tile
+    bm, bn, bk = tile
+    assert [(g.name, g.points) for g in e.checks] == [("friendly", 2), ("tails", 3), ("scaling_and_padding", 2)]
+    friendly, tails, scaling = (g.cases for g in e.checks)
+    # friendly: whole tiles, C = A @ B
+    assert all(m % bm == 0 and n % bn == 0 and k % bk == 0 for m, n, k in map(_dims, friendly))
+    assert all(set(c) == {"M", "N", "K"} for c in friendly + tails)
+    # tails: 1 in each dimension and all of them, one past and one short of a tile, primes
+    assert {"M": 1, "N": 1, "K": 1} in tails
+    for axis in range(3):
+        assert any(_dims(c)[axis] == 1 and max(_dims(c)) > 1 for c in tails), axis
+    assert any(m % bm == bm - 1 or n % bn == bn - 1 for m, n, _ in map(_dims, tails))
+    assert any(m % bm == 1 or n % bn == 1 for m, n, _ in map(_dims, tails))
+    assert any(k % bk for *_, k in map(_dims, tails))
+    assert any(all(_is_prime(x) for x in _dims(c)) and min(_dims(c)) > 100 for c in tails)
+    # scaling and padding: alpha alone, alpha with beta (C is read), padded leading dimensions, both
+    assert any(c.get("alpha", 1) != 1 and not c.get("beta") for c in scaling)
+    assert any(c.get("beta") and c.get("alpha", 1) != 1 for c in scaling)
+    assert any(c.get("beta", 0) < 0 for c in scaling)
+    assert any(c.get("pad") and not c.get("beta") for c in scaling)
+    assert any(c.get("pad") and c.get("beta") for c in scaling)
+    assert e.performance == Performance(3, [{"M": 2048, "N": 2048, "K": 2048}], target)
+    assert (e.time_limit_s, e.check_timeout_s) == (240, 40)
+    assert e.max_points(include_hidden=False) == 10
+
+
+@pytest.mark.parametrize("exercise_id", GEMM_IDS)
+def test_gemm_hidden_groups_cover_huge_k_skinny_and_large_primes(exercise_id):
+    e = exercises.load(exercise_id)
+    groups = {g.name: g.cases for g in e.hidden_checks()}
+    assert set(groups) == {"huge_k", "skinny", "large_primes"}
+    assert all(k >= 16 * max(m, n) for m, n, k in map(_dims, groups["huge_k"]))
+    assert any(k % dict(e.reference_spec().knobs)["BK"] for *_, k in map(_dims, groups["huge_k"]))
+    assert all(max(m, n) >= 16 * min(m, n) for m, n, _ in map(_dims, groups["skinny"]))
+    assert any(m > n for m, n, _ in map(_dims, groups["skinny"])) and any(m < n for m, n, _ in map(_dims,
+                                                                                                  groups["skinny"]))
+    assert all(_is_prime(x) and x > 500 for c in groups["large_primes"] for x in _dims(c))
+    assert any(c.get("pad") and c.get("beta") for c in groups["large_primes"])
+    # the seed is the instructor's, given at grading time: hidden.json says so and holds none
+    text = (e.path / exercises.HIDDEN_NAME).read_text()
+    assert "--hidden-seed" in text and '"seed"' not in text
+
+
+def _is_prime(n: int) -> bool:
+    return n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1))
+
+
+def test_readmes_state_the_points_and_target_of_exercise_json(ex):
+    readme = (ex.path / "README.md").read_text()
+    target = f"{ex.performance.target_of_ceiling:.2f}x"
+    assert target in readme and f"lab check {ex.id[:2]}" in readme
+    for group in ex.checks:
+        assert f"| {group.name} |" in readme and f"| {group.points:g} |" in readme, group.name
+    row = next(line for line in (exercises.EXERCISES_DIR / "README.md").read_text().splitlines()
+               if line.startswith(f"| `{ex.id}` |"))
+    assert target in row and ex.rung[:2] in row
 
 
 def test_hidden_checks_are_extra_hidden_groups(ex):
@@ -130,6 +201,23 @@ def test_a_broken_exercise_json_is_a_clear_error(tmp_path, monkeypatch, change, 
     _edit_json(root / "01_vectorized_copy" / "exercise.json", change)
     with pytest.raises(LabError, match=words):
         exercises.load("01")
+
+
+@pytest.mark.parametrize("case, words", [
+    ({"M": 4, "N": 4, "K": 4, "alpha": "2"}, "finite numbers for alpha"),
+    ({"M": 4, "N": 4, "K": 4, "beta": True}, "finite numbers for beta"),
+    ({"M": 4, "N": 4, "K": 4, "beta": float("nan")}, "finite numbers for beta"),
+    ({"M": 4.5, "N": 4, "K": 4}, "non-negative integer values for M"),
+    ({"M": 4, "N": 4, "K": 4, "pad": -1}, "non-negative integer values for pad"),
+])
+def test_gemm_cases_take_any_finite_alpha_and_beta_and_integer_sizes(tmp_path, monkeypatch, case, words):
+    root = _copy_exercises(tmp_path, monkeypatch)
+    spec = root / "03_smem_tiled_gemm" / "exercise.json"
+    _edit_json(spec, lambda d: d["checks"][2]["cases"].append({"M": 5, "N": 6, "K": 7, "alpha": -0.5, "beta": 3}))
+    assert {"M": 5, "N": 6, "K": 7, "alpha": -0.5, "beta": 3} in exercises.load("03").checks[2].cases
+    _edit_json(spec, lambda d: d["checks"][0]["cases"].append(case))
+    with pytest.raises(LabError, match=words):
+        exercises.load("03")
 
 
 def test_a_broken_hidden_json_is_a_clear_error(tmp_path, monkeypatch):
@@ -256,21 +344,53 @@ def test_case_keys_are_the_family_s_problem_parameters(ex):
     family = get_family(ex.family)
     signature = inspect.signature(family.make_problem)
     assert exercises.case_parameters(family) < set(signature.parameters)
+    scalars = exercises.scalar_parameters(family)
+    assert scalars == ({"alpha", "beta"} if ex.family == "gemm_fp32" else set())
     for case in _all_cases(ex):
         signature.bind(**case)  # TypeError on an unknown key
         assert set(case) <= exercises.case_parameters(family)
-        assert all(isinstance(v, int) and v >= 0 for v in case.values())
+        assert all(isinstance(v, int) and v >= 0 for k, v in case.items() if k not in scalars)
+        assert all(isinstance(v, (int, float)) for k, v in case.items() if k in scalars)
+
+
+def _elements(case: dict) -> int:
+    """Elements of the arrays one case allocates (inputs and output, padding included)."""
+    if "M" in case:
+        m, n, k, pad = case["M"], case["N"], case["K"], case.get("pad", 0)
+        return m * (k + pad) + k * (n + pad) + m * (n + pad)
+    return case.get("n", 0) + case.get("rows", 0) * case.get("cols", 0)
+
+
+def _reference_flops(case: dict) -> int:
+    """Floating-point operations of the float64 reference on the CPU (GEMM: 2 M N K; data movement: 0)."""
+    return 2 * case["M"] * case["N"] * case["K"] if "M" in case else 0
+
+
+CPU_FLOAT64_FLOPS = 10e9  # a pessimistic float64 matmul rate for the grading host: one core, no AVX-512
 
 
 def test_cases_stay_moderate_for_a_check_of_a_few_seconds(ex):
-    def elements(case: dict) -> int:
-        return case.get("n", 0) + case.get("rows", 0) * case.get("cols", 0)
-
     # H200, three input distributions x two runs per case: ~0.2 s per million elements of a group.
     for group in ex.checks + ex.hidden_checks():
         assert len(group.cases) <= 30, group.name
-        assert max(elements(c) for c in group.cases) <= 1 << 24, group.name
-        assert sum(elements(c) for c in group.cases) <= 20_000_000, group.name
+        assert max(_elements(c) for c in group.cases) <= 1 << 24, group.name
+        assert sum(_elements(c) for c in group.cases) <= 20_000_000, group.name
+        # the float64 reference runs once per distribution, on the CPU: at most half the check's time limit
+        reference_s = 3 * sum(_reference_flops(c) for c in group.cases) / CPU_FLOAT64_FLOPS
+        assert reference_s <= ex.check_timeout_s / 2, (group.name, reference_s)
+    # the performance check computes one reference (the student's last output) besides its timing runs
+    assert sum(_reference_flops(p) for p in ex.performance.params) / CPU_FLOAT64_FLOPS <= ex.check_timeout_s / 4
+
+
+def test_gemm_visible_and_hidden_shapes_stay_in_their_budgets():
+    # Visible sides up to ~1024 (a student's `lab check` stays quick), hidden up to ~2048 except the
+    # skinny and huge-K shapes, whose products are small.
+    for exercise_id in GEMM_IDS:
+        e = exercises.load(exercise_id)
+        assert all(max(_dims(c)) <= 1031 for g in e.checks for c in g.cases)
+        for group in e.hidden_checks():
+            for c in group.cases:
+                assert max(_dims(c)) <= 2053 or _reference_flops(c) <= 2 * 2048 ** 3 // 16, (group.name, c)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -340,3 +340,31 @@ def test_the_lab_headers_may_be_included(fake, tmp_path):
     result = grader.grade_submission(fake, _submission(tmp_path, "ok", '#include "lab_memory.cuh"'),
                                      include_hidden=False)
     assert all(c.passed for c in result.checks)
+
+
+# ----------------------------------------------------------------------------------------------
+# The worker's performance path, for any family (the GPU half is tests/test_gpu_exercises.py)
+# ----------------------------------------------------------------------------------------------
+
+def test_every_family_s_ceiling_has_words_for_the_performance_output():
+    from lab import grade_worker
+    from lab.ladder import families, get_family, unverified_families
+
+    assert {f.ceiling_name for f in (families() | unverified_families()).values()} <= set(grade_worker.CEILING_WORDS)
+    assert grade_worker.ceiling_words(get_family("copy")) == "the device copy"
+    assert grade_worker.ceiling_words(get_family("gemm_fp32")) == "cuBLAS SGEMM"
+
+
+def test_timed_runs_start_from_out_init_when_the_output_is_also_an_input():
+    import numpy as np
+
+    from lab import grade_worker
+    from lab.ladder import Problem
+
+    c0 = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = np.full((2, 3), 7.0, dtype=np.float32)  # what the previous (timed or warm-up) launch left
+    grade_worker._reset_output(Problem("beta != 0", {}, (2, 3), 0, out_init=c0), out)
+    assert np.array_equal(out, c0)
+    out[...] = 7.0
+    grade_worker._reset_output(Problem("beta == 0", {}, (2, 3), 0), out)  # nothing to restore: untouched
+    assert (out == 7.0).all()

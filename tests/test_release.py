@@ -95,6 +95,8 @@ def test_the_leak_check_has_solution_lines_to_look_for():
         assert any(ln in ex.reference_source() for ln in lines - release.GENERIC_LINES), ex.id
     assert "for (long long v = tid; v < n_vec; v += stride) yv[v] = xv[v];" in lines
     assert "__shared__ float tile[TILE][TILE + 1];" in lines
+    assert "for (int k = 0; k < BK; ++k) acc += As[tr][k] * Bs[k][tc];" in lines  # GEMM rung 03
+    assert "for (int n = 0; n < TN; ++n) acc[m][n] += a_reg[m] * b_reg[n];" in lines  # GEMM rung 05
     # the exemptions stay boilerplate: a short list, and no line that reads or writes memory
     assert len(release.GENERIC_LINES) <= 6
     assert not [g for g in release.GENERIC_LINES if "[" in g]
@@ -117,6 +119,20 @@ def test_stripped_kernels_carry_todos_not_markers(bundle):
     for ex in exercises.all_exercises():
         shipped = bundle / "kernels" / ex.reference_spec().source
         assert shipped.read_text() == ex.starter_text()
+
+
+def test_the_gemm_exercises_ship_as_starters_and_their_tile_code_nowhere(bundle):
+    # Rungs 03, 04 and 05 share their tile loads line for line, so all three carry solution regions:
+    # the bundle's rung 04 must not hand exercise 03's answer over, nor rung 03 exercise 04's.
+    gemm = bundle / "kernels" / "gemm_fp32"
+    tile_load = "As[a_r + i][a_c] = (a_r + i < rows_left && k0 + a_c < K) ? a_src[(long long)i * lda] : 0.f;"
+    for ex_id, todos in (("03_smem_tiled_gemm", 1), ("04_register_tiled_gemm", 2)):
+        starter = (bundle / "exercises" / ex_id / "starter.cu").read_text()
+        assert starter.count("// TODO: ") == todos and tile_load not in starter
+    for rung in ("03_smem_tiled", "04_register_tile_1d", "05_register_tile_2d"):
+        assert tile_load in (REPO / "kernels" / "gemm_fp32" / f"{rung}.cu").read_text()
+        assert tile_load not in (gemm / f"{rung}.cu").read_text()
+    assert not [p for p in _files(bundle) if tile_load.encode() in p.read_bytes()]
 
 
 def test_leak_check_finds_a_planted_line(tmp_path):
@@ -185,7 +201,8 @@ def test_the_bundle_s_lab_finds_its_own_exercises_without_hidden_checks(bundle):
     out = subprocess.run([sys.executable, "-c", code], cwd=bundle, env=env, capture_output=True, text=True,
                          check=True).stdout.splitlines()
     assert out[0] == str(bundle / "lab" / "__init__.py")
-    assert out[1] == "[('01_vectorized_copy', 0, 10.0), ('02_tiled_transpose', 0, 8.0)]"
+    assert out[1] == ("[('01_vectorized_copy', 0, 10.0), ('02_tiled_transpose', 0, 8.0), "
+                      "('03_smem_tiled_gemm', 0, 10.0), ('04_register_tiled_gemm', 0, 10.0)]")
     assert out[2] == "True"
 
 

@@ -82,3 +82,46 @@ def test_each_fault_is_caught_with_its_reason(behaviour, beta, expected):
     result = check_case(ToyGemv(behaviour), RUNG, {"beta": beta})
     assert not result.passed
     assert any(expected in r for r in result.reasons), result.reasons
+
+
+# ----------------------------------------------------------------------------------------------
+# compare_output: one launch's whole output, as the grader's timed runs check it
+# ----------------------------------------------------------------------------------------------
+
+def _launched(beta: float, ld: int = 11):
+    family = ToyGemv("ok")
+    problem = family.make_problem(beta=beta, ld=ld)
+    out = np.full(problem.out_shape, np.nan, dtype=np.float32)  # the padding is never written
+    if problem.out_init is not None:
+        out[...] = problem.out_init
+    family.launch(RUNG, problem, out)
+    out[0, problem.write_mask[0].sum():] = np.nan  # whatever the padding holds is not the kernel's output
+    return family, problem, out
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_compare_output_looks_only_at_the_written_elements_within_the_tolerance(beta):
+    from lab.check import tolerance
+    from lab.verify import compare_output, expected_output
+
+    family, problem, out = _launched(beta)
+    reference, mask, rtol = expected_output(family, problem)
+    assert reference.shape == (8,) and mask.sum() == 8 and rtol == tolerance(np.float32, 5) > 0
+    assert np.isnan(out[0, 8:]).all() and compare_output(family, problem, out).passed  # NaN padding ignored
+    out[0, :8] *= 1 + rtol / 4  # float32 rounding-sized differences pass
+    assert compare_output(family, problem, out).passed
+    out[0, 3] *= 1.01
+    assert not compare_output(family, problem, out).passed
+
+
+def test_compare_output_of_a_data_movement_family_is_bit_exact():
+    from lab.verify import compare_output
+
+    family, problem, _ = _launched(0.0)
+    problem.write_mask, problem.reduction_length = None, None  # the toy family's reduction_length is 0
+    exact = np.linspace(-3, 3, 11, dtype=np.float32)[None]
+    family.reference = lambda p: exact.astype(np.float64)
+    assert compare_output(family, problem, exact.copy()).passed
+    nudged = exact.copy()
+    nudged[0, 4] = np.nextafter(nudged[0, 4], np.float32(np.inf))
+    assert not compare_output(family, problem, nudged).passed

@@ -62,6 +62,7 @@ extern "C" __global__ void sgemm_smem_tiled(int M, int N, int K, float alpha, co
 
     float acc = 0.f;
     for (int k0 = 0; k0 < K; k0 += BK) {
+        // BEGIN SOLUTION: stage the A and B tiles in As and Bs (0.0f outside the matrices), sync, add BK products to acc, sync.
 #pragma unroll
         for (int i = 0; i < BM; i += THREADS / BK)  // out-of-range elements load as 0
             As[a_r + i][a_c] = (a_r + i < rows_left && k0 + a_c < K) ? a_src[(long long)i * lda] : 0.f;
@@ -75,6 +76,7 @@ extern "C" __global__ void sgemm_smem_tiled(int M, int N, int K, float alpha, co
 #pragma unroll
         for (int k = 0; k < BK; ++k) acc += As[tr][k] * Bs[k][tc];
         __syncthreads();  // the next step overwrites the tiles
+        // END SOLUTION
     }
 
     float* c = C + (long long)tr * ldc + tc;

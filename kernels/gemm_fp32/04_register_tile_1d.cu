@@ -62,6 +62,7 @@ extern "C" __global__ void sgemm_register_tile_1d(int M, int N, int K, float alp
 
     float acc[TM] = {};
     for (int k0 = 0; k0 < K; k0 += BK) {
+        // BEGIN SOLUTION: stage the A and B tiles, sync, per k one Bs value into TM accumulators, sync.
 #pragma unroll
         for (int i = 0; i < BM; i += THREADS / BK)  // out-of-range elements load as 0
             As[a_r + i][a_c] = (a_r + i < rows_left && k0 + a_c < K) ? a_src[(long long)i * lda] : 0.f;
@@ -79,6 +80,7 @@ extern "C" __global__ void sgemm_register_tile_1d(int M, int N, int K, float alp
             for (int m = 0; m < TM; ++m) acc[m] += As[tr * TM + m][k] * b;
         }
         __syncthreads();  // the next step overwrites the tiles
+        // END SOLUTION
     }
 
     float* c = C + (long long)(tr * TM) * ldc + tc;

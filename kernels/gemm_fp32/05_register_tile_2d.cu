@@ -74,6 +74,7 @@ extern "C" __global__ void sgemm_register_tile_2d(int M, int N, int K, float alp
     float acc[TM][TN] = {};
     float a_reg[TM], b_reg[TN];
     for (int k0 = 0; k0 < K; k0 += BK) {
+        // BEGIN SOLUTION: stage the A and B tiles in As and Bs (0.0f outside the matrices) as rung 03 does, sync.
 #pragma unroll
         for (int i = 0; i < BM; i += THREADS / BK)  // out-of-range elements load as 0
             As[a_r + i][a_c] = (a_r + i < rows_left && k0 + a_c < K) ? a_src[(long long)i * lda] : 0.f;
@@ -83,7 +84,9 @@ extern "C" __global__ void sgemm_register_tile_2d(int M, int N, int K, float alp
         a_src += BK;  // the next step's tiles
         b_src += (long long)BK * ldb;
         __syncthreads();
+        // END SOLUTION
 
+        // BEGIN SOLUTION: per k: TM values of As into a_reg, TN of Bs into b_reg, outer product into acc; sync.
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             // TM + TN values from shared memory, then TM * TN FMAs from registers alone.
@@ -97,6 +100,7 @@ extern "C" __global__ void sgemm_register_tile_2d(int M, int N, int K, float alp
                 for (int n = 0; n < TN; ++n) acc[m][n] += a_reg[m] * b_reg[n];
         }
         __syncthreads();  // the next step overwrites the tiles
+        // END SOLUTION
     }
 
     float* c = C + (long long)(tr * TM) * ldc + tc * TN;

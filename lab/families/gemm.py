@@ -139,8 +139,10 @@ class GemmFp32Family(Family):
         p = problem.params
         a = problem.inputs["A"][set_index % len(problem.inputs["A"])][:, :p["K"]]
         b = problem.inputs["B"][set_index % len(problem.inputs["B"])][:, :p["N"]]
-        if p["pad"] or p["alpha"] != 1 or p["beta"] != 0:
+        if p["beta"] != 0:
             out[:, :p["N"]] = p["alpha"] * cp.matmul(a, b) + p["beta"] * out[:, :p["N"]]
+        elif p["pad"] or p["alpha"] != 1:  # beta == 0 never reads C, as in BLAS: C may hold NaN then
+            out[:, :p["N"]] = p["alpha"] * cp.matmul(a, b)
         else:
             cp.matmul(a, b, out=out)
 

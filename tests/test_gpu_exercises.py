@@ -1,0 +1,124 @@
+"""GPU: the GEMM exercises (03 shared-memory tiled, 04 register-tiled) graded end to end through the
+grader, hidden checks included: worker processes, time limits, the performance check against cuBLAS.
+The reference rung must earn every correctness point and reach its performance target (chosen below
+the rung's predicted speed); the stripped starter must compile and earn nothing. The performance path
+is also checked directly on problems whose output is an input (beta != 0) and has padding.
+
+    python -m pytest -q -m gpu tests/test_gpu_exercises.py
+
+With LAB_EXERCISE_SUMMARY=path.json every graded check's score and output is written there (the
+measured fractions of cuBLAS, to calibrate the targets in exercise.json)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from lab import grader
+from lab.exercises import load
+
+pytestmark = pytest.mark.gpu
+
+GEMM_EXERCISES = ["03_smem_tiled_gemm", "04_register_tiled_gemm"]
+SEED = 4242
+_SUMMARY: dict = {}
+
+
+def _submit(root: Path, name: str, text: str) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "kernel.cu").write_text(text)
+    return folder
+
+
+def _record(result: grader.SubmissionResult) -> None:
+    if not os.environ.get("LAB_EXERCISE_SUMMARY"):
+        return
+    _SUMMARY[f"{result.exercise}/{result.submission}"] = {
+        "score": result.score, "max": result.max_score, "seconds": round(result.seconds, 1),
+        "checks": {c.name: {"score": c.score, "max": c.max_score, "hidden": c.hidden, "output": c.output,
+                            **({"ratio_of_ceiling": c.extra["ratio_of_ceiling"]} if "ratio_of_ceiling" in c.extra
+                               else {})}
+                   for c in result.checks}}
+    Path(os.environ["LAB_EXERCISE_SUMMARY"]).write_text(json.dumps(_SUMMARY, indent=1) + "\n")
+
+
+@pytest.fixture(scope="module", params=GEMM_EXERCISES)
+def graded(request, tmp_path_factory):
+    """The reference solution and the starter of one exercise, each graded once with the hidden checks."""
+    exercise = load(request.param)
+    root = tmp_path_factory.mktemp(exercise.id)
+    results = {}
+    for name, text in (("reference", exercise.reference_source()), ("starter", exercise.starter_text())):
+        result = grader.grade_submission(exercise, _submit(root, name, text), seed=SEED, include_hidden=True)
+        _record(result)
+        results[name] = result
+    return exercise, results
+
+
+def _report(result: grader.SubmissionResult) -> str:
+    return "\n".join(f"{c.name}: {c.score:g}/{c.max_score:g} {c.output}" for c in result.checks)
+
+
+def test_the_reference_earns_every_correctness_point_visible_and_hidden(graded):
+    exercise, results = graded
+    ref = results["reference"]
+    assert ref.check("compile").passed, _report(ref)
+    correctness = [c for c in ref.checks if c.name not in ("compile", "performance")]
+    assert {c.name for c in correctness} == {g.name for g in exercise.checks + exercise.hidden_checks()}
+    assert sum(c.hidden for c in correctness) == len(exercise.hidden_checks()) == 3
+    assert all(c.passed and c.score == c.max_score for c in correctness), _report(ref)
+    assert sum(c.score for c in correctness) == exercise.max_points(include_hidden=True) - exercise.performance.points
+
+
+def test_the_reference_reaches_the_performance_target(graded):
+    exercise, results = graded
+    perf = results["reference"].check("performance")
+    assert "cuBLAS SGEMM" in perf.output and "TFLOP/s" in perf.output, perf.output
+    ratio = perf.extra.get("ratio_of_ceiling")
+    assert perf.passed and perf.score == exercise.performance.points, (
+        f"the reference rung reached {ratio}x of cuBLAS SGEMM, under the target "
+        f"{exercise.performance.target_of_ceiling}x: lower target_of_ceiling in {exercise.path / 'exercise.json'} "
+        f"(and the README) to about two thirds of the measured ratio.\n{perf.output}")
+
+
+def test_the_starter_compiles_and_earns_nothing(graded):
+    _, results = graded
+    starter = results["starter"]
+    assert starter.check("compile").passed, _report(starter)  # it fails at its TODOs, not in the compiler
+    assert starter.score == 0, _report(starter)
+    for check in starter.checks:
+        if check.name == "performance":
+            assert "not timed" in check.output, check.output
+        elif check.name != "compile":
+            assert not check.passed and "failed on" in check.output and "wrong result" in check.output, check.output
+
+
+@pytest.mark.parametrize("exercise_id", GEMM_EXERCISES)
+@pytest.mark.parametrize("case", [
+    {"M": 257, "N": 255, "K": 129, "alpha": 1.5, "beta": -0.5, "pad": 3},
+    {"M": 300, "N": 200, "K": 100, "beta": 1.0},
+    {"M": 128, "N": 130, "K": 64, "pad": 5},
+], ids=["alpha-beta-pad", "beta", "pad"])
+def test_the_timed_runs_check_outputs_that_are_inputs_and_padded(exercise_id, case, monkeypatch):
+    # Every timed launch starts from C = out_init (beta != 0 reads C), and only the M x N part of a
+    # padded C is compared, with the GEMM tolerance: the reference rung and cuBLAS both pass.
+    from lab import grade_worker
+
+    exercise = load(exercise_id)
+    family = exercise.family_object()
+    rung = exercise.reference_rung()
+    problem = family.make_problem(seed=11, **case)
+    _, ok = grade_worker.time_fresh(family, problem, lambda p, o: family.launch(rung, p, o), seed=11)
+    assert ok is True
+    _, ok = grade_worker.time_fresh(family, problem, family.launch_ceiling, seed=11, check=True)
+    assert ok is True
+    if case.get("beta"):
+        # Without the reset, C = alpha*A@B + beta*C compounds over the warm-up and timed launches,
+        # and the last output no longer matches: the reset is what makes a beta != 0 problem timeable.
+        monkeypatch.setattr(grade_worker, "_reset_output", lambda problem, out: None)
+        _, ok = grade_worker.time_fresh(family, problem, lambda p, o: family.launch(rung, p, o), seed=11)
+        assert ok is False
