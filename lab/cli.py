@@ -1,8 +1,9 @@
-"""The `lab` command: doctor, inspect, verify, bench, tour; check, release, grade, leaderboard."""
+"""The `lab` command: doctor, inspect, verify, bench, profile, tour; check, release, grade, leaderboard."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -97,6 +98,40 @@ def cmd_bench(args) -> int:
     console.print(report.headline_table(rs, fam.name))
     if args.json:
         console.print(f"Records written: {records.save(args.json, rs)}")
+    return 0
+
+
+def _params(text: str | None) -> dict | None:
+    if text is None:
+        return None
+    try:
+        params = json.loads(text)
+    except json.JSONDecodeError:
+        params = None
+    if not isinstance(params, dict):
+        raise LabError(f"--params takes a JSON object such as '{{\"M\": 4096, \"N\": 4096, \"K\": 4096}}', "
+                       f"not {text!r}.")
+    return params
+
+
+def cmd_profile(args) -> int:
+    from lab import device, profile, report
+    from lab.ladder import get_family
+
+    fam = get_family(args.family)
+    params = _params(args.params)
+    device.current()  # a sentence, not a CUDA traceback, when there is no GPU
+    if profile.find_ncu() is None:
+        raise LabError("Nsight Compute (ncu) is not installed here; install it with the CUDA toolkit to read "
+                       "hardware counters.")
+    payload = profile.ladder_counters(
+        fam.name, params, on_error=lambda key, exc: console.print(f"[yellow]ncu on {key}: {exc}[/yellow]"))
+    if payload is None:
+        raise LabError(f"ncu read no counters for any {fam.name} rung (its messages are above).")
+    console.print(f"Nsight Compute, one launch of each rung at {payload['params']}:")
+    console.print(report.profile_markdown(payload, fam.min_dram_bytes(payload["params"])))
+    if args.json:
+        console.print(f"Profile written: {profile.save(args.json, payload)}")
     return 0
 
 
@@ -239,6 +274,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--kinds", default="headline,sweep,tail", help="comma list of headline, sweep, tail")
     s.add_argument("--quick", action="store_true", help="fewer sizes and shorter timings (a smoke run)")
     s.set_defaults(fn=cmd_bench)
+
+    s = sub.add_parser("profile", help="Nsight Compute counters (DRAM bytes, L2 hits, bank conflicts) per rung (GPU)")
+    s.add_argument("family")
+    s.add_argument("--json", type=Path, help="write the profile to this JSON file (what the notebooks replay)")
+    s.add_argument("--params", help="the problem as JSON, e.g. '{\"M\": 4096, \"N\": 4096, \"K\": 4096}' "
+                   "(default: the family's first headline size)")
+    s.set_defaults(fn=cmd_profile)
 
     s = sub.add_parser("tour", help="run every ladder here (or compile-only + replay without a GPU)")
     s.add_argument("--out", default="report", help="report folder (default: report/)")

@@ -97,6 +97,11 @@ class Family:
         is the plan's, for families that leave slow rungs out of a smoke run's larger sizes."""
         return self.rungs
 
+    def min_dram_bytes(self, params: dict) -> int | None:
+        """The fewest DRAM bytes a problem of these params can move (every input read once, every output
+        written once), to hold a profile's measured DRAM traffic against; None when a family has none."""
+        return None
+
     def baselines(self) -> dict:
         """Extra library baselines timed beside the ceiling: name -> launch(problem, out)."""
         return {}

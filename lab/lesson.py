@@ -27,7 +27,7 @@ from lab import device, records
 from lab.build import read_source
 from lab.errors import LabError
 from lab.ladder import Family, Rung, get_family
-from lab.records import Record, RecordSet
+from lab.records import Record, RecordSet, describe_params, format_value, tail_key
 
 MODE_VARIABLE = "LAB_NOTEBOOK_MODE"
 DEFAULT_ARCH = 90  # compile reports target sm_90 (the reference H200) when no GPU is here
@@ -339,6 +339,13 @@ def so_far(rs: RecordSet | None, family: str | Family, key: str) -> RecordSet | 
     return select(rs, fam, list(dict.fromkeys(keep)))
 
 
+def headline_sizes(rs: RecordSet | None) -> list[dict]:
+    """The params of the headline problems in these records, in the order they were run ([] for None)."""
+    if rs is None:
+        return []
+    return list({describe_params(r.params): r.params for r in rs.records if r.kind == "headline"}.values())
+
+
 def one_record(rs: RecordSet | None, **conditions) -> Record | None:
     found = rs.where(**conditions) if rs is not None else []
     return found[0] if found else None
@@ -369,11 +376,13 @@ def _fmt_bytes(b: float) -> str:
 
 
 def _size(params: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in params.items() if v or k in ("n", "rows", "cols"))
+    return describe_params(params)
 
 
-def headline_summary(rs: RecordSet | None, family: str | Family, key: str) -> str:
-    """This rung's headline records: median, spread, throughput, against the ceiling and the previous rung."""
+def headline_summary(rs: RecordSet | None, family: str | Family, key: str, peak: float | None = None,
+                     peak_name: str = "FP32 peak") -> str:
+    """This rung's headline records: median, spread, throughput, against the ceiling and the previous rung
+    (and against a peak in the records' units, when one is given)."""
     fam = _family(family)
     if rs is None:
         return missing(fam.name)
@@ -383,12 +392,15 @@ def headline_summary(rs: RecordSet | None, family: str | Family, key: str) -> st
     for rec in rs.where(kind="headline", rung=rung):
         lines.append(f"  [{_size(rec.params)}, {rec.l2} L2] median {rec.median_ms:.4f} ms "
                      f"(p10-p90 {rec.p10_ms:.4f}-{rec.p90_ms:.4f} ms, {rec.reps} reps) -> "
-                     f"{rec.value:.0f} {rec.metric} = {rec.ratio:.3f}x {rec.ceiling} "
-                     f"({rec.ceiling_value:.0f} {rec.metric}, same run)")
+                     f"{format_value(rec.value, rec.metric)} {rec.metric} = {rec.ratio:.3f}x {rec.ceiling} "
+                     f"({format_value(rec.ceiling_value, rec.metric)} {rec.metric}, same run)")
         if len(pair) == 2:
             prev = one_record(rs, kind="headline", rung=pair[0].key, params=rec.params, l2=rec.l2)
             if prev is not None and prev.value:
                 lines.append(f"      vs {pair[0].key}: {rec.value / prev.value:.3f}x")
+        if peak:
+            lines.append(f"      vs the {peak_name} ({format_value(peak, rec.metric)} {rec.metric}): "
+                         f"{rec.value / peak:.3f}x")
     if len(lines) == 1:
         lines.append("  (no headline records for this rung)")
     return "\n".join(lines)
@@ -519,15 +531,42 @@ def tail_sawtooth(rs: RecordSet | None, family: str | Family) -> str:
     recs = [r for r in rs.records if r.kind == "tail"]
     if not recs:
         return "(no tail records)"
-    key = "n" if "n" in recs[0].params else "cols"
+    key, metric = tail_key(recs), recs[0].metric
     lines = [f"tail sizes {key}={min(r.params[key] for r in recs)}..{max(r.params[key] for r in recs)} "
-             f"({rs.label()}): target | median GB/s | worst GB/s (at {key}) | worst/median"]
+             f"({rs.label()}): target | median {metric} | worst {metric} (at {key}) | worst/median"]
+    width = max(18, *(len(r.rung) for r in recs))
     for target in dict.fromkeys(r.rung for r in recs):
         mine = [r for r in recs if r.rung == target]
         med = statistics.median(r.value for r in mine)
         worst = min(mine, key=lambda r: r.value)
-        lines.append(f"  {target:18s} | {med:8.0f} | {worst.value:8.0f} ({key}={worst.params[key]}) | "
-                     f"{worst.value / med:.3f}")
+        lines.append(f"  {target:{width}s} | {format_value(med, metric):>8} | {format_value(worst.value, metric):>8} "
+                     f"({key}={worst.params[key]}) | {worst.value / med:.3f}")
+    return "\n".join(lines)
+
+
+def tail_residues(rs: RecordSet | None, family: str | Family, modulus: int = 4) -> str:
+    """Per target over the tail sizes: the median throughput at sizes that are multiples of `modulus`
+    against the median at the others. A ratio well under one is a sawtooth with that period (a
+    vectorized path that only multiples can take)."""
+    fam = _family(family)
+    if rs is None:
+        return missing(fam.name)
+    recs = [r for r in rs.records if r.kind == "tail"]
+    if not recs:
+        return "(no tail records)"
+    key, metric = tail_key(recs), recs[0].metric
+    lines = [f"tail sizes by {key} mod {modulus} ({rs.label()}): target | median {metric} at multiples of "
+             f"{modulus} | median at the others | others/multiples"]
+    width = max(18, *(len(r.rung) for r in recs))
+    for target in dict.fromkeys(r.rung for r in recs):
+        on = [r.value for r in recs if r.rung == target and r.params[key] % modulus == 0]
+        off = [r.value for r in recs if r.rung == target and r.params[key] % modulus]
+        if not on or not off:
+            lines.append(f"  {target:{width}s} | (needs sizes on and off the multiples of {modulus})")
+            continue
+        a, b = statistics.median(on), statistics.median(off)
+        lines.append(f"  {target:{width}s} | {format_value(a, metric):>8} ({len(on)} sizes) | "
+                     f"{format_value(b, metric):>8} ({len(off)} sizes) | {b / a:.3f}")
     return "\n".join(lines)
 
 
@@ -672,7 +711,8 @@ def profile_records(family: str | Family, current: Mode) -> dict | None:
 def profile_status(prof: dict | None, family: str) -> str:
     if prof is None:
         return (f"NO PROFILE for {family}: no counters were read here and {profile_shown(family)} is absent, "
-                "so the bank-conflict cells show nothing. `lab tour` on a GPU with Nsight Compute writes it.")
+                "so the Nsight Compute cells show nothing. On a GPU with Nsight Compute, "
+                f"`lab profile {family} --json {profile_shown(family)}` (or `lab tour`) writes it.")
     loud = "REPLAYED, NOT MEASURED HERE: " if prof.get("replayed") else "measured now: "
     return (f"{loud}Nsight Compute counters at {prof.get('params')} for {len(prof['rows'])} rungs, "
             f"{describe_provenance(prof.get('provenance', {}))}.")
@@ -705,3 +745,189 @@ def profile_plot(prof: dict | None, family: str, metric: str = "smem_bank_confli
              f"{tag}{describe_provenance(prof.get('provenance', {}))}")
     figure(plots.profile_bars(prof["rows"], metric, title), f"no {metric} rows")
 
+
+
+def _dram_rows(prof: dict, fam: Family) -> tuple[list[dict], int | None]:
+    from lab import profile
+
+    minimum = fam.min_dram_bytes(prof["params"])
+    return profile.dram_rows(prof, minimum), minimum
+
+
+def dram_summary(prof: dict | None, family: str | Family, key: str) -> str:
+    """One rung's DRAM traffic (Nsight Compute) against the fewest bytes the problem can move."""
+    fam = _family(family)
+    if prof is None:
+        return "(no profile: DRAM bytes unknown)"
+    rows, minimum = _dram_rows(prof, fam)
+    rung = fam.rung(key).key
+    row = next((r for r in rows if r["rung"] == rung), None)
+    if row is None:
+        return f"{rung}: no DRAM counters in the profile"
+    line = (f"{rung}: DRAM {row['read'] / 1e6:.1f} MB read + {row['write'] / 1e6:.1f} MB written = "
+            f"{row['total'] / 1e6:.1f} MB at {_size(prof['params'])}")
+    if minimum:
+        line += f", {row['over_minimum']:.2f}x the minimum {minimum / 1e6:.1f} MB"
+    return line + f"  [{'REPLAYED' if prof.get('replayed') else 'measured now'}]"
+
+
+def dram_table(prof: dict | None, family: str | Family) -> Markdown:
+    """Every rung's DRAM bytes (read, written, over the minimum) as a Markdown table."""
+    fam = _family(family)
+    if prof is None:
+        return md(profile_status(None, fam.name))
+    rows, minimum = _dram_rows(prof, fam)
+    tag = "REPLAYED from" if prof.get("replayed") else "measured on"
+    head = (f"Nsight Compute, one launch per rung at {_size(prof['params'])}, {tag} "
+            f"{describe_provenance(prof.get('provenance', {}))}. Minimum: "
+            + (f"{minimum / 1e6:.1f} MB (every input read once, the output written once)." if minimum else
+               "unknown for this family."))
+    lines = ["| rung | DRAM read MB | DRAM write MB | total MB | total / minimum |", "|---|---:|---:|---:|---:|"]
+    for r in rows:
+        over = f"{r['over_minimum']:.2f}x" if r["over_minimum"] is not None else "-"
+        lines.append(f"| {r['rung']} | {r['read'] / 1e6:.1f} | {r['write'] / 1e6:.1f} | {r['total'] / 1e6:.1f} | "
+                     f"{over} |")
+    if not rows:
+        lines.append("| (no DRAM counters in this profile) | | | | |")
+    return md(head + "\n\n" + "\n".join(lines))
+
+
+def dram_plot(prof: dict | None, family: str | Family) -> None:
+    from lab import plots
+
+    fam = _family(family)
+    if prof is None:
+        print(profile_status(None, fam.name))
+        return
+    rows, minimum = _dram_rows(prof, fam)
+    tag = "REPLAYED from " if prof.get("replayed") else "measured on "
+    title = (f"{fam.name}: DRAM bytes per rung at {_size(prof['params'])} (Nsight Compute), dashed: the minimum\n"
+             f"{tag}{describe_provenance(prof.get('provenance', {}))}")
+    figure(plots.dram_bars(rows, minimum, title), "no DRAM counters in the profile")
+
+
+# ----------------------------------------------------------------------------------------------
+# Compute-bound ladders: the FP32 peak, the instruction mix, predictions checked against records
+# ----------------------------------------------------------------------------------------------
+
+def fp32_peak(current: Mode, rs: RecordSet | None = None) -> device.Fp32Peak | None:
+    """LIVE: this GPU's FP32 peak (lab.device). REPLAY: the peak of the GPU the records were made on, from
+    their provenance (arch, SM count) and lab.device's per-arch clock; None when there are no records."""
+    if current.live:
+        return device.current_fp32_peak()
+    if rs is None:
+        return None
+    p = rs.provenance
+    return device.fp32_peak(p.get("arch", DEFAULT_ARCH), int(p.get("sm_count") or 0))
+
+
+def peak_status(peak: device.Fp32Peak | None, current: Mode) -> str:
+    if peak is None:
+        return "FP32 peak: unknown here (REPLAY with no records: no GPU to take it from)."
+    where = "this GPU" if current.live else "the GPU the records were made on (from their provenance)"
+    return f"{peak}\n  for {where}."
+
+
+def _width(op: str) -> int:
+    """32-bit words moved by one load instruction: LDS.128 -> 4, LDS.64 -> 2, LDS -> 1."""
+    suffix = op.split(".")[-1]
+    return {"128": 4, "64": 2, "U16": 1, "U8": 1}.get(suffix, 1) if "." in op else 1
+
+
+def operand_mix(reports: list) -> str:
+    """FFMA against the loads that feed them, from each compile report's SASS (static counts: the
+    instructions in the binary, which for fully unrolled inner loops is the per-iteration mix)."""
+    lines = []
+    for r in reports:
+        if not r.sass_available:
+            lines.append(f"{r.source}: (nvdisasm is not installed: no instruction mix)")
+            continue
+        mix = r.instructions
+        ffma = mix.get("FFMA", 0)
+        lds = {k: v for k, v in mix.items() if k.split(".")[0] in ("LDS", "LDSM")}
+        ldg = {k: v for k, v in mix.items() if k.split(".")[0] == "LDG"}
+        async_copies = sum(v for k, v in mix.items() if k.split(".")[0] == "LDGSTS")
+        line = f"{r.source}: FFMA x{ffma}"
+        if lds:
+            n, words = sum(lds.values()), sum(v * _width(k) for k, v in lds.items())
+            line += (f"; shared loads {n} ({words} floats): {ffma / n:.1f} FFMA per LDS instruction, "
+                     f"{ffma / words:.1f} per float read from shared memory")
+        elif ldg:
+            n, words = sum(ldg.values()), sum(v * _width(k) for k, v in ldg.items())
+            line += f"; no shared loads: {ffma / n:.2f} FFMA per global load (LDG x{n}, {words} floats)"
+        if async_copies:
+            line += f"; async global->shared copies (LDGSTS) x{async_copies}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A numeric range a prediction states: a throughput, a ratio to an earlier rung, or to the ceiling."""
+
+    text: str
+    lo: float
+    hi: float
+    against: str  # "" (an absolute throughput), a rung number ("05"), or "ceiling"
+
+
+_NUM = r"(\d+(?:\.\d+)?)\s*[-\u2013]\s*(\d+(?:\.\d+)?)"
+_CLAIMS = (
+    (re.compile(_NUM + r"\s*(?:TFLOP/s|GB/s)"), lambda m: ""),
+    (re.compile(_NUM + r"x\s+(?:over\s+)?rung\s+(\d+)"), lambda m: f"{int(m[3]):02d}"),
+    (re.compile(_NUM + r"x\s+(?:of\s+)?(?:cuBLAS|the device copy|the ceiling)"), lambda m: "ceiling"),
+)
+
+
+def claims(text: str) -> list[Claim]:
+    """The numeric ranges in a prediction ("6-10x rung 01", "~3-5 TFLOP/s", "0.6-0.75x of cuBLAS")."""
+    found = []
+    for pattern, against in _CLAIMS:
+        for m in pattern.finditer(text):
+            claim = Claim(m[0], float(m[1]), float(m[2]), against(m))
+            if claim not in found:
+                found.append(claim)
+    return sorted(found, key=lambda c: text.index(c.text))
+
+
+def _square(params: dict, n: int) -> bool:
+    return all(params.get(k) == n for k in ("M", "N", "K")) and not params.get("beta") and not params.get("pad")
+
+
+def prediction_check(rs: RecordSet | None, family: str | Family, key: str) -> str:
+    """Each numeric range of the rung's prediction against the headline records it is about (the sizes
+    "N^3" it names, else every headline size): inside, below or above, with the measured figure."""
+    fam = _family(family)
+    if rs is None:
+        return missing(fam.name)
+    text = prediction(fam, key)
+    found = claims(text)
+    if not found:
+        return f"{fam.rung(key).key}: the prediction states no numeric range to check; compare it by eye."
+    rung = fam.rung(key).key
+    mine = rs.where(kind="headline", rung=rung)
+    sides = [int(n) for n in dict.fromkeys(re.findall(r"(\d+)\^3", text))]
+    if sides:
+        mine = [r for n in sides for r in mine if _square(r.params, n)]
+    if not mine:
+        return f"{rung}: no headline records at the sizes the prediction names ({rs.label()})"
+    lines = [f"{rung}: the prediction's ranges against the records ({rs.label()}):"]
+    for rec in mine:
+        at = f"{rec.params['M']}^3" if sides else _size(rec.params)
+        for c in found:
+            if c.against == "":
+                value, unit = rec.value, f" {rec.metric}"
+            elif c.against == "ceiling":
+                value, unit = rec.ratio, f"x {rec.ceiling}"
+            else:
+                other = one_record(rs, kind="headline", rung=fam.rung(c.against).key, params=rec.params, l2=rec.l2)
+                if other is None or not other.value:
+                    lines.append(f"  at {at}: {c.text}: no record of rung {c.against} to compare with")
+                    continue
+                value, unit = rec.value / other.value, f"x rung {c.against}"
+            shown = format_value(value, rec.metric) if c.against == "" else f"{value:.3f}"
+            verdict = ("inside the range" if c.lo <= value <= c.hi else
+                       f"BELOW the range ({value / c.lo:.3f} of its low end)" if value < c.lo else
+                       f"ABOVE the range ({value / c.hi:.3f} of its high end)")
+            lines.append(f"  at {at}: predicted {c.text:28s} measured {shown}{unit} -> {verdict}")
+    return "\n".join(lines)

@@ -95,6 +95,28 @@ def ladder_counters(family: str, params: dict | None = None, on_error=None) -> d
     return {"provenance": provenance(), "params": params, "rows": rows, "replayed": False}
 
 
+def save(path: Path | str, payload: dict) -> Path:
+    """Write a profile payload (what ladder_counters returns) as JSON: results/h200/<family>_profile.json
+    is one, replayed by the notebooks and the tour where no GPU (or no ncu) is present."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1) + "\n")
+    return path
+
+
+def dram_rows(payload: dict, minimum: int | None) -> list[dict]:
+    """Per rung: DRAM bytes read, written, their sum, and the sum over the problem's minimum (or None)."""
+    rows = []
+    for r in payload["rows"]:
+        read, write = r.get("dram_read_bytes"), r.get("dram_write_bytes")
+        if read is None or write is None:
+            continue
+        total = read + write
+        rows.append({"rung": r["rung"], "read": read, "write": write, "total": total,
+                     "over_minimum": total / minimum if minimum else None})
+    return rows
+
+
 def reference_profile(family: str) -> dict | None:
     """The reference GPU's profile payload (results/h200/<family>_profile.json), or None."""
     from lab.records import reference_dir

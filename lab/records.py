@@ -49,6 +49,37 @@ class Record:
         return asdict(self)
 
 
+def format_value(value: float, metric: str) -> str:
+    """A throughput as tables and plots print it: whole GB/s, TFLOP/s to one decimal (two under 10)."""
+    if metric == "GB/s":
+        return f"{value:.0f}"
+    return f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}"
+
+
+# Parameters that follow from the others (leading dimensions = width + pad) or sit at their default.
+_DERIVED_PARAMS = {"lda", "ldb", "ldc"}
+_DEFAULT_PARAMS = {"alpha": 1, "beta": 0, "pad": 0, "x_offset": 0, "y_offset": 0}
+
+
+def describe_params(params: dict) -> str:
+    """"n=67108864", "rows=8192, cols=8192", "M=4096, N=4096, K=4096": what was run, without the
+    parameters that follow from the others or sit at their defaults."""
+    return ", ".join(f"{k}={v}" for k, v in params.items()
+                     if k not in _DERIVED_PARAMS and not (k in _DEFAULT_PARAMS and v == _DEFAULT_PARAMS[k]))
+
+
+def tail_key(records: list[Record]) -> str:
+    """The parameter a tail sweep steps: "n" (copy), "cols" (square transposes), else the one that varies."""
+    params = [r.params for r in records]
+    for key in ("n", "cols"):
+        if params and key in params[0]:
+            return key
+    for key in params[0] if params else ():
+        if key not in _DERIVED_PARAMS and len({p.get(key) for p in params}) > 1:
+            return key
+    return next(iter(params[0])) if params else "n"
+
+
 def git_commit() -> str:
     if os.environ.get("LAB_COMMIT"):
         return os.environ["LAB_COMMIT"]

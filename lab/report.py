@@ -7,14 +7,14 @@ from pathlib import Path
 from rich.table import Table
 
 from lab.build import CompileReport
-from lab.records import RecordSet
+from lab.records import RecordSet, describe_params, format_value
 
 
 def headline_rows(rs: RecordSet, family: str) -> list[dict]:
     rows = []
     for r in rs.records:
         if r.family == family and r.kind == "headline":
-            rows.append({"rung": r.rung, "size": ", ".join(f"{k}={v}" for k, v in r.params.items() if v or k == "n"),
+            rows.append({"rung": r.rung, "size": describe_params(r.params),
                          "median_ms": r.median_ms, "spread": f"{r.p10_ms:.4g}-{r.p90_ms:.4g}",
                          "value": r.value, "metric": r.metric, "ratio": r.ratio, "ceiling": r.ceiling,
                          "l2": r.l2})
@@ -27,7 +27,7 @@ def headline_table(rs: RecordSet, family: str) -> Table:
         table.add_column(col, justify="left" if col in ("rung", "size") else "right")
     for row in headline_rows(rs, family):
         table.add_row(row["rung"], row["size"], f"{row['median_ms']:.4f}", row["spread"],
-                      f"{row['value']:.0f} {row['metric']}", f"{100 * row['ratio']:.1f}%")
+                      f"{format_value(row['value'], row['metric'])} {row['metric']}", f"{100 * row['ratio']:.1f}%")
     return table
 
 
@@ -35,7 +35,7 @@ def headline_markdown(rs: RecordSet, family: str) -> str:
     lines = ["| rung | size | median ms | p10-p90 ms | throughput | vs ceiling |", "|---|---|---:|---:|---:|---:|"]
     for row in headline_rows(rs, family):
         lines.append(f"| {row['rung']} | {row['size']} | {row['median_ms']:.4f} | {row['spread']} | "
-                     f"{row['value']:.0f} {row['metric']} | {row['ratio']:.3f}x |")
+                     f"{format_value(row['value'], row['metric'])} {row['metric']} | {row['ratio']:.3f}x |")
     return "\n".join(lines)
 
 
@@ -60,13 +60,18 @@ def compile_markdown(reports: list[CompileReport]) -> str:
     return "\n".join(lines)
 
 
-def profile_markdown(payload: dict) -> str:
-    """Nsight Compute counters per rung as a Markdown table."""
-    lines = ["| rung | smem ld conflicts | smem st conflicts | L2 hit % | DRAM read MB | DRAM write MB |",
-             "|---|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['rung']} | {r.get('smem_bank_conflicts_ld', 0):.0f} | {r.get('smem_bank_conflicts_st', 0):.0f}"
-              f" | {r.get('l2_hit_rate_pct', 0):.1f} | {r.get('dram_read_bytes', 0) / 1e6:.1f} | "
-              f"{r.get('dram_write_bytes', 0) / 1e6:.1f} |" for r in payload["rows"]]
+def profile_markdown(payload: dict, min_dram_bytes: int | None = None) -> str:
+    """Nsight Compute counters per rung as a Markdown table; with the problem's minimum DRAM traffic,
+    a last column holds each rung's DRAM bytes (read + write) over it."""
+    extra = f" DRAM / minimum ({min_dram_bytes / 1e6:.1f} MB) |" if min_dram_bytes else ""
+    lines = ["| rung | smem ld conflicts | smem st conflicts | L2 hit % | DRAM read MB | DRAM write MB |" + extra,
+             "|---|---:|---:|---:|---:|---:|" + ("---:|" if extra else "")]
+    for r in payload["rows"]:
+        dram = r.get("dram_read_bytes", 0) + r.get("dram_write_bytes", 0)
+        lines.append(f"| {r['rung']} | {r.get('smem_bank_conflicts_ld', 0):.0f} | "
+                     f"{r.get('smem_bank_conflicts_st', 0):.0f} | {r.get('l2_hit_rate_pct', 0):.1f} | "
+                     f"{r.get('dram_read_bytes', 0) / 1e6:.1f} | {r.get('dram_write_bytes', 0) / 1e6:.1f} |"
+                     + (f" {dram / min_dram_bytes:.2f}x |" if extra else ""))
     return "\n".join(lines)
 
 
@@ -97,9 +102,10 @@ def readme_results(rs_by_family: dict[str, RecordSet]) -> str:
             if not group:
                 continue
             best = max(group, key=lambda r: r.value)
-            size = ", ".join(f"{k}={v}" for k, v in params if v or k == "n")
-            lines.append(f"| {family} | {size} | {best.rung} | {best.value:.0f} {best.metric} | "
-                         f"{best.ceiling_value:.0f} {best.metric} ({best.ceiling}) | {best.ratio:.3f}x | "
+            size = describe_params(dict(params))
+            lines.append(f"| {family} | {size} | {best.rung} | {format_value(best.value, best.metric)} {best.metric} | "
+                         f"{format_value(best.ceiling_value, best.metric)} {best.metric} ({best.ceiling}) | "
+                         f"{best.ratio:.3f}x | "
                          f"{rs.provenance.get('device')}, {rs.provenance.get('date', '')[:10]} |")
     return "\n".join(lines)
 

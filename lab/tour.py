@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from rich.console import Console
@@ -13,7 +12,8 @@ from lab.errors import LabError
 from lab.ladder import Family, families
 from lab.profile import reference_profile
 
-PROFILED = ("transpose",)  # families whose lesson needs hardware counters (bank conflicts)
+# Families whose lesson needs hardware counters, and the figure drawn from them.
+PROFILED = {"transpose": "bank_conflicts", "gemm_fp32": "dram_bytes"}
 
 
 def _progress(console: Console) -> Progress:
@@ -26,8 +26,9 @@ def compile_reports(arch: int, fams: list[Family]) -> list[build.CompileReport]:
 
 
 def _family_plots(rs: records.RecordSet, name: str, out: Path) -> list[Path]:
-    made = [plots.ladder_bars(rs, name, out / f"{name}_ladder.png"),
-            plots.bandwidth_vs_bytes(rs, name, out / f"{name}_bandwidth.png"),
+    sweep = (plots.bandwidth_vs_bytes(rs, name, out / f"{name}_bandwidth.png")
+             if families()[name].metric == "GB/s" else plots.throughput_vs_size(rs, name, out / f"{name}_sizes.png"))
+    made = [plots.ladder_bars(rs, name, out / f"{name}_ladder.png"), sweep,
             plots.tail(rs, name, out / f"{name}_tail.png")]
     return [p for p in made if p is not None]
 
@@ -77,15 +78,25 @@ def run_live(out: Path, console: Console, quick: bool, names: list[str], profile
 
 
 def _profile_section(fam: Family, out: Path, payload: dict | None) -> str:
-    """The Nsight Compute table and bank-conflict plot for a payload (measured now or replayed)."""
+    """The Nsight Compute table and the family's figure (bank conflicts, or DRAM bytes against the
+    minimum) for a payload, measured now or replayed."""
+    from lab import profile
+
     if payload is None:
         return ""
     tag = "REPLAYED from the reference GPU" if payload.get("replayed") else "measured now"
-    png = plots.profile_bars(payload["rows"], "smem_bank_conflicts_ld",
-                             f"{fam.name}: shared-memory load bank conflicts at {payload['params']} "
-                             f"(Nsight Compute, {tag})", out / f"{fam.name}_bank_conflicts.png")
+    minimum = fam.min_dram_bytes(payload["params"])
+    if PROFILED.get(fam.name) == "dram_bytes":
+        png = plots.dram_bars(profile.dram_rows(payload, minimum), minimum,
+                              f"{fam.name}: DRAM bytes per rung at {payload['params']} against the minimum "
+                              f"(Nsight Compute, {tag})", out / f"{fam.name}_dram_bytes.png")
+    else:
+        png = plots.profile_bars(payload["rows"], "smem_bank_conflicts_ld",
+                                 f"{fam.name}: shared-memory load bank conflicts at {payload['params']} "
+                                 f"(Nsight Compute, {tag})", out / f"{fam.name}_bank_conflicts.png")
+    picture = f"![{png.stem}]({png.name})\n\n" if png is not None else ""
     return (f"Nsight Compute, one launch of each rung at {payload['params']} ({tag}):\n\n"
-            f"{report.profile_markdown(payload)}\n\n![bank conflicts]({png.name})\n\n")
+            f"{report.profile_markdown(payload, minimum)}\n\n{picture}")
 
 
 def _measure_profile(fam: Family, out: Path, console: Console) -> dict | None:
@@ -97,7 +108,7 @@ def _measure_profile(fam: Family, out: Path, console: Console) -> dict | None:
     payload = profile.ladder_counters(
         fam.name, on_error=lambda key, exc: console.print(f"[yellow]ncu on {key}: {exc}[/yellow]"))
     if payload is not None:
-        (out / f"{fam.name}_profile.json").write_text(json.dumps(payload, indent=1) + "\n")
+        profile.save(out / f"{fam.name}_profile.json", payload)
     return payload
 
 

@@ -33,7 +33,7 @@ def _one_line_error(capsys, *fragments: str) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("command", ["inspect", "verify", "bench"])
+@pytest.mark.parametrize("command", ["inspect", "verify", "bench", "profile"])
 def test_unknown_family(command, capsys, no_gpu):
     assert cli.main([command, "nope"]) == 2
     _one_line_error(capsys, "Unknown family 'nope'", "copy", "transpose")
@@ -146,3 +146,13 @@ def test_doctor_lists_what_is_here(capsys, no_gpu):
     for item in ("NVIDIA driver", "CuPy", "NVRTC", "nvdisasm", "GPU", "Nsight Compute"):
         assert item in out, out
     assert "simulated by the test" in out
+
+
+def test_profile_params_must_be_a_json_object(capsys, no_gpu):
+    assert cli.main(["profile", "gemm_fp32", "--params", "M=4096"]) == 2
+    _one_line_error(capsys, "--params takes a JSON object")
+
+
+def test_profile_without_a_gpu_is_one_sentence(capsys, no_gpu):
+    assert cli.main(["profile", "gemm_fp32", "--json", "/nonexistent/p.json"]) == 2
+    _one_line_error(capsys, "This needs a CUDA GPU")

@@ -110,3 +110,102 @@ def test_few_cases_spreads_over_the_check_cases():
     cases = get_family("copy").check_cases()
     few = lesson.few_cases("copy", 5)
     assert len(few) == 5 and few[0] == cases[0] and few[-1] == cases[-1]
+
+
+# ----------------------------------------------------------------------------------------------
+# GEMM: predictions with a "(where)", numeric claims checked against records, the FP32 peak,
+# the operand mix and the DRAM profile
+# ----------------------------------------------------------------------------------------------
+
+def _gemm(rung, value, side=4096, kind="headline", ceiling_value=50.0, N=None):
+    N = N or side
+    params = {"M": side, "N": N, "K": side, "alpha": 1.0, "beta": 0.0, "pad": 0, "lda": side, "ldb": N, "ldc": N}
+    ms = 2 * side * N * side / (value * 1e12) * 1e3
+    l2 = "warm" if kind == "tail" else "cold"
+    return Record("gemm_fp32", rung, kind, params, 4 * (2 * side * side + side * N), l2, ms, ms, ms, 5, "TFLOP/s",
+                  value, "cublas_sgemm", ceiling_value)
+
+
+def _gemm_records():
+    values = {"cublas_sgemm": 50.0, "01_naive": 0.45, "02_coalesced": 2.0, "06_vectorized": 30.0,
+              "07_warp_tiled": 36.0}
+    recs = [_gemm(r, v) for r, v in values.items()] + [_gemm(r, 0.9 * v, 8192) for r, v in values.items()]
+    recs += [_gemm(r, v * (1 if n % 4 == 0 else 0.8), kind="tail", N=n)
+             for r, v in values.items() for n in range(4094, 4102)]
+    return RecordSet(PROVENANCE | {"sm_count": 132}, recs, replayed=True)
+
+
+def test_a_prediction_keeps_its_where_and_stops_at_the_next_field():
+    text = lesson.prediction("gemm_fp32", "02")
+    assert text.startswith("(4096^3, H200) ") and "TFLOP/s" in text
+    assert "Measured" not in text and "Tails" not in text
+
+
+def test_claims_read_throughput_ranges_and_ratios_to_rungs_and_the_ceiling():
+    found = lesson.claims("6-10x rung 01, ~3-5 TFLOP/s; then 1.3-1.6x over rung 05, about 0.6-0.75x of cuBLAS")
+    assert [(c.lo, c.hi, c.against) for c in found] == [(6, 10, "01"), (3, 5, ""), (1.3, 1.6, "05"),
+                                                         (0.6, 0.75, "ceiling")]
+    assert lesson.claims("reaches the device-copy ceiling at large sizes") == []
+
+
+def test_prediction_check_says_inside_below_or_above_at_the_sizes_named():
+    rs = _gemm_records()
+    one = lesson.prediction_check(rs, "gemm_fp32", "01")  # ~0.4-0.5 TFLOP/s at 4096^3: 0.45 is inside
+    assert "at 4096^3" in one and "inside the range" in one and "8192" not in one
+    two = lesson.prediction_check(rs, "gemm_fp32", "02")  # 6-10x rung 01: 2.0 / 0.45 = 4.4x, below
+    assert "BELOW the range" in two and "measured 4.444x rung 01" in two
+    seven = lesson.prediction_check(rs, "gemm_fp32", "07")  # names 4096^3 and 8192^3
+    assert "at 4096^3" in seven and "at 8192^3" in seven
+    assert lesson.prediction_check(None, "gemm_fp32", "01").startswith("NO RECORDS for gemm_fp32")
+    assert "no headline records" in lesson.prediction_check(rs, "gemm_fp32", "05")
+
+
+def test_fp32_peak_in_replay_comes_from_the_records_provenance():
+    replay = lesson.Mode(False, "test")
+    peak = lesson.fp32_peak(replay, _gemm_records())
+    assert peak.sm_count == 132 and peak.tflops == pytest.approx(66.9, abs=0.05)
+    assert lesson.fp32_peak(replay, None) is None
+    assert "unknown here" in lesson.peak_status(None, replay)
+    assert "provenance" in lesson.peak_status(peak, replay)
+
+
+def test_headline_summary_against_a_peak_and_headline_sizes():
+    rs = _gemm_records()
+    text = lesson.headline_summary(rs, "gemm_fp32", "07", peak=60.0)
+    assert "36.0 TFLOP/s = 0.720x cublas_sgemm" in text and "vs the FP32 peak (60.0 TFLOP/s): 0.600x" in text
+    assert [p["M"] for p in lesson.headline_sizes(rs)] == [4096, 8192]
+    assert lesson.headline_sizes(None) == []
+
+
+def test_tail_residues_separate_multiples_of_the_vector_width():
+    text = lesson.tail_residues(_gemm_records(), "gemm_fp32", 4)
+    row = next(line for line in text.splitlines() if line.strip().startswith("07_warp_tiled"))
+    assert row.rstrip().endswith("| 0.800")
+    assert "tail sizes N=4094..4101" in lesson.tail_sawtooth(_gemm_records(), "gemm_fp32")
+
+
+def test_operand_mix_counts_ffma_per_shared_load_and_per_float():
+    from types import SimpleNamespace
+
+    tiled = SimpleNamespace(source="k.cu", sass_available=True,
+                            instructions={"FFMA": 64, "LDS.128": 4, "LDS": 8, "LDGSTS.128": 2})
+    naive = SimpleNamespace(source="n.cu", sass_available=True, instructions={"FFMA": 30, "LDG": 60})
+    text = lesson.operand_mix([tiled, naive])
+    assert "shared loads 12 (24 floats): 5.3 FFMA per LDS instruction, 2.7 per float" in text
+    assert "(LDGSTS) x2" in text and "no shared loads: 0.50 FFMA per global load" in text
+
+
+def test_dram_helpers_hold_each_rung_against_the_minimum(monkeypatch, tmp_path):
+    monkeypatch.setenv("LAB_REFERENCE_RESULTS", str(tmp_path))
+    assert lesson.reference_profile("gemm_fp32") is None
+    assert "NO PROFILE for gemm_fp32" in str(lesson.dram_table(None, "gemm_fp32"))
+    assert "lab profile gemm_fp32 --json" in lesson.profile_status(None, "gemm_fp32")
+    minimum = 4 * 3 * 64**2
+    (tmp_path / "gemm_fp32_profile.json").write_text(
+        '{"provenance": {}, "params": {"M": 64, "N": 64, "K": 64}, "rows": ['
+        f'{{"rung": "01_naive", "dram_read_bytes": {2 * minimum}, "dram_write_bytes": {minimum}}}]}}')
+    prof = lesson.reference_profile("gemm_fp32")
+    line = lesson.dram_summary(prof, "gemm_fp32", "01")
+    assert "3.00x the minimum" in line and "[REPLAYED]" in line
+    assert "| 01_naive |" in str(lesson.dram_table(prof, "gemm_fp32"))
+    assert "no DRAM counters" in lesson.dram_summary(prof, "gemm_fp32", "02")

@@ -191,3 +191,88 @@ def test_plot_without_a_path_returns_the_figure():
 def test_fmt_bytes():
     assert plots._fmt_bytes(50 << 20) == "50 MB"
     assert plots._fmt_bytes(1024) == "1 KB"
+
+
+# ----------------------------------------------------------------------------------------------
+# A compute-bound family (TFLOP/s, M/N/K params): synthetic GEMM records
+# ----------------------------------------------------------------------------------------------
+
+GEMM_RUNGS = ("04_register_tile_1d", "08_multistage")
+
+
+def _gemm_record(rung, kind, M, N, K, value, ceiling_value, l2="cold"):
+    params = {"M": M, "N": N, "K": K, "alpha": 1.0, "beta": 0.0, "pad": 0, "lda": K, "ldb": N, "ldc": N}
+    ms = 2 * M * N * K / (value * 1e12) * 1e3
+    return Record("gemm_fp32", rung, kind, params, 4 * (M * K + K * N + M * N), l2, ms, ms, ms, 10, "TFLOP/s",
+                  value, "cublas_sgemm", ceiling_value)
+
+
+def gemm_synthetic() -> RecordSet:
+    recs = []
+    for rung, v in (("cublas_sgemm", 50.0), ("04_register_tile_1d", 11.0), ("08_multistage", 44.0)):
+        recs.append(_gemm_record(rung, "headline", 4096, 4096, 4096, v, 50.0))
+        recs += [_gemm_record(rung, "sweep", n, n, n, v * n / 4096, 50.0 * n / 4096) for n in (256, 1024, 4096)]
+        recs += [_gemm_record(rung, "tail", 4096, n, 4096, v * (1 if n % 4 == 0 else 0.8), 50.0, "warm")
+                 for n in range(4094, 4100)]
+    return RecordSet(dict(PROVENANCE), recs)
+
+
+def test_gemm_tables_print_tflops_with_decimals_and_no_derived_params():
+    md = report.headline_markdown(gemm_synthetic(), "gemm_fp32")
+    row = next(line for line in md.splitlines() if line.startswith("| 04_register_tile_1d |"))
+    assert "| M=4096, N=4096, K=4096 |" in row and "11.0 TFLOP/s" in row and "lda" not in row
+    assert "| 0.220x |" in row
+
+
+@pytest.mark.parametrize("plot", [plots.throughput_vs_size, plots.tail, plots.ladder_bars],
+                         ids=lambda f: f.__name__)
+def test_plots_of_a_tflops_family_write_png_files(tmp_path, plot):
+    path = tmp_path / f"gemm_{plot.__name__}.png"
+    kwargs = {} if plot is plots.tail else {"peak": 66.9, "peak_label": "FP32 peak"}
+    assert plot(gemm_synthetic(), "gemm_fp32", path, **kwargs) == path
+    assert _is_png(path)
+
+
+def test_the_tail_plot_steps_the_parameter_that_varies():
+    import matplotlib.pyplot as plt
+
+    fig = plots.tail(gemm_synthetic(), "gemm_fp32")
+    try:
+        assert fig.axes[0].get_xlabel() == "N (M=4096, K=4096)"
+        assert fig.axes[0].get_ylabel() == "TFLOP/s"
+    finally:
+        plt.close(fig)
+
+
+def test_throughput_vs_size_returns_none_without_sweep_records(tmp_path):
+    assert plots.throughput_vs_size(synthetic("copy"), "gemm_fp32", tmp_path / "x.png") is None
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_dram_bars_and_the_profile_table_against_the_minimum(tmp_path):
+    from lab import profile
+
+    payload = {"params": {"M": 4096, "N": 4096, "K": 4096},
+               "rows": [{"rung": "01_naive", "dram_read_bytes": 3e9, "dram_write_bytes": 1e8},
+                        {"rung": "08_multistage", "dram_read_bytes": 2.2e8, "dram_write_bytes": 6.7e7},
+                        {"rung": "no_dram_counters", "l2_hit_rate_pct": 50.0}]}
+    minimum = 4 * 3 * 4096**2
+    rows = profile.dram_rows(payload, minimum)
+    assert [r["rung"] for r in rows] == ["01_naive", "08_multistage"]
+    assert rows[1]["over_minimum"] == pytest.approx(2.87e8 / minimum)
+    assert _is_png(plots.dram_bars(rows, minimum, "synthetic", tmp_path / "dram.png"))
+    assert plots.dram_bars([], minimum, "t", tmp_path / "none.png") is None
+    table = report.profile_markdown(payload, minimum)
+    assert f"DRAM / minimum ({minimum / 1e6:.1f} MB)" in table.splitlines()[0]
+    assert f"| {2.87e8 / minimum:.2f}x |" in table
+    assert "minimum" not in report.profile_markdown(payload)
+
+
+def test_describe_params_and_format_value():
+    from lab.records import describe_params, format_value
+
+    assert describe_params({"n": 5, "x_offset": 0, "y_offset": 2}) == "n=5, y_offset=2"
+    assert describe_params({"M": 3, "N": 4, "K": 5, "alpha": 1.0, "beta": 0.5, "pad": 0, "lda": 5}) == \
+        "M=3, N=4, K=5, beta=0.5"
+    assert format_value(4079.4, "GB/s") == "4079"
+    assert format_value(0.394, "TFLOP/s") == "0.39" and format_value(41.63, "TFLOP/s") == "41.6"

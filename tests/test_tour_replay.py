@@ -142,3 +142,36 @@ def test_unknown_family_is_refused(tmp_path, no_gpu):
 
     with pytest.raises(LabError, match="Unknown family 'gemm'"):
         tour.run(out_dir=str(tmp_path / "report"), names=["gemm"], console=Console(file=io.StringIO()))
+
+
+def _synthetic_gemm() -> RecordSet:
+    fam = get_family("gemm_fp32")
+    names = [fam.ceiling_name] + [r.key for r in fam.rungs]
+
+    def rec(rung, kind, M, N, l2, value):
+        params = {"M": M, "N": N, "K": M, "alpha": 1.0, "beta": 0.0, "pad": 0, "lda": M, "ldb": N, "ldc": N}
+        ms = 2 * M * N * M / (value * 1e12) * 1e3
+        return Record("gemm_fp32", rung, kind, params, 4 * (2 * M * N + M * M), l2, ms, ms, ms, 5, "TFLOP/s",
+                      value, fam.ceiling_name, 50.0)
+
+    recs = [rec(name, "headline", 4096, 4096, "cold", 50.0 - 5 * i) for i, name in enumerate(names)]
+    recs += [rec(name, "sweep", n, n, "cold", 10.0 + i) for n in (256, 1024, 4096) for i, name in enumerate(names)]
+    recs += [rec(name, "tail", 4096, n, "warm", 30.0) for n in range(4094, 4099) for name in names]
+    return RecordSet(dict(PROVENANCE), recs)
+
+
+def test_replay_of_a_tflops_family_draws_sizes_and_dram_figures(tmp_path, reference_dir, no_gpu):
+    import json
+
+    records.save(reference_dir / "gemm_fp32.json", _synthetic_gemm())
+    rows = [{"rung": r.key, "dram_read_bytes": 4e8, "dram_write_bytes": 7e7} for r in get_family("gemm_fp32").rungs]
+    (reference_dir / "gemm_fp32_profile.json").write_text(json.dumps(
+        {"provenance": PROVENANCE, "params": {"M": 4096, "N": 4096, "K": 4096}, "rows": rows}))
+    out = tmp_path / "report"
+    summary, _ = _run(out, names=["gemm_fp32"])
+    text = summary.read_text()
+    assert "## " + get_family("gemm_fp32").title in text and "TFLOP/s" in text
+    for name in ("gemm_fp32_ladder", "gemm_fp32_sizes", "gemm_fp32_tail", "gemm_fp32_dram_bytes"):
+        assert (out / f"{name}.png").read_bytes()[:8] == PNG_MAGIC, name
+        assert f"({name}.png)" in text
+    assert "DRAM / minimum" in text and not (out / "gemm_fp32_bandwidth.png").exists()

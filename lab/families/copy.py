@@ -86,6 +86,9 @@ class CopyFamily(Family):
         x = problem.inputs["x"][set_index % len(problem.inputs["x"])]
         out.data.copy_from_device_async(x.data, x.nbytes)  # cudaMemcpyAsync, device to device
 
+    def min_dram_bytes(self, params: dict) -> int:
+        return 8 * params["n"]
+
     def sweep_params(self, max_bytes: int) -> list[dict]:
         return [{"n": max(1, b // 8)} for b in shapes.byte_sweep(1 << 10, max_bytes)]
 

@@ -146,6 +146,11 @@ class GemmFp32Family(Family):
         else:
             cp.matmul(a, b, out=out)
 
+    def min_dram_bytes(self, params: dict) -> int:
+        """4 * (M*K + K*N + M*N) bytes: A and B read once and C written once (C read too when beta != 0)."""
+        M, N, K = params["M"], params["N"], params["K"]
+        return 4 * (M * K + K * N + M * N * (2 if params.get("beta") else 1))
+
     def rungs_for(self, kind: str, params: dict, quick: bool = False) -> tuple[Rung, ...]:
         """The tail plot is about the register-tiled rungs and later; the slow first rungs skip the
         largest sweep sizes (a naive 8192^3 product takes seconds per launch and teaches nothing new).

@@ -64,6 +64,9 @@ class TransposeFamily(Family):
 
         return {"cupy_transpose": cupy_transpose}
 
+    def min_dram_bytes(self, params: dict) -> int:
+        return 8 * params["rows"] * params["cols"]
+
     def sweep_params(self, max_bytes: int) -> list[dict]:
         seen, params = set(), []
         for b in shapes.byte_sweep(1 << 10, max_bytes):
