@@ -23,6 +23,8 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 SCRIPT = REPO / "scripts" / "execute_notebooks.py"
+# The family whose records each notebook replays first (its banner names it; "NO RECORDS for" it when absent).
+FAMILY = {"00_setup_and_method": "copy", "01_memory_bound": "copy", "02_gemm_fp32": "gemm_fp32"}
 
 pytest.importorskip("nbclient", reason="nbclient is not installed: pip install -e '.[test]'")
 pytest.importorskip("jupytext", reason="jupytext is not installed: pip install -e '.[test]'")
@@ -89,15 +91,51 @@ def _synthetic_records(family: str, rng: random.Random) -> list[dict]:
     return out
 
 
+# GEMM: fractions of a synthetic cuBLAS curve per rung, and DRAM bytes per rung as multiples of the
+# minimum. Shapes of curves, not results.
+_GEMM_FACTORS = {"01_naive": 0.008, "02_coalesced": 0.07, "03_smem_tiled": 0.09, "04_register_tile_1d": 0.22,
+                 "05_register_tile_2d": 0.4, "06_vectorized": 0.6, "07_warp_tiled": 0.75, "08_multistage": 0.85}
+_GEMM_DRAM = {"01_naive": 20.0, "02_coalesced": 8.0, "03_smem_tiled": 3.0, "04_register_tile_1d": 2.0,
+              "05_register_tile_2d": 1.3, "06_vectorized": 1.3, "07_warp_tiled": 1.3, "08_multistage": 1.2}
+
+
+def _synthetic_gemm_records(rng: random.Random) -> list[dict]:
+    from lab.ladder import get_family
+
+    fam = get_family("gemm_fp32")
+    jobs = [("headline", p, "cold") for p in fam.headline_params()]
+    jobs += [("sweep", p, l2) for p in fam.sweep_params() for l2 in ("cold", "warm")]
+    jobs += [("tail", p, "warm") for p in fam.tail_params()]
+    out = []
+    for kind, shape, l2 in jobs:
+        M, N, K = shape["M"], shape["N"], shape["K"]
+        params = {"M": M, "N": N, "K": K, "alpha": 1.0, "beta": 0.0, "pad": 0, "lda": K, "ldb": N, "ldc": N}
+        flops, bytes_moved = 2 * M * N * K, 4 * (M * K + K * N + M * N)
+        side = (M * N * K) ** (1 / 3)
+        ceiling = 50.0 * side**3 / (side**3 + 1024**3)
+        targets = [(fam.ceiling_name, 1.0)] + [(r.key, _GEMM_FACTORS[r.key]) for r in fam.rungs_for(kind, shape)]
+        for target, factor in targets:
+            value = ceiling * factor * (rng.uniform(0.97, 1.0) if target != fam.ceiling_name else 1.0)
+            if target in fam.VEC_RUNGS and N % 4:
+                value *= 0.8  # the scalar path: a sawtooth for the tail plot to show
+            median_ms = flops / (value * 1e12) * 1e3
+            out.append({"family": "gemm_fp32", "rung": target, "kind": kind, "params": params,
+                        "bytes_moved": bytes_moved, "l2": l2, "median_ms": median_ms,
+                        "p10_ms": median_ms * 0.99, "p90_ms": median_ms * 1.02, "reps": 20,
+                        "metric": "TFLOP/s", "value": value, "ceiling": fam.ceiling_name,
+                        "ceiling_value": ceiling, "extra": {}})
+    return out
+
+
 def write_synthetic_reference(directory: Path) -> Path:
-    """Synthetic copy.json, transpose.json and transpose_profile.json in `directory` (never results/)."""
+    """Synthetic copy, transpose and gemm_fp32 records and profiles in `directory` (never results/)."""
     directory = Path(directory)
     if directory.resolve().is_relative_to((REPO / "results").resolve()):
         raise ValueError("synthetic records must never be written under results/")
     directory.mkdir(parents=True, exist_ok=True)
     rng = random.Random(0)
-    for family in ("copy", "transpose"):
-        records = _synthetic_records(family, rng)
+    for family in ("copy", "transpose", "gemm_fp32"):
+        records = _synthetic_gemm_records(rng) if family == "gemm_fp32" else _synthetic_records(family, rng)
         payload = {"schema": 1, "provenance": SYNTHETIC_PROVENANCE, "records": records}
         (directory / f"{family}.json").write_text(json.dumps(payload))
     conflicts = {"01_naive": 0, "02_smem_tiled": 2 ** 22, "03_padded": 0, "04_swizzled": 0}
@@ -105,6 +143,11 @@ def write_synthetic_reference(directory: Path) -> Path:
             for k, v in conflicts.items()]
     profile = {"provenance": SYNTHETIC_PROVENANCE, "params": {"rows": 8192, "cols": 8192}, "rows": rows}
     (directory / "transpose_profile.json").write_text(json.dumps(profile))
+    minimum = 4 * 3 * 4096**2
+    rows = [{"rung": k, "dram_read_bytes": 0.9 * v * minimum, "dram_write_bytes": minimum / 3,
+             "l2_hit_rate_pct": 50.0} for k, v in _GEMM_DRAM.items()]
+    profile = {"provenance": SYNTHETIC_PROVENANCE, "params": {"M": 4096, "N": 4096, "K": 4096}, "rows": rows}
+    (directory / "gemm_fp32_profile.json").write_text(json.dumps(profile))
     return directory
 
 
@@ -144,7 +187,8 @@ def _output_text(output: dict) -> str:
 
 
 def test_notebooks_exist():
-    assert [p.name for p in NOTEBOOKS][:2] == ["00_setup_and_method.py", "01_memory_bound.py"]
+    assert [p.name for p in NOTEBOOKS][:3] == ["00_setup_and_method.py", "01_memory_bound.py", "02_gemm_fp32.py"]
+    assert set(FAMILY) == {p.stem for p in NOTEBOOKS}, "name the family each new notebook replays in FAMILY"
 
 
 @pytest.mark.slow
@@ -154,8 +198,9 @@ def test_notebooks_execute_replaying_the_committed_reference_records(tmp_path, m
     texts = _execute(tmp_path, None, monkeypatch)
     for name, text in texts.items():
         assert "REPLAY MODE" in text, f"{name} printed no replay banner"
-        if not (REPO / "results" / "h200" / "copy.json").is_file():
+        if not (REPO / "results" / "h200" / f"{FAMILY[name]}.json").is_file():
             assert "NO RECORDED RESULTS" in text, f"{name} did not say that the records are missing"
+            assert f"NO RECORDS for {FAMILY[name]}" in text, name
 
 
 @pytest.mark.slow
@@ -164,8 +209,10 @@ def test_notebooks_execute_with_no_records_at_all(tmp_path, monkeypatch):
     empty.mkdir()
     texts = _execute(tmp_path, empty, monkeypatch)
     for name, text in texts.items():
-        assert "NO RECORDED RESULTS" in text and "NO RECORDS for copy" in text, name
+        assert "NO RECORDED RESULTS" in text and f"NO RECORDS for {FAMILY[name]}" in text, name
     assert "NO PROFILE for transpose" in texts["01_memory_bound"]
+    assert "NO PROFILE for gemm_fp32" in texts["02_gemm_fp32"]
+    assert "FP32 peak: unknown here" in texts["02_gemm_fp32"]
 
 
 @pytest.mark.slow
@@ -174,8 +221,12 @@ def test_notebooks_execute_on_synthetic_records(tmp_path, monkeypatch):
     texts = _execute(tmp_path, reference, monkeypatch)
     for name, text in texts.items():
         assert "REPLAYED from SYNTHETIC TEST DATA" in text, name
-        assert "NO RECORDS for" not in text, name
+        assert "NO RECORDS for" not in text and "NO PROFILE for" not in text, name
     assert "smem_bank_conflicts_ld" in texts["01_memory_bound"]
+    gemm = texts["02_gemm_fp32"]
+    assert "FP32 peak" in gemm and "datasheet boost clock" in gemm
+    assert "the prediction's ranges against the records" in gemm and "the minimum" in gemm
+    assert "FFMA per LDS instruction" in gemm
 
 
 # ----------------------------------------------------------------------------------------------
