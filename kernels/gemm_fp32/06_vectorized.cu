@@ -156,6 +156,7 @@ __device__ __forceinline__ void store_tile(float* As, float* Bs, const float4 (&
 // of the block tile; per k it reads TM/4 + TN/4 float4s of shared memory.
 __device__ __forceinline__ void compute_tile(float (&acc)[TM][TN], const float* As, const float* Bs, int tr,
                                              int tc) {
+    // BEGIN SOLUTION: per k, this thread's TM values of As and TN of Bs as float4 loads, then the TM x TN outer product into acc.
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
         float a[TM], b[TN];
@@ -174,6 +175,7 @@ __device__ __forceinline__ void compute_tile(float (&acc)[TM][TN], const float* 
 #pragma unroll
             for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
     }
+    // END SOLUTION
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -197,8 +199,8 @@ sgemm_vectorized(int M, int N, int K, float alpha, const float* __restrict__ A, 
     }
 
 #pragma unroll
-    for (int i = 0; i < TM; ++i)
+    for (int r = 0; r < TM; ++r)
 #pragma unroll
         for (int j = 0; j < TN; j += 4)
-            store4(C, ldc, row0 + tr * TM + i, col0 + tc * TN + j, M, N, alpha, beta, &acc[i][j]);
+            store4(C, ldc, row0 + tr * TM + r, col0 + tc * TN + j, M, N, alpha, beta, &acc[r][j]);
 }

@@ -229,6 +229,7 @@ __device__ __forceinline__ void store_tile(float* As, float* Bs, const float4 (&
 // and LANES_N*4 columns apart. TM/4 + TN/4 LDS.128, each conflict-free for a quarter warp.
 __device__ __forceinline__ void load_fragments(float (&a)[TM], float (&b)[TN], const float* As, const float* Bs,
                                                int k, int tr0, int tc0) {
+    // BEGIN SOLUTION: this thread's TM values of As row k and TN of Bs row k, as float4 loads (TM/4 + TN/4 LDS.128).
 #pragma unroll
     for (int i = 0; i < TM; i += 4) {
         const float4 v = *reinterpret_cast<const float4*>(&As[k * AS_STRIDE + tr0 + i * LANES_M]);
@@ -239,12 +240,14 @@ __device__ __forceinline__ void load_fragments(float (&a)[TM], float (&b)[TN], c
         const float4 v = *reinterpret_cast<const float4*>(&Bs[k * BN + tc0 + j * LANES_N]);
         b[j + 0] = v.x, b[j + 1] = v.y, b[j + 2] = v.z, b[j + 3] = v.w;
     }
+    // END SOLUTION
 }
 
 // The outer product of one k-step: TM x TN FFMAs. ORDER = 1 walks the columns of odd rows backwards
 // (a serpentine, as CUTLASS's SIMT thread-level MMA does), so consecutive FFMAs always share an
 // operand, which the register reuse cache can then serve; ORDER = 0 is plain row-major.
 __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
+    // BEGIN SOLUTION: the TM x TN FFMAs acc[i][j] += a[i] * b[j], in the order ORDER says.
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -252,6 +255,7 @@ __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float 
             const int j = (ORDER == 1 && (i & 1)) ? TN - 1 - jj : jj;
             acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
         }
+    // END SOLUTION
 }
 
 // acc += the whole k-tile's contribution (the sm_75 fallback, and sm_80+ with FRAG_DB = 0).
@@ -259,9 +263,9 @@ __device__ __forceinline__ void compute_tile(float (&acc)[TM][TN], const float* 
                                              int tc0) {
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
-        float a[TM], b[TN];
-        load_fragments(a, b, As, Bs, k, tr0, tc0);
-        outer_product(acc, a, b);
+        float a_frag[TM], b_frag[TN];
+        load_fragments(a_frag, b_frag, As, Bs, k, tr0, tc0);
+        outer_product(acc, a_frag, b_frag);
     }
 }
 
@@ -407,9 +411,9 @@ sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, 
 #undef STAGE_B
 
 #pragma unroll
-    for (int i = 0; i < TM; ++i)
+    for (int r = 0; r < TM; ++r)
 #pragma unroll
         for (int j = 0; j < TN; j += 4)
-            store4(C, ldc, row0 + tr0 + (i / 4) * 4 * LANES_M + i % 4, col0 + tc0 + j * LANES_N, M, N, alpha, beta,
-                   &acc[i][j]);
+            store4(C, ldc, row0 + tr0 + (r / 4) * 4 * LANES_M + r % 4, col0 + tc0 + j * LANES_N, M, N, alpha, beta,
+                   &acc[r][j]);
 }
