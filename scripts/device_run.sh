@@ -1,29 +1,51 @@
 #!/usr/bin/env bash
-# What one call on the lent GPU machine runs (see the device tool's README): GPU tests, the tour,
-# knob sweeps and (full mode) the notebooks, with everything packed under $OUT.
-#   bash scripts/device_run.sh smoke|full
+# What one call on the lent GPU machine runs (see the device tool's README), with everything packed
+# under $OUT/pack.tgz (the tool brings back at most 8 files). Each step is time-boxed so one stuck
+# step cannot take the rest of the call with it.
+#   bash scripts/device_run.sh smoke|full      GPU tests, knob sweep, the tour (full: + notebooks)
+#   bash scripts/device_run.sh gemm-records    GEMM tests, `lab bench` and `lab profile` for gemm_fp32
+#   bash scripts/device_run.sh gemm-lessons    exercise and grader GPU tests, notebook 02 executed live
+# Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
 set -uo pipefail
 mode="${1:-smoke}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 LAB_CACHE_DIR=/tmp/labcache
-OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT/pack"
-log="$OUT/pack/log.txt"
+OUT="${OUT:-/tmp/out}"; pack="$OUT/pack"; mkdir -p "$pack"
+log="$pack/log.txt"
+
+gpu_tests() {  # gpu_tests SECONDS FILES...
+  local limit="$1"; shift
+  echo "== GPU tests: $*"
+  timeout "$limit" python3 -m pytest -m gpu -q -p no:cacheprovider "$@" 2>&1 | tail -30
+}
+
+notebooks() {  # notebooks PATTERN...
+  [ -d .nbwheels ] || { echo "== notebooks skipped: carry .nbwheels"; return; }
+  echo "== notebooks: $*"
+  python3 -m pip install -q --no-index --find-links .nbwheels nbclient ipykernel jupytext --target /tmp/nbsite \
+    && export PYTHONPATH="$PYTHONPATH:/tmp/nbsite" && python3 -m ipykernel install --sys-prefix --name python3 >/dev/null
+  timeout 400 python3 scripts/execute_notebooks.py "$@" --inplace && mkdir -p "$pack/notebooks" \
+    && for nb in "$@"; do cp "${nb%.py}.ipynb" "$pack/notebooks/"; done
+}
+
 {
-  echo "== nvidia-smi"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
-  python3 -m lab doctor
-  echo "== GPU tests"
-  python3 -m pytest -m gpu -q -p no:cacheprovider ${GPU_TESTS:-tests} 2>&1 | tail -25
-  echo "== knob sweep"
-  python3 scripts/knob_sweep.py "$OUT/pack/knobs.json"
-  if [ "$mode" = smoke ]; then
-    python3 -m lab tour --quick --out "$OUT/pack/report"
-  else
-    python3 -m lab tour --out "$OUT/pack/report"
-  fi
-  if [ "$mode" = full ] && [ -d .nbwheels ]; then
-    echo "== notebooks"
-    python3 -m pip install -q --no-index --find-links .nbwheels nbclient ipykernel jupytext --target /tmp/nbsite \
-      && export PYTHONPATH="$PYTHONPATH:/tmp/nbsite" && python3 -m ipykernel install --sys-prefix --name python3 >/dev/null
-    python3 scripts/execute_notebooks.py --inplace && mkdir -p "$OUT/pack/notebooks" && cp notebooks/*.ipynb "$OUT/pack/notebooks/"
-  fi
+  echo "== nvidia-smi"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+  case "$mode" in
+    smoke|full)
+      python3 -m lab doctor
+      gpu_tests 400 tests
+      echo "== knob sweep"; python3 scripts/knob_sweep.py "$pack/knobs.json"
+      if [ "$mode" = smoke ]; then python3 -m lab tour --quick --out "$pack/report"
+      else python3 -m lab tour --out "$pack/report"; notebooks notebooks/0*.py; fi ;;
+    gemm-records)
+      gpu_tests 120 tests/test_gpu_gemm.py
+      echo "== lab bench gemm_fp32"; timeout 330 python3 -m lab bench gemm_fp32 --json "$pack/gemm_fp32.json"
+      echo "== lab profile gemm_fp32"; timeout 150 python3 -m lab profile gemm_fp32 --json "$pack/gemm_fp32_profile.json" ;;
+    gemm-lessons)
+      LAB_EXERCISE_SUMMARY="$pack/gemm_exercises.json" gpu_tests 200 tests/test_gpu_exercises.py
+      LAB_GRADER_SUMMARY="$pack/grader_summary.json" gpu_tests 200 tests/test_gpu_grader.py
+      notebooks notebooks/02_gemm_fp32.py ;;
+    *) echo "unknown mode $mode"; exit 2 ;;
+  esac
+  nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv
 } 2>&1 | tee "$log"
-tar -C "$OUT" -czf "$OUT/pack.tgz" pack && rm -rf "$OUT/pack"
+tar -C "$OUT" -czf "$OUT/pack.tgz" pack && rm -rf "$pack"
