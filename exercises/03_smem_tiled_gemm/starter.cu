@@ -14,7 +14,11 @@
 //   (shorter latency, no L1 misses). Boehm (siboehm.com/articles/22/CUDA-MMM, kernel 3) measured
 //   1.5x his coalesced kernel on an A6000; Hopper's larger L1 already serves more of rung 02's
 //   reuse, hence the lower range.
-// Measured: not yet (written without a GPU; the next H200 run fills this in).
+// Measured (H200, results/h200/gemm_fp32.json): 8.57 TFLOP/s at 4096^3, 1.34x rung 02 (inside the
+//   prediction's 1.1-1.5x; above its 4-6 TFLOP/s, as rung 02 was) and 0.167x cuBLAS. DRAM traffic
+//   rose to 42x the minimum (L2 hit rate 39%): two 1024-thread blocks per SM cover only two block
+//   rows of C at a time, so B streams from DRAM again for every pair of rows; the tile stops the
+//   L1 thrashing but the 32x32 tile is too small to save DRAM. Rung 04's bigger tile fixes that.
 // Tails: every tile load is guarded; out-of-range elements of A and B are stored as 0.0f, so a
 //   partial last k tile adds 0 * 0, and rows or columns past M or N compute values that are never
 //   stored. No thread returns early (all must reach the barriers). Stores are guarded: nothing

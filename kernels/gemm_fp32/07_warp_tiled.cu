@@ -30,7 +30,11 @@
 // Ideas from CUTLASS's "Efficient GEMM in CUDA" (github.com/NVIDIA/cutlass, media/docs: the
 //   threadblock/warp/thread tiling of its SIMT SGEMM) and Simon Boehm's SGEMM worklog (kernel 10,
 //   warptiling); code and lane layout are this lab's own.
-// Measured: not yet (written without a GPU; the next H200 run fills this in).
+// Measured (H200, results/h200/gemm_fp32.json): 41.8 TFLOP/s at 4096^3, 1.17x rung 06 and 0.817x
+//   cuBLAS, both inside the prediction; shared-load bank conflicts 6492 (from 268M in rung 06).
+//   At 4097^3 it drops to 30.8 TFLOP/s (-26%), at 4095^3 only to 37.0 (-11%). Both take the scalar
+//   (VEC = 1) path; only 4097 adds tiles (33 x 33 = 1089 against 1024, for 264 resident blocks),
+//   so most of the 4097 loss is that extra, nearly empty wave. Rung 08's smaller tile halves it.
 #ifndef BM
 #define BM 128
 #endif
