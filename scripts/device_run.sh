@@ -5,6 +5,7 @@
 #   bash scripts/device_run.sh smoke|full      GPU tests, knob sweep, the tour (full: + notebooks)
 #   bash scripts/device_run.sh gemm-records    GEMM tests, `lab bench` and `lab profile` for gemm_fp32
 #   bash scripts/device_run.sh gemm-lessons    exercise and grader GPU tests, notebook 02 executed live
+#   bash scripts/device_run.sh gemm-final      tuning round 5, then gemm-records, then notebook 02
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
 set -uo pipefail
 mode="${1:-smoke}"
@@ -27,6 +28,12 @@ notebooks() {  # notebooks PATTERN...
     && for nb in "$@"; do cp "${nb%.py}.ipynb" "$pack/notebooks/"; done
 }
 
+gemm_records() {
+  gpu_tests 120 tests/test_gpu_gemm.py
+  echo "== lab bench gemm_fp32"; timeout 330 python3 -m lab bench gemm_fp32 --json "$pack/gemm_fp32.json"
+  echo "== lab profile gemm_fp32"; timeout 150 python3 -m lab profile gemm_fp32 --json "$pack/gemm_fp32_profile.json"
+}
+
 {
   echo "== nvidia-smi"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
   case "$mode" in
@@ -36,10 +43,11 @@ notebooks() {  # notebooks PATTERN...
       echo "== knob sweep"; python3 scripts/knob_sweep.py "$pack/knobs.json"
       if [ "$mode" = smoke ]; then python3 -m lab tour --quick --out "$pack/report"
       else python3 -m lab tour --out "$pack/report"; notebooks notebooks/0*.py; fi ;;
-    gemm-records)
-      gpu_tests 120 tests/test_gpu_gemm.py
-      echo "== lab bench gemm_fp32"; timeout 330 python3 -m lab bench gemm_fp32 --json "$pack/gemm_fp32.json"
-      echo "== lab profile gemm_fp32"; timeout 150 python3 -m lab profile gemm_fp32 --json "$pack/gemm_fp32_profile.json" ;;
+    gemm-final)
+      echo "== tuning round 5"; timeout 120 python3 scripts/gemm_sweep.py "$pack/gemm_sweep5.json" --round=5
+      gemm_records
+      notebooks notebooks/02_gemm_fp32.py ;;
+    gemm-records) gemm_records ;;
     gemm-lessons)
       LAB_EXERCISE_SUMMARY="$pack/gemm_exercises.json" gpu_tests 200 tests/test_gpu_exercises.py
       LAB_GRADER_SUMMARY="$pack/grader_summary.json" gpu_tests 200 tests/test_gpu_grader.py

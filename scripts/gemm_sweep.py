@@ -57,6 +57,10 @@ ROUNDS = {
         {"BM": 64, "MINB": 3, "STAGES": 4, "FRAG_DB": 1, "ORDER": 1, "REPACK": 1},
         {"BM": 64, "MINB": 3, "STAGES": 4, "FRAG_DB": 1, "ORDER": 0, "REPACK": 1},
         dict(CUBLAS_LIKE, FRAG_DB=1, ORDER=1, REPACK=1)],
+    # After shared memory moved to 32-bit per-thread addresses (fewer integer instructions per k-tile).
+    5: [dict(v, FRAG_DB=1, ORDER=1) for v in (
+        {"BM": 64, "MINB": 3, "STAGES": 4}, {"BM": 64, "MINB": 3, "STAGES": 3}, dict(CUBLAS_LIKE, BK=8),
+        dict(CUBLAS_LIKE), dict(WIDE), {"MINB": 2})],
 }
 
 

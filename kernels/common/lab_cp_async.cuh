@@ -23,26 +23,43 @@ __device__ __forceinline__ unsigned dynamic_smem_size() {
     return bytes;
 }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-
-// The 32-bit shared-window address that the PTX shared state space expects.
+// The 32-bit shared-window address that the PTX shared state space expects (any arch).
 __device__ __forceinline__ unsigned smem_u32addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
+// 16 bytes of shared memory at a shared-window address (any arch; addr 16-byte aligned). A kernel
+// that keeps one such address per thread and adds constant offsets lets ptxas fold the offsets
+// into the instruction ([R + imm]) instead of recomputing a generic pointer for every load.
+__device__ __forceinline__ float4 lds128(unsigned addr) {
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(addr)
+                 : "memory");  // not moved across barriers or the cp.async that refill the buffer
+    return v;
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+
 // 16 bytes, cached in L2 only (.cg: the tile is reused from shared memory, not from L1).
 // dst and src must both be 16-byte aligned. src_bytes in 0..16; the rest is zero-filled.
-__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32addr(smem_dst)), "l"(gmem_src),
-                 "r"(src_bytes)
+// The _at forms take the destination as a shared-window address (see lds128 for why).
+__device__ __forceinline__ void cp_async_16_at(unsigned smem_dst, const void* gmem_src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_dst), "l"(gmem_src), "r"(src_bytes)
                  : "memory");
+}
+__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src, int src_bytes) {
+    cp_async_16_at(smem_u32addr(smem_dst), gmem_src, src_bytes);
 }
 
 // 4 bytes (.ca is the only cache hint allowed below 16 bytes). src_bytes 0 or 4; 0 writes a zero.
-__device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src, int src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32addr(smem_dst)), "l"(gmem_src),
-                 "r"(src_bytes)
+__device__ __forceinline__ void cp_async_4_at(unsigned smem_dst, const void* gmem_src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_dst), "l"(gmem_src), "r"(src_bytes)
                  : "memory");
+}
+__device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src, int src_bytes) {
+    cp_async_4_at(smem_u32addr(smem_dst), gmem_src, src_bytes);
 }
 
 // Close the group of copies issued since the last commit (an empty group is legal and completes at once).

@@ -122,7 +122,8 @@
 #define B_COPIES (BK * BN / VEC / THREADS)  // cp.asyncs of VEC floats of B per thread per k-tile
 #define B_PASS (THREADS / (BN / VEC))       // B tile rows covered by one pass of the block
 #define STAGE_FLOATS (BK * AS_STRIDE + BK * BN)  // one stage: As[BK][BM+4], then Bs[BK][BN]
-#define SMEM_BYTES (STAGES * STAGE_FLOATS * 4)   // what the launcher must pass as dynamic shared memory
+#define STAGE_BYTES (STAGE_FLOATS * 4)          // one stage, in bytes (the stride between stages)
+#define SMEM_BYTES (STAGES * STAGE_BYTES)        // what the launcher must pass as dynamic shared memory
 
 static_assert(VEC == 4 || VEC == 1, "VEC is 4 (float4 global access) or 1 (scalar)");
 static_assert(BM % WM == 0 && BN % WN == 0 && WM % TM == 0 && WN % TN == 0, "tiles divide evenly");
@@ -227,17 +228,18 @@ __device__ __forceinline__ void store_tile(float* As, float* Bs, const float4 (&
 // rows in the block tile are tr0 + i*LANES_M + 0..3 for i = 0, 4, .., TM-4 (tr0 = warp row + lm*4)
 // and its columns tc0 + j*LANES_N + 0..3 (tc0 = warp column + ln*4): 4x4 quadrants LANES_M*4 rows
 // and LANES_N*4 columns apart. TM/4 + TN/4 LDS.128, each conflict-free for a quarter warp.
-__device__ __forceinline__ void load_fragments(float (&a)[TM], float (&b)[TN], const float* As, const float* Bs,
-                                               int k, int tr0, int tc0) {
+// a_row and b_row are the shared-window addresses of As[k][tr0] and Bs[k][tc0] in the stage being
+// read: with k a constant of the unrolled loop, every load is [one register + an immediate].
+__device__ __forceinline__ void load_fragments(float (&a)[TM], float (&b)[TN], unsigned a_row, unsigned b_row) {
     // BEGIN SOLUTION: this thread's TM values of As row k and TN of Bs row k, as float4 loads (TM/4 + TN/4 LDS.128).
 #pragma unroll
     for (int i = 0; i < TM; i += 4) {
-        const float4 v = *reinterpret_cast<const float4*>(&As[k * AS_STRIDE + tr0 + i * LANES_M]);
+        const float4 v = lds128(a_row + 4 * i * LANES_M);
         a[i + 0] = v.x, a[i + 1] = v.y, a[i + 2] = v.z, a[i + 3] = v.w;
     }
 #pragma unroll
     for (int j = 0; j < TN; j += 4) {
-        const float4 v = *reinterpret_cast<const float4*>(&Bs[k * BN + tc0 + j * LANES_N]);
+        const float4 v = lds128(b_row + 4 * j * LANES_N);
         b[j + 0] = v.x, b[j + 1] = v.y, b[j + 2] = v.z, b[j + 3] = v.w;
     }
     // END SOLUTION
@@ -258,14 +260,14 @@ __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float 
     // END SOLUTION
 }
 
-// acc += the whole k-tile's contribution (the sm_75 fallback, and sm_80+ with FRAG_DB = 0).
-__device__ __forceinline__ void compute_tile(float (&acc)[TM][TN], const float* As, const float* Bs, int tr0,
-                                             int tc0) {
+// acc += the whole k-tile's contribution (the sm_75 fallback, and sm_80+ with FRAG_DB = 0); a_frag
+// and b_frag are this thread's As[0][tr0] and Bs[0][tc0] in the stage, as shared-window addresses.
+__device__ __forceinline__ void compute_tile(float (&acc)[TM][TN], unsigned a_frag, unsigned b_frag) {
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
-        float a_frag[TM], b_frag[TN];
-        load_fragments(a_frag, b_frag, As, Bs, k, tr0, tc0);
-        outer_product(acc, a_frag, b_frag);
+        float a_reg[TM], b_reg[TN];
+        load_fragments(a_reg, b_reg, a_frag + 4 * k * AS_STRIDE, b_frag + 4 * k * BN);
+        outer_product(acc, a_reg, b_reg);
     }
 }
 
@@ -279,8 +281,10 @@ __device__ __forceinline__ void compute_tile(float (&acc)[TM][TN], const float* 
 // GUARD = false (the whole k-tile is inside A and B) copies with no checks. GUARD = true: an
 //   out-of-range source copies 0 bytes from the matrix's base pointer (valid memory) and zero-fills;
 //   a float4 of B that straddles column N copies only its in-range bytes.
+// a_dst and b_dst are this thread's first destinations in the stage (As[t%8][t/8] and
+//   Bs[t/(BN/VEC)][VEC*(t%(BN/VEC))]) as shared-window addresses: every copy adds a constant.
 template <bool GUARD>
-__device__ __forceinline__ void copy_tile(float* As, float* Bs, const float* __restrict__ A, int lda,
+__device__ __forceinline__ void copy_tile(unsigned a_dst, unsigned b_dst, const float* __restrict__ A, int lda,
                                           const float* __restrict__ B, int ldb, int M, int N, int K, int row0, int col0,
                                           int k0) {
     const int am = threadIdx.x / 8, ak = threadIdx.x % 8;
@@ -289,7 +293,7 @@ __device__ __forceinline__ void copy_tile(float* As, float* Bs, const float* __r
     for (int i = 0; i < A_ELEMS; ++i) {
         const float* src = a + (long long)A_ROW(i) * lda + A_COL(i);
         const bool in = !GUARD || (row0 + am + A_ROW(i) < M && k0 + ak + A_COL(i) < K);
-        cp_async_4(&As[(ak + A_COL(i)) * AS_STRIDE + am + A_ROW(i)], in ? src : A, in ? 4 : 0);
+        cp_async_4_at(a_dst + 4 * (A_COL(i) * AS_STRIDE + A_ROW(i)), in ? src : A, in ? 4 : 0);
     }
     const int bk = threadIdx.x / (BN / VEC), bn = VEC * (threadIdx.x % (BN / VEC));
     const float* b = B + (long long)(k0 + bk) * ldb + (col0 + bn);
@@ -298,21 +302,21 @@ __device__ __forceinline__ void copy_tile(float* As, float* Bs, const float* __r
         const float* src = b + (long long)(i * B_PASS) * ldb;
         const int bytes = !GUARD ? 4 * VEC : (k0 + bk + i * B_PASS < K ? 4 * min(max(N - (col0 + bn), 0), VEC) : 0);
 #if VEC == 4
-        cp_async_16(&Bs[(bk + i * B_PASS) * BN + bn], bytes ? src : B, bytes);
+        cp_async_16_at(b_dst + 4 * (i * B_PASS * BN), bytes ? src : B, bytes);
 #else
-        cp_async_4(&Bs[(bk + i * B_PASS) * BN + bn], bytes ? src : B, bytes);
+        cp_async_4_at(b_dst + 4 * (i * B_PASS * BN), bytes ? src : B, bytes);
 #endif
     }
 }
 
 // The k-tile starting at k0 into one stage; the checks are paid only at the matrix's edges.
-__device__ __forceinline__ void load_tile_async(float* As, float* Bs, const float* __restrict__ A, int lda,
+__device__ __forceinline__ void load_tile_async(unsigned a_dst, unsigned b_dst, const float* __restrict__ A, int lda,
                                                 const float* __restrict__ B, int ldb, int M, int N, int K, int row0,
                                                 int col0, int k0) {
     if (row0 + BM <= M && col0 + BN <= N && k0 + BK <= K)  // the same for the whole block: no divergence
-        copy_tile<false>(As, Bs, A, lda, B, ldb, M, N, K, row0, col0, k0);
+        copy_tile<false>(a_dst, b_dst, A, lda, B, ldb, M, N, K, row0, col0, k0);
     else
-        copy_tile<true>(As, Bs, A, lda, B, ldb, M, N, K, row0, col0, k0);
+        copy_tile<true>(a_dst, b_dst, A, lda, B, ldb, M, N, K, row0, col0, k0);
 }
 #endif
 
@@ -331,8 +335,6 @@ sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, 
     extern __shared__ float4 smem[];  // STAGES x (As[BK][BM+4], Bs[BK][BN]): SMEM_BYTES in all
     float* const tiles = reinterpret_cast<float*>(smem);
     if (dynamic_smem_size() < SMEM_BYTES) __trap();  // launched with too little: stop, do not overrun it
-#define STAGE_A(s) (tiles + (s) * STAGE_FLOATS)                  // A tile of stage s, transposed: [k][m]
-#define STAGE_B(s) (tiles + (s) * STAGE_FLOATS + BK * AS_STRIDE)  // B tile of stage s: [k][n]
 
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -341,16 +343,29 @@ sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, 
 
     float acc[TM][TN] = {};
 
+    // Shared memory by 32-bit shared-window address: one register per stream of accesses (this
+    // thread's A and B copy destinations, its A and B fragment rows), plus a byte offset for the
+    // stage, so that each access inside a k-tile is [register + constant]. (With generic pointers
+    // indexed by a run-time stage, NVRTC 13.0 recomputed most addresses per access: 373 non-FFMA
+    // instructions per k-tile in the main loop against 1024 FFMAs.)
+    const unsigned base = smem_u32addr(tiles);
+    const unsigned a_frag = base + 4 * tr0;                  // As[0][tr0] of stage 0
+    const unsigned b_frag = base + 4 * (BK * AS_STRIDE + tc0);  // Bs[0][tc0] of stage 0
+
     const int k_tiles = (K + BK - 1) / BK;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned a_dst = base + 4 * ((threadIdx.x % 8) * AS_STRIDE + threadIdx.x / 8);
+    const unsigned b_dst = base + 4 * (BK * AS_STRIDE + (threadIdx.x / (BN / VEC)) * BN + VEC * (threadIdx.x % (BN / VEC)));
     // Prologue: tiles 0 .. STAGES-2 in flight, one commit group each (empty groups past the end
     // keep the count uniform, so the wait below always means "tile kt has landed").
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < k_tiles) load_tile_async(STAGE_A(s), STAGE_B(s), A, lda, B, ldb, M, N, K, row0, col0, s * BK);
+        if (s < k_tiles)
+            load_tile_async(a_dst + s * STAGE_BYTES, b_dst + s * STAGE_BYTES, A, lda, B, ldb, M, N, K, row0, col0, s * BK);
         cp_async_commit();
     }
-    int read = 0, write = STAGES - 1;  // stage of tile kt, and of tile kt + STAGES - 1
+    // Byte offsets of the stage holding tile kt (read) and of the one tile kt + STAGES - 1 goes to.
+    unsigned read = 0, write = (STAGES - 1) * STAGE_BYTES;
 #if FRAG_DB
     // Fragments double-buffered in registers: k-step k+1's LDS are issued before k-step k's FFMAs,
     // so their latency hides behind 64 FFMAs. The barrier for tile kt+1 sits inside tile kt's last
@@ -359,37 +374,38 @@ sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, 
     float fa[2][TM], fb[2][TN];
     cp_async_wait<STAGES - 2>();
     __syncthreads();
-    load_fragments(fa[0], fb[0], STAGE_A(0), STAGE_B(0), 0, tr0, tc0);
+    load_fragments(fa[0], fb[0], a_frag, b_frag);
     for (int kt = 0; kt < k_tiles; ++kt) {
         // Refill the stage that tile kt-1 used: every warp passed the barrier after its last LDS.
         if (kt + STAGES - 1 < k_tiles)
-            load_tile_async(STAGE_A(write), STAGE_B(write), A, lda, B, ldb, M, N, K, row0, col0, (kt + STAGES - 1) * BK);
+            load_tile_async(a_dst + write, b_dst + write, A, lda, B, ldb, M, N, K, row0, col0, (kt + STAGES - 1) * BK);
         cp_async_commit();
-        const int next = read + 1 == STAGES ? 0 : read + 1;
+        const unsigned next = read + STAGE_BYTES == STAGES * STAGE_BYTES ? 0 : read + STAGE_BYTES;
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             if (k < BK - 1) {
-                load_fragments(fa[(k + 1) & 1], fb[(k + 1) & 1], STAGE_A(read), STAGE_B(read), k + 1, tr0, tc0);
+                load_fragments(fa[(k + 1) & 1], fb[(k + 1) & 1], a_frag + read + 4 * (k + 1) * AS_STRIDE,
+                               b_frag + read + 4 * (k + 1) * BN);
             } else {
                 cp_async_wait<STAGES - 2>();  // tile kt+1 has landed (this thread's copies) ...
                 __syncthreads();              // ... everyone's, and every warp is done reading tile kt
-                if (kt + 1 < k_tiles) load_fragments(fa[0], fb[0], STAGE_A(next), STAGE_B(next), 0, tr0, tc0);
+                if (kt + 1 < k_tiles) load_fragments(fa[0], fb[0], a_frag + next, b_frag + next);
             }
             outer_product(acc, fa[k & 1], fb[k & 1]);
         }
         read = next;
-        write = write + 1 == STAGES ? 0 : write + 1;
+        write = write + STAGE_BYTES == STAGES * STAGE_BYTES ? 0 : write + STAGE_BYTES;
     }
 #else
     for (int kt = 0; kt < k_tiles; ++kt) {
         cp_async_wait<STAGES - 2>();  // this thread's copies of tile kt are done ...
         __syncthreads();              // ... everyone's are, and everyone has finished tile kt-1
         if (kt + STAGES - 1 < k_tiles)
-            load_tile_async(STAGE_A(write), STAGE_B(write), A, lda, B, ldb, M, N, K, row0, col0, (kt + STAGES - 1) * BK);
+            load_tile_async(a_dst + write, b_dst + write, A, lda, B, ldb, M, N, K, row0, col0, (kt + STAGES - 1) * BK);
         cp_async_commit();
-        compute_tile(acc, STAGE_A(read), STAGE_B(read), tr0, tc0);
-        read = read + 1 == STAGES ? 0 : read + 1;
-        write = write + 1 == STAGES ? 0 : write + 1;
+        compute_tile(acc, a_frag + read, b_frag + read);
+        read = read + STAGE_BYTES == STAGES * STAGE_BYTES ? 0 : read + STAGE_BYTES;
+        write = write + STAGE_BYTES == STAGES * STAGE_BYTES ? 0 : write + STAGE_BYTES;
     }
 #endif
     cp_async_wait<0>();  // only empty groups can be left; drain them anyway
@@ -397,18 +413,17 @@ sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, 
     // sm_75: register double buffering over stages 0 and 1.
     float4 a[A_SLOTS], b[B_SLOTS];
     load_tile(a, b, A, lda, B, ldb, M, N, K, row0, col0, 0);
-    store_tile(STAGE_A(0), STAGE_B(0), a, b);
+    store_tile(tiles, tiles + BK * AS_STRIDE, a, b);
     __syncthreads();
     for (int kt = 0; kt < k_tiles; ++kt) {
         const bool more = kt + 1 < k_tiles;
+        const int cur = kt & 1, nxt = cur ^ 1;
         if (more) load_tile(a, b, A, lda, B, ldb, M, N, K, row0, col0, (kt + 1) * BK);  // in flight during compute
-        compute_tile(acc, STAGE_A(kt & 1), STAGE_B(kt & 1), tr0, tc0);
-        if (more) store_tile(STAGE_A((kt + 1) & 1), STAGE_B((kt + 1) & 1), a, b);  // last read in tile kt-1
-        __syncthreads();
+        compute_tile(acc, a_frag + cur * STAGE_BYTES, b_frag + cur * STAGE_BYTES);
+        if (more) store_tile(tiles + nxt * STAGE_FLOATS, tiles + nxt * STAGE_FLOATS + BK * AS_STRIDE, a, b);
+        __syncthreads();  // the stores are visible, and tile kt-1's buffer (the next store target) is free
     }
 #endif
-#undef STAGE_A
-#undef STAGE_B
 
 #pragma unroll
     for (int r = 0; r < TM; ++r)
