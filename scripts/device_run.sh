@@ -6,6 +6,7 @@
 #   bash scripts/device_run.sh gemm-records    GEMM tests, `lab bench` and `lab profile` for gemm_fp32
 #   bash scripts/device_run.sh gemm-lessons    exercise and grader GPU tests, notebook 02 executed live
 #   bash scripts/device_run.sh gemm-final      tuning round 5, then gemm-records, then notebook 02
+#   bash scripts/device_run.sh notebook02      notebook 02 executed live
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
 set -uo pipefail
 mode="${1:-smoke}"
@@ -48,6 +49,7 @@ gemm_records() {
       gemm_records
       notebooks notebooks/02_gemm_fp32.py ;;
     gemm-records) gemm_records ;;
+    notebook02) notebooks notebooks/02_gemm_fp32.py ;;
     gemm-lessons)
       LAB_EXERCISE_SUMMARY="$pack/gemm_exercises.json" gpu_tests 200 tests/test_gpu_exercises.py
       LAB_GRADER_SUMMARY="$pack/grader_summary.json" gpu_tests 200 tests/test_gpu_grader.py

@@ -34,7 +34,7 @@
 //   cuBLAS, both inside the prediction; shared-load bank conflicts 6492 (from 268M in rung 06).
 //   At 4097^3 it drops to 30.8 TFLOP/s (-26%), at 4095^3 only to 37.0 (-11%). Both take the scalar
 //   (VEC = 1) path; only 4097 adds tiles (33 x 33 = 1089 against 1024, for 264 resident blocks),
-//   so most of the 4097 loss is that extra, nearly empty wave. Rung 08's smaller tile halves it.
+//   so most of the 4097 loss is that extra, nearly empty wave; rung 08's 64x128 tile loses 15%.
 #ifndef BM
 #define BM 128
 #endif

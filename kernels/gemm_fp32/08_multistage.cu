@@ -18,12 +18,14 @@
 //      checks run only for k-tiles that touch an edge (a block-uniform branch), not in the interior.
 //      (cuBLAS's own FFMA kernel on the H200 moves A the same way: Nsight Compute shows the same
 //      12% "excessive" shared-store wavefronts for both, results/h200/gemm_ncu_detailed.txt.)
-//   4. FRAG_DB = 1: the fragments of k-step k+1 are loaded (LDS) before k-step k's FFMAs, and the
+//   4. Shared memory is addressed through per-thread 32-bit shared-window addresses plus a stage
+//      byte offset, so every LDS and cp.async inside a k-tile is [register + constant] (see Measured).
+//   5. FRAG_DB = 1: the fragments of k-step k+1 are loaded (LDS) before k-step k's FFMAs, and the
 //      barrier for tile kt+1 sits inside tile kt's last k-step, so the first LDS of the next tile
 //      overlap the last FFMAs of this one (CUTLASS's multistage mainloop does the same).
-//   5. ORDER = 1: the outer product walks odd rows backwards (a serpentine, as CUTLASS's SIMT
+//   6. ORDER = 1: the outer product walks odd rows backwards (a serpentine, as CUTLASS's SIMT
 //      thread-level MMA does), so consecutive FFMAs share an operand for the register reuse cache.
-//   6. On sm_75 (no cp.async) a fallback is compiled instead: register double buffering. Tile kt+1
+//   7. On sm_75 (no cp.async) a fallback is compiled instead: register double buffering. Tile kt+1
 //      is loaded into registers (its LDGs in flight) while tile kt is computed from shared memory,
 //      then stored to the other buffer; one barrier per k-tile; it uses 2 of the STAGES buffers.
 // Why: in rung 07 a block issues tile k+1's loads only after computing tile k, then waits out a
@@ -32,25 +34,32 @@
 //   registers, and half the barriers are gone.
 // Prediction (written before any GPU run): 1.05-1.2x over rung 07 at 4096^3 and 8192^3, about
 //   0.85-1.0x of cuBLAS SGEMM on the H200; STAGES = 4 no faster than 3; STAGES = 2 within a few %.
-// Measured (H200, results/h200/gemm_tuning.json, four rounds of scripts/gemm_sweep.py, cuBLAS timed
-//   in the same run; the ladder's own figures are in results/h200/gemm_fp32.json):
-//   - With rung 07's tile (128x128x16, 3 stages) rung 08 ran 1.04-1.05x rung 07 and 0.84-0.86x
+// Measured (H200; the ladder's figures in results/h200/gemm_fp32.json, the tuning behind them in
+//   results/h200/gemm_tuning.json, five rounds of scripts/gemm_sweep.py; cuBLAS timed in every run):
+//   - With rung 07's tile (128x128x16, 3 stages) rung 08 first ran 1.04-1.05x rung 07 and 0.84-0.86x
 //     cuBLAS; STAGES 2, 3, 4 within 0.5% of each other, as predicted: at 16 warps per SM the
-//     memory latency was already hidden, so the pipeline's gain is mostly the halved barriers.
-//   - Over 67 measured settings (tiles 64x128 to 256x128, thread tiles 4x8 to 16x8, BK 8/16/32,
-//     2-5 stages, 1-3 blocks per SM, FRAG_DB, ORDER, grouped block order) every one landed at
-//     0.70-0.90x of cuBLAS: the ceiling here is not the tile shape. The defaults (64x128x16, 4 stages, 3 blocks
-//     of 4 warps per SM, FRAG_DB = 1, ORDER = 1) are the best at 8192^3 (about 0.90x) and lose the
-//     least at 4097^3 (about 12%, against 15-25% for the 128- and 256-row tiles).
-//   - The gap to cuBLAS, from Nsight Compute at 4096^3 (results/h200/gemm_ncu_*.txt): cuBLAS runs
-//     an FFMA kernel with a 256x128x8 tile, 3 stages, 8 warps and 254 registers (sm80_xmma_gemm_
-//     f32f32_..._tilesize256x128x8_stage3). Given the same tiling (BM = 256, TM = 16, BK = 8),
-//     this rung executes about 4% more instructions (integer address work per k-tile; 88% of
-//     cuBLAS's instructions are FFMA) and issues about 10% fewer per cycle (3.24 against 3.59):
-//     its warps lose 0.27 cycles per instruction to dispatch stalls against cuBLAS's 0.10, and
-//     0.12 to fixed-latency waits against 0.01 — register-bank and scheduling detail that ptxas
-//     decides, not the algorithm. Closing it is the next step (hand-placed smem pointers, fewer
-//     integer ops per k-tile, checking the SASS for bank conflicts); reached: 0.87-0.90x, not 1.0x.
+//     memory latency was already hidden, so the pipeline's gain was mostly the halved barriers.
+//   - Rounds 1-4 (67 settings: tiles 64x128 to 256x128, thread tiles 4x8 to 16x8, BK 8/16/32,
+//     2-5 stages, 1-3 blocks per SM, FRAG_DB, ORDER, grouped block order) all landed at
+//     0.70-0.90x: the limit was not the tile shape. Nsight Compute at 4096^3
+//     (results/h200/gemm_ncu_*.txt) showed why. cuBLAS runs an FFMA kernel with a 256x128x8 tile,
+//     3 stages, 8 warps and 254 registers (sm80_xmma_gemm_f32f32_..._tilesize256x128x8_stage3);
+//     given that tiling this rung executed 4% more instructions and issued 10% fewer per cycle
+//     (3.24 against 3.59), losing 0.27 cycles per instruction to dispatch stalls (cuBLAS 0.10)
+//     and 0.12 to fixed-latency waits (cuBLAS 0.01). The SASS (NVRTC 13.0, the H200 image's)
+//     showed the source: addressing shared memory through generic pointers indexed by a run-time
+//     stage made it recompute addresses per access, 373 non-FFMA instructions per k-tile in the
+//     main loop against 1024 FFMAs (NVRTC 13.5 builds leaner code from the same source).
+//   - Round 5, after the change to per-thread 32-bit shared addresses plus a stage byte offset
+//     (233 non-FFMA per k-tile, both copy paths counted; the compute part is now 1024 FFMA, 64
+//     LDS.128 and about a dozen other instructions): the same 64x128 setting went from 0.87-0.90x
+//     to 0.99x of cuBLAS in one step (+14%). In that round 128x128 tiles with 2 blocks per SM
+//     reached 1.002x at 8192^3 but 0.98x at 4096^3 and lost 18% at 4097^3.
+//   - The recorded ladder (lab bench, defaults below): 0.991x cuBLAS at 4096^3 and 0.976x at
+//     8192^3 (0.99x there in the tuning round, with more repetitions); 0.97x at 4095^3 and 0.98x
+//     at 4097^3, which lose 10% and 15% of the 4096^3 throughput (cuBLAS itself loses 8% and 14%).
+//     Reached: 0.98-0.99x, not the 1.00x target. Next: the copy paths' integer work (global
+//     addresses per k-tile), and a persistent schedule for the partial last wave of tiles.
 // Tails: zeros outside A and B (zero-fill on sm_80+); per-element or whole-float4 guarded stores;
 //   C not read when beta == 0.
 // Requires: sm_75+ (cp.async path on sm_80+, register double-buffered fallback on sm_75); any M, N,
