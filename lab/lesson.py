@@ -523,14 +523,19 @@ def ceiling_summary(rs: RecordSet | None, family: str | Family, current: Mode) -
     return "\n".join(lines)
 
 
+def _tail_records(rs: RecordSet | None, family: str | Family) -> list[Record] | str:
+    """The tail records of a set, or the line to print instead when there are none."""
+    if rs is None:
+        return missing(_family(family).name)
+    recs = [r for r in rs.records if r.kind == "tail"]
+    return recs or "(no tail records)"
+
+
 def tail_sawtooth(rs: RecordSet | None, family: str | Family) -> str:
     """Per target over the tail sizes: median throughput, and how far the worst size falls below it."""
-    fam = _family(family)
-    if rs is None:
-        return missing(fam.name)
-    recs = [r for r in rs.records if r.kind == "tail"]
-    if not recs:
-        return "(no tail records)"
+    recs = _tail_records(rs, family)
+    if isinstance(recs, str):
+        return recs
     key, metric = tail_key(recs), recs[0].metric
     lines = [f"tail sizes {key}={min(r.params[key] for r in recs)}..{max(r.params[key] for r in recs)} "
              f"({rs.label()}): target | median {metric} | worst {metric} (at {key}) | worst/median"]
@@ -548,12 +553,9 @@ def tail_residues(rs: RecordSet | None, family: str | Family, modulus: int = 4) 
     """Per target over the tail sizes: the median throughput at sizes that are multiples of `modulus`
     against the median at the others. A ratio well under one is a sawtooth with that period (a
     vectorized path that only multiples can take)."""
-    fam = _family(family)
-    if rs is None:
-        return missing(fam.name)
-    recs = [r for r in rs.records if r.kind == "tail"]
-    if not recs:
-        return "(no tail records)"
+    recs = _tail_records(rs, family)
+    if isinstance(recs, str):
+        return recs
     key, metric = tail_key(recs), recs[0].metric
     lines = [f"tail sizes by {key} mod {modulus} ({rs.label()}): target | median {metric} at multiples of "
              f"{modulus} | median at the others | others/multiples"]

@@ -503,7 +503,7 @@ lesson.plot(plots.ladder_bars, lesson.so_far(GEMM_RS, GEMM, "08"), "gemm_fp32", 
 # %% [markdown]
 # **What it shows against the prediction.** The prediction was written before any GPU run; the header's
 # "Measured" paragraph records what the tuning rounds on the H200 found: for four rounds no tile shape
-# got past 0.90x of cuBLAS, and Nsight Compute plus the SASS traced the gap to instruction issue (the
+# came close to cuBLAS, and Nsight Compute plus the SASS traced the gap to instruction issue (the
 # compiler recomputing shared-memory addresses on every access), not to the algorithm; addressing shared
 # memory through per-thread 32-bit addresses closed most of it. Here is the ladder's own measurement
 # against the prediction:
