@@ -2,13 +2,16 @@
 
 Why not `cupy_backends.cuda.libs.nvrtc`: its getCUBIN drops the last bytes of the image (harmless
 for loading, but nvdisasm then rejects the file), and it cannot be asked for the cubin's size.
-The library itself is found the way CuPy finds it (cuda-pathfinder: the pip wheel, then the system).
+The library itself is found the way CuPy finds it (cuda-pathfinder: the pip wheel, then the system),
+unless LAB_NVRTC_LIBRARY names one (e.g. to reproduce here the code another machine's NVRTC builds:
+register counts and SASS differ between NVRTC versions).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from dataclasses import dataclass
 
 from lab.errors import LabError
@@ -16,6 +19,11 @@ from lab.errors import LabError
 
 @functools.lru_cache(maxsize=1)
 def library_path() -> str:
+    override = os.environ.get("LAB_NVRTC_LIBRARY")
+    if override:
+        if not os.path.isfile(override):
+            raise LabError(f"LAB_NVRTC_LIBRARY={override} is not a file; point it at a libnvrtc.so or unset it.")
+        return override
     try:
         from cuda.pathfinder import load_nvidia_dynamic_lib
 
