@@ -282,3 +282,17 @@ def test_hopper_only_rungs_compile_for_sm_90a():
     assert report.arch == "sm_90a" and report.registers > 0
     with pytest.raises(LabError, match="sm_90"):
         build.compile_cubin(spec, 80)
+
+
+def test_nvrtc_override_that_is_not_a_file_is_a_clear_error(monkeypatch):
+    from lab import nvrtc
+    from lab.errors import LabError
+
+    monkeypatch.setenv("LAB_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so.13")
+    nvrtc.library_path.cache_clear()
+    try:
+        with pytest.raises(LabError, match="LAB_NVRTC_LIBRARY=/nonexistent"):
+            nvrtc.library_path()
+    finally:
+        monkeypatch.delenv("LAB_NVRTC_LIBRARY")
+        nvrtc.library_path.cache_clear()
