@@ -72,8 +72,11 @@
 // Knobs (family defaults in lab/families/gemm.py; the #defines below are rung 07's tile):
 //   BM 64, BN 128, BK 16, WM 32, WN 64, TM 8, TN 8, THREADS 128, STAGES 4, MINB 3 (blocks per SM
 //   promised to ptxas: registers <= 65536 / (3 * 128)), FRAG_DB 1, ORDER 1, VEC 4/1 (launcher).
-//   At the defaults three blocks (150 KB) fit an sm_80/sm_90 SM; sm_86/89 fit one, sm_75 one (the
-//   launcher opts in to the 49 KB).
+//   At the defaults it compiles to 128 registers and 50176 bytes of shared memory a block, so
+//   (lab/occupancy.py) four blocks, 16 warps, fit an sm_90 SM (registers and shared memory both
+//   allow four), three an sm_80 SM, two an sm_86/89 SM and one an sm_75 SM (the launcher opts in to
+//   the 49 KB).
+//   results/h200/gemm_ladder.md has every rung's registers, shared memory and occupancy.
 // Ideas from NVIDIA's PTX ISA (cp.async, cp.async.commit_group/wait_group), the CUDA C++
 //   Programming Guide's asynchronous-copy pipelines, and CUTLASS's multistage mainloop and SIMT
 //   thread MMA ("Efficient GEMM in CUDA", software pipelining, serpentine FFMA order); code is this
@@ -329,9 +332,9 @@ __device__ __forceinline__ void load_tile_async(unsigned a_dst, unsigned b_dst, 
 }
 #endif
 
-// Two resident blocks per SM on sm_80+ need <= 128 registers a thread; ask ptxas for it (the
-// defaults fit with no spills). On sm_75 SMEM_BYTES (over 32 KB for any STAGES) already limits
-// Turing's 64 KB to one block per SM, so the fallback is left free to use more registers.
+// On sm_80+ promise ptxas MINB resident blocks per SM, which caps registers at 65536 / (MINB *
+// THREADS) (the defaults fit with no spills). On sm_75 SMEM_BYTES (over 32 KB at the defaults)
+// already limits Turing's 64 KB to one block per SM, so the fallback is left free to use more.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #define MIN_BLOCKS_PER_SM 1
 #else
