@@ -11,6 +11,7 @@ import json
 import sys
 
 import cupy as cp
+from gemm_sweep import BASE, threads  # the same knob base as the tuning rounds (scripts/ is on sys.path)
 
 from lab.build import get_kernel
 from lab.ladder import get_family
@@ -25,8 +26,8 @@ def main(n: int, settings: list[dict]) -> None:
     base = FAMILY.rung("08_multistage")
     rungs = []
     for knobs in settings:
-        k = {"WM": 32, "WN": 64, "TM": 8, "TN": 8, "MINB": 2, **dict(base.spec.knobs), **knobs}
-        k["THREADS"] = 32 * (k["BM"] // k["WM"]) * (k["BN"] // k["WN"])
+        k = dict(BASE, **knobs)
+        k["THREADS"] = threads(k)
         rung = dataclasses.replace(base, spec=base.spec.with_knobs(**k, VEC=4))
         get_kernel(rung.spec)  # compile and load before ncu's first profiled launch
         rungs.append(rung)
