@@ -11,6 +11,7 @@ The cubin is then loaded with `cupy.RawModule(path=...)`, so launching stays pla
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -23,7 +24,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import nvrtc
+from lab import nvrtc, source_guard
 from lab.errors import CompileError, LabError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -42,11 +43,17 @@ class KernelSpec:
     knobs: tuple[tuple[str, int], ...] = ()  # passed as -D NAME=VALUE
     min_arch: int = 75
     arch_suffix: str = ""  # "a" for sm_90a-only instructions
+    # How messages name the file (a student's path as they typed it); not part of the kernel's identity.
+    label: str = field(default="", compare=False)
 
     def with_knobs(self, **knobs: int) -> KernelSpec:
         merged = dict(self.knobs) | knobs
-        return KernelSpec(self.source, self.entry, tuple(sorted(merged.items())), self.min_arch,
-                          self.arch_suffix)
+        return dataclasses.replace(self, knobs=tuple(sorted(merged.items())))
+
+    @property
+    def shown(self) -> str:
+        """The file's name in messages: the label, else the path under kernels/ (a student's file: its name)."""
+        return self.label or (self.path.name if Path(self.source).is_absolute() else self.source)
 
     @property
     def path(self) -> Path:
@@ -56,7 +63,28 @@ class KernelSpec:
 def read_source(spec: KernelSpec) -> str:
     if not spec.path.is_file():
         raise LabError(f"Kernel source {spec.source!r} does not exist under {KERNELS_DIR}; check the rung's path.")
-    return spec.path.read_text()
+    return decode_source(spec.path.read_bytes(), spec.shown)[0]
+
+
+def decode_source(data: bytes, shown: str) -> tuple[str, str | None]:
+    """The source's text and a note when it is not UTF-8. A Latin-1 comment from a Windows editor is not a
+    reason to lose a grade: such a file is read as Latin-1 (every byte is a character there), and the note
+    says so. A NUL byte (a UTF-16 file) would cut the source short inside NVRTC, so it is refused."""
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise CompileError(f"{shown} contains a NUL byte (byte {nul}): it is not a text file, or it was saved as "
+                           "UTF-16; save it as UTF-8 text.")
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return data.decode("latin-1"), (f"{shown} is not UTF-8 (byte {exc.start}); it was read as Latin-1. Save it "
+                                         "as UTF-8 to be sure the compiler sees what you wrote.")
+
+
+def lab_headers() -> dict[str, str]:
+    """The lab's headers (kernels/common/*.cuh) by bare name: the only files a kernel may include. NVRTC
+    gets them in memory, with no include path, so it has no directory to look for anything else in."""
+    return {p.name: p.read_text() for p in sorted(COMMON_DIR.glob("*.cuh"))}
 
 
 def included_headers(source: str, search_dirs: tuple[Path, ...] | None = None) -> list[Path]:
@@ -79,6 +107,15 @@ def included_headers(source: str, search_dirs: tuple[Path, ...] | None = None) -
     return seen
 
 
+_KNOB = re.compile(r"^\s*#\s*ifndef\s+([A-Z_][A-Z0-9_]*)\s*\n\s*#\s*define\s+\1\b", re.MULTILINE)
+
+
+def knob_names(spec: KernelSpec) -> list[str]:
+    """The knobs a rung takes: its source's `#ifndef NAME / #define NAME default` pairs and the knobs its
+    family builds it with."""
+    return sorted(set(_KNOB.findall(read_source(spec))) | {k for k, _ in spec.knobs})
+
+
 def nvrtc_version() -> tuple[int, int]:
     return nvrtc.version()
 
@@ -91,7 +128,7 @@ def compile_options(spec: KernelSpec, arch: int, verbose_ptxas: bool = True) -> 
     opts = [
         f"--gpu-architecture={arch_string(arch, spec.arch_suffix if arch >= 90 else '')}",
         "--std=c++17",
-        f"--include-path={COMMON_DIR}",
+        "--no-source-include",  # no directory at all is searched: the headers come in memory (lab_headers)
         "--device-int128",
     ]
     opts += [f"-D{k}={v}" for k, v in spec.knobs]
@@ -103,9 +140,9 @@ def compile_options(spec: KernelSpec, arch: int, verbose_ptxas: bool = True) -> 
 def cache_key(spec: KernelSpec, arch: int) -> str:
     h = hashlib.sha256()
     h.update(read_source(spec).encode())
-    for header in included_headers(read_source(spec)):
-        h.update(header.name.encode())
-        h.update(header.read_bytes())
+    for name, text in lab_headers().items():  # every header NVRTC is given, whether included or not
+        h.update(name.encode())
+        h.update(text.encode())
     h.update(repr((spec.entry, spec.knobs, compile_options(spec, arch), nvrtc_version())).encode())
     return h.hexdigest()[:24]
 
@@ -133,21 +170,24 @@ _LOG_LINE = re.compile(
     r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>(?:catastrophic )?error|warning)[^:]*: (?P<msg>.*)$")
 
 
-def format_compile_log(log: str, source: str, filename: str, max_errors: int = 5) -> str:
-    """Turn NVRTC's log into 'file:line: message' followed by the offending line and its neighbours."""
+def format_compile_log(log: str, source: str, filename: str, max_errors: int = 5, label: str | None = None) -> str:
+    """Turn NVRTC's log into 'file:line: message' followed by the offending line and its neighbours;
+    `label` names the source in the messages (default: `filename`, the name NVRTC was given)."""
     lines = source.splitlines()
     out: list[str] = []
     shown = 0
+    own = any((m := _LOG_LINE.match(raw.strip())) and Path(m["file"]).name == Path(filename).name
+              for raw in log.splitlines())
     for raw in log.splitlines():
         m = _LOG_LINE.match(raw.strip())
-        if not m or not m["kind"].endswith("error"):
-            continue
+        if not m or not m["kind"].endswith("error") or (own and m["file"] == "__nv_name_map"):
+            continue  # the name lookup fails whenever the source does: show the source's errors
         shown += 1
         if shown > max_errors:
             out.append("  ... more errors follow; fix these first.")
             break
         n = int(m["line"])
-        where = filename if Path(m["file"]).name == Path(filename).name else m["file"]
+        where = (label or filename) if Path(m["file"]).name == Path(filename).name else m["file"]
         out.append(f"{where}:{n}: error: {m['msg']}")
         if Path(m["file"]).name == Path(filename).name:
             for i in range(max(1, n - 1), min(len(lines), n + 1) + 1):
@@ -170,19 +210,28 @@ def compile_cubin(spec: KernelSpec, arch: int, source: str | None = None) -> Com
             f"{', '.join(f'sm_{a}' for a in sorted(supported))}. Install the CUDA wheels that match your driver."
         )
     filename = spec.path.name
-    shown = filename if Path(spec.source).is_absolute() else spec.source  # a student's file: no temp paths
-    result = nvrtc.compile_to_cubin(source, filename, compile_options(spec, arch), [spec.entry])
-    if not result.ok and "__nv_name_map" in result.log:
+    shown = spec.shown  # a student's file: the name they gave, never a temporary path
+    headers = lab_headers()
+    source_guard.check_includes(source, shown, set(headers))
+    result = nvrtc.compile_to_cubin(source, filename, compile_options(spec, arch), [spec.entry], headers)
+    foreign = source_guard.foreign_files_in_log(result.log, {filename, *headers})
+    if foreign:  # the checks above should make this impossible; if not, the log must not be shown
+        raise CompileError(
+            f"{shown} made the compiler read {foreign[0]}, which is neither {shown} nor one of the lab's headers; "
+            "the compiler's messages are not shown. Include only the lab's headers.")
+    own_errors = re.search(rf"^{re.escape(filename)}\(\d+\): (?:catastrophic )?error", result.log, re.MULTILINE)
+    if not result.ok and "__nv_name_map" in result.log and not own_errors:
         raise CompileError(
             f"{shown} has no kernel named {spec.entry!r}: check the __global__ function's name and that "
             'it is extern "C" (or a valid template instance).', result.log)
     if not result.ok and "error" not in result.log.replace("ptxas info", ""):
         # Some NVRTC builds drop ptxas's error from the log when -v is on: ask again without it.
         result = nvrtc.compile_to_cubin(source, filename, compile_options(spec, arch, verbose_ptxas=False),
-                                        [spec.entry])
+                                        [spec.entry], headers)
     if not result.ok:
         raise CompileError(
-            f"{shown} failed to compile for sm_{arch}:\n{format_compile_log(result.log, source, filename)}",
+            f"{shown} failed to compile for sm_{arch}:\n"
+            f"{format_compile_log(result.log, source, filename, label=shown)}",
             result.log,
         )
     lowered = (result.lowered_names or {}).get(spec.entry)
@@ -221,6 +270,7 @@ class CompileReport:
     spill_load_bytes: int
     instructions: dict = field(default_factory=dict)  # opcode (with width suffix) -> count
     sass_available: bool = False
+    smem_dynamic_bytes: int = 0  # what the launch asks for at these knobs (the family's figure; ptxas cannot know)
 
     @property
     def spills(self) -> bool:
@@ -324,13 +374,16 @@ def _usage_from_loaded_function(compiled: CompiledKernel, mix: dict | None) -> d
                 "spill_load_bytes": local if spilled else 0}
 
 
-def compile_report(spec: KernelSpec, arch: int) -> CompileReport:
+def compile_report(spec: KernelSpec, arch: int, dynamic_smem_bytes: int = 0) -> CompileReport:
+    """Registers, shared memory, spills and SASS mix of one entry point; `dynamic_smem_bytes` is the
+    dynamic shared memory its launch asks for (Family.dynamic_smem_bytes), shown beside the static."""
     compiled = compile_cubin(spec, arch)
     mix = sass_instruction_mix(compiled.cubin, compiled.lowered_name)
     usage = parse_ptxas_log(compiled.log, compiled.lowered_name) or _usage_from_loaded_function(compiled, mix)
     return CompileReport(
-        source=spec.source, entry=spec.entry, arch=arch_string(arch, spec.arch_suffix if arch >= 90 else ""),
-        knobs=dict(spec.knobs), instructions=mix or {}, sass_available=mix is not None, **usage,
+        source=spec.shown, entry=spec.entry, arch=arch_string(arch, spec.arch_suffix if arch >= 90 else ""),
+        knobs=dict(spec.knobs), instructions=mix or {}, sass_available=mix is not None,
+        smem_dynamic_bytes=dynamic_smem_bytes, **usage,
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import queue
+import secrets
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -29,9 +30,14 @@ from lab.grader import (
     write_json_atomic,
 )
 
+SEED_FILE = "grading.json"  # in the grades folder: the seed a batch was graded with, reused on a resumed run
+
 
 def submissions_in(folder: Path) -> list[Path]:
     folder = Path(folder)
+    if not folder.exists():
+        raise LabError(f"{folder} does not exist; give the folder that holds the submissions (one sub-folder per "
+                       "student).")
     if not folder.is_dir():
         raise LabError(f"{folder} is not a folder of submissions (one sub-folder per student).")
     subs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -48,10 +54,25 @@ def _already_graded(path: Path, fp: str) -> SubmissionResult | None:
         return None
 
 
-def grade_batch(exercise: Exercise, submissions: Path, out: Path, seed: int = 0, include_hidden: bool = True,
-                gpus: list[str] | None = None, on_done: Callable[[SubmissionResult, bool], None] | None = None
-                ) -> list[SubmissionResult]:
-    """Grade every submission folder; one worker thread per GPU listed (each its own processes)."""
+def batch_seed(out: Path, seed: int | None) -> tuple[int, str]:
+    """The seed for a batch's random inputs and where it came from. A given seed is used as it is; without
+    one, the seed recorded in OUT/grading.json by an earlier run of this batch (so that a resumed run
+    regrades nothing), else a new secret one drawn now. Never a public default: a seed anyone could
+    guess would let a kernel tuned to its inputs pass the hidden checks."""
+    recorded = Path(out) / SEED_FILE
+    if seed is not None:
+        return seed, "given"
+    try:
+        return int(json.loads(recorded.read_text())["seed"]), f"recorded in {recorded}"
+    except (OSError, KeyError, ValueError, TypeError):
+        return secrets.randbelow(1 << 31), "drawn now"
+
+
+def grade_batch(exercise: Exercise, submissions: Path, out: Path, seed: int | None = None,
+                include_hidden: bool = True, gpus: list[str] | None = None,
+                on_done: Callable[[SubmissionResult, bool], None] | None = None) -> list[SubmissionResult]:
+    """Grade every submission folder; one worker thread per GPU listed (each its own processes).
+    `seed` None: the batch's recorded seed, or a secret one drawn and recorded (batch_seed)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise LabError(f"{out} is a file; give the grades a folder (--out).")
@@ -59,6 +80,8 @@ def grade_batch(exercise: Exercise, submissions: Path, out: Path, seed: int = 0,
         raise LabError(f"{out} is inside {submissions}: the next run would grade it as a submission; "
                        "put the grades outside the submissions folder.")
     out.mkdir(parents=True, exist_ok=True)
+    seed, _ = batch_seed(out, seed)
+    write_json_atomic(out / SEED_FILE, {"exercise": exercise.id, "seed": seed, "include_hidden": include_hidden})
     todo: queue.Queue = queue.Queue()
     results: dict[str, SubmissionResult] = {}
     for sub in submissions_in(submissions):
@@ -112,7 +135,7 @@ def grade_batch(exercise: Exercise, submissions: Path, out: Path, seed: int = 0,
         raise failures[0]
     ordered = [results[k] for k in sorted(results)]
     write_class_csv(out / "grades.csv", ordered)
-    write_report(out / "report.md", exercise, ordered)
+    write_report(out / "report.md", exercise, ordered, seed)
     return ordered
 
 
@@ -128,10 +151,13 @@ def write_class_csv(path: Path, results: list[SubmissionResult]) -> Path:
     return path
 
 
-def write_report(path: Path, exercise: Exercise, results: list[SubmissionResult]) -> Path:
+def write_report(path: Path, exercise: Exercise, results: list[SubmissionResult], seed: int | None = None) -> Path:
     lines = [f"# Grades: {exercise.id} — {exercise.title}", "",
              f"{len(results)} submissions; mean {_mean([r.score for r in results]):.2f} of "
              f"{results[0].max_score:g} points." if results else "No submissions.", ""]
+    if seed is not None:
+        lines += [f"Random inputs drawn with seed {seed} (also in {SEED_FILE}; `--hidden-seed {seed}` "
+                  "reproduces these grades).", ""]
     lines += ["| submission | score | failed checks and why |", "|---|---:|---|"]
     for r in results:
         failed = "; ".join(f"**{c.name}**: {summary(c.output).replace('|', '/')}" for c in r.checks

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -10,9 +11,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from lab import device
 from lab.errors import LabError
 
 console = Console()
+NOT_GRADED = 3  # `lab check`'s exit status when nothing could be graded (no GPU): not a pass, not a failure
 
 
 def _arch(text: str) -> int:
@@ -37,8 +40,10 @@ def cmd_doctor(args) -> int:
 
 def cmd_inspect(args) -> int:
     from lab import build, report
-    from lab.ladder import all_rungs, get_family
+    from lab.families import all_rungs, get_family
 
+    if args.exercise:
+        return _inspect_student_file(args)
     if args.kernel in (None, "all"):
         rungs = all_rungs()
     elif "/" in args.kernel:
@@ -47,15 +52,87 @@ def cmd_inspect(args) -> int:
     else:
         rungs = list(get_family(args.kernel).rungs)
     knobs = dict(_knob(k) for k in args.knob)
+    _check_knobs(knobs, rungs)
     reports = []
     for arch in args.arch:
         eligible = [r for r in rungs if arch >= r.spec.min_arch]
         if not eligible:
             oldest = min(r.spec.min_arch for r in rungs)
             raise LabError(f"No selected kernel builds for sm_{arch}; they need sm_{oldest} or newer.")
-        reports += [build.compile_report(r.spec.with_knobs(**knobs) if knobs else r.spec, arch) for r in eligible]
+        for r in eligible:
+            rung = dataclasses.replace(r, spec=r.spec.with_knobs(**knobs)) if knobs else r
+            reports.append(build.compile_report(rung.spec, arch, get_family(r.family).dynamic_smem_bytes(rung)))
     console.print(report.compile_table(reports, "Compile report (NVRTC, no GPU needed)"))
     return 0
+
+
+def _check_knobs(knobs: dict, rungs: list) -> None:
+    """Refuse a knob that no selected rung takes (a typo would otherwise change nothing, silently)."""
+    from lab.build import knob_names
+
+    taken = {r: knob_names(r.spec) for r in rungs}
+    for name in knobs:
+        if not any(name in names for names in taken.values()):
+            if len(rungs) == 1:
+                r = rungs[0]
+                have = ", ".join(taken[r]) or "none"
+                raise LabError(f"{r.family}/{r.key} has no knob {name}; its knobs are: {have}.")
+            every = ", ".join(sorted(set().union(*taken.values()))) or "none"
+            raise LabError(f"No selected kernel has a knob {name}; their knobs are: {every}.")
+
+
+def _inspect_student_file(args) -> int:
+    """`lab inspect FILE --exercise NN`: the compile report of a student's kernel, as the grader builds it."""
+    from lab import report
+    from lab.exercises import load
+
+    exercise = load(args.exercise)
+    path = _student_path(exercise, args.kernel)
+    reports = [_student_report(exercise, path, args.kernel, arch) for arch in args.arch]
+    console.print(report.compile_table(reports, f"Compile report of {args.kernel} for exercise {exercise.id} "
+                                                "(NVRTC, no GPU needed)"))
+    _print_wide_accesses(reports[-1])
+    return 0
+
+
+def _student_path(exercise, given: str | None) -> Path:
+    """The kernel a student named (relative paths from the current folder), or the exercise's kernel.cu;
+    one sentence saying where it was looked for when it is not there."""
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_file():
+            where = path if path.is_absolute() else Path.cwd() / path
+            raise LabError(f"No kernel file at {given}: looked for {where} ({'a folder' if path.is_dir() else 'absent'}"
+                           f"; a relative path is read from the current folder, {Path.cwd()}).")
+        return path
+    path = exercise.path / exercise.student_file
+    if not path.is_file():
+        raise LabError(f"No kernel at {path} (where `lab check {exercise.id[:2]}` looks when given no file): copy "
+                       f"{exercise.starter_path} to it, fill in its TODOs, and run `lab check {exercise.id[:2]}` "
+                       "again, or give the kernel's path.")
+    return path
+
+
+def _student_report(exercise, path: Path, shown: str, arch: int):
+    """The compile report of a student's file built as the grader builds it (entry point, knobs)."""
+    from lab import build
+
+    spec = dataclasses.replace(exercise.student_spec(path), label=shown)
+    rung = exercise.student_rung(path)
+    return build.compile_report(spec, arch, exercise.family_object().dynamic_smem_bytes(rung))
+
+
+def _print_wide_accesses(rep) -> None:
+    """Whether the kernel moves global memory 16 bytes per instruction, in the report's own spelling."""
+    if not rep.sass_available:
+        console.print("(no nvdisasm here: install the `inspect` extra to see the SASS instruction mix)")
+        return
+    wide = {k: v for k, v in rep.instructions.items() if k in ("LDG.128", "STG.128")}
+    if wide:
+        console.print("16-byte global loads/stores: " + ", ".join(f"{k} x{v}" for k, v in wide.items())
+                      + " (SASS's LDG.E.128/STG.E.128).")
+    else:
+        console.print("16-byte global loads/stores: none (no LDG.128 or STG.128 in the SASS).")
 
 
 def _knob(text: str) -> tuple[str, int]:
@@ -66,28 +143,36 @@ def _knob(text: str) -> tuple[str, int]:
 
 
 def cmd_verify(args) -> int:
-    from lab import device
-    from lab.ladder import get_family
-    from lab.verify import check_rung
+    from lab import device, records
+    from lab.families import get_family
+    from lab.verify import bound_margins
 
     fam = get_family(args.family)
     rungs = [fam.rung(args.rung)] if args.rung else fam.rungs
     device.current()  # a sentence, not a CUDA traceback, when there is no GPU
-    failed = 0
+    seeds = range(args.seed, args.seed + args.seeds)
+    rows = []
     for rung in rungs:
-        results = check_rung(fam, rung)
-        bad = [r for r in results if not r.passed]
-        failed += len(bad)
-        for r in bad:
-            console.print(f"[red]{r.line()}[/red]")
-        status = "[green]PASS[/green]" if not bad else f"[red]FAIL ({len(bad)})[/red]"
-        console.print(f"{status} {fam.name}/{rung.key}: {len(results)} cases x 3 input distributions")
-    return 1 if failed else 0
+        row = bound_margins(fam, rung, seeds)
+        rows.append(row)
+        for line in row["failed"]:
+            console.print(f"[red]{line}[/red]")
+        status = "[green]PASS[/green]" if not row["failed"] else f"[red]FAIL ({len(row['failed'])})[/red]"
+        margin = (f"; worst element at {row['worst_ratio']:.3g} of its error bound ({row['worst_case']}), "
+                  f"worst normwise error {row['worst_normwise']:.2g}") if row["worst_ratio"] else ""
+        console.print(f"{status} {fam.name}/{rung.key}: {row['checks']} checks (cases x {args.seeds} seed(s)), "
+                      f"3 input distributions each{margin}")
+    if args.json:
+        payload = {"provenance": records.provenance(), "seeds": list(seeds), "rungs": rows}
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(payload, indent=1) + "\n")
+        console.print(f"written: {args.json}")
+    return 1 if any(row["failed"] for row in rows) else 0
 
 
 def cmd_bench(args) -> int:
     from lab import bench, records, report
-    from lab.ladder import get_family
+    from lab.families import get_family
 
     fam = get_family(args.family)
     plan = bench.BenchPlan(kinds=tuple(args.kinds.split(",")), quick=args.quick)
@@ -116,7 +201,7 @@ def _params(text: str | None) -> dict | None:
 
 def cmd_profile(args) -> int:
     from lab import device, profile, report
-    from lab.ladder import get_family
+    from lab.families import get_family
 
     fam = get_family(args.family)
     params = _params(args.params)
@@ -148,32 +233,37 @@ def cmd_check(args) -> int:
     import shutil
     import tempfile
 
-    from lab import device
-    from lab.build import compile_cubin
+    from lab import report
     from lab.exercises import load
     from lab.grader import find_kernel, grade_submission
 
     exercise = load(args.exercise)
-    path = Path(args.file) if args.file else exercise.path / exercise.student_file
-    if not path.is_file():
-        target = exercise.path / exercise.student_file
-        raise LabError(f"No kernel at {path}: copy {exercise.path / 'starter.cu'} to {target}, fill in its TODOs, "
-                       f"then run `lab check {exercise.id[:2]}` again (or pass the file's path).")
+    path = _student_path(exercise, args.file)
+    shown = args.file or _relative(path)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "submission"
         folder.mkdir()
-        shutil.copy(path, folder / exercise.student_file)
-        kernel, notes = find_kernel(exercise, folder)
+        shutil.copyfile(path, folder / exercise.student_file)
+        kernel, notes = find_kernel(exercise, folder, shown)
         if kernel is None:
             raise LabError(notes[-1])
+        for note in notes:
+            console.print(f"[yellow]note: {note}[/yellow]")
         if not device.gpu_available():
-            compile_cubin(exercise.student_spec(kernel), 90)  # raises a readable CompileError
-            console.print(f"[yellow]No GPU here ({device.why_no_gpu()}): {path.name} compiles for sm_90, but the "
-                          "checks and the timing need a CUDA GPU. Run `lab check` on a GPU machine.[/yellow]")
-            return 0
+            rep = _student_report(exercise, kernel, shown, device.REFERENCE_ARCH)  # a readable CompileError
+            console.print(report.compile_table([rep], f"Compile report of {shown} (sm_{device.REFERENCE_ARCH}, "
+                                                      "compile-only)"))
+            _print_wide_accesses(rep)
+            if kernel.read_bytes() == exercise.starter_text().encode():
+                console.print(f"{shown} is the starter as released: its TODOs are still to do.")
+            console.print(f"[bold yellow]Nothing was graded: there is no GPU here ({device.why_no_gpu()}). "
+                          f"{shown} compiles for sm_{device.REFERENCE_ARCH} (report above), but the checks and "
+                          f"the timing run only on a CUDA GPU: run `lab check {exercise.id[:2]}` on a machine "
+                          "with one.[/bold yellow]")
+            return NOT_GRADED
         seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-        console.print(f"Checking {path} against {exercise.id} (seed {seed}: fresh random inputs every run)...")
-        result = grade_submission(exercise, folder, seed=seed, include_hidden=False)
+        console.print(f"Checking {shown} against {exercise.id} (seed {seed}: fresh random inputs every run)...")
+        result = grade_submission(exercise, folder, seed=seed, include_hidden=False, shown=shown)
     table = Table(title=f"lab check {exercise.id}", title_justify="left", show_lines=True)
     for col in ("check", "result", "points", "details"):
         table.add_column(col)
@@ -184,6 +274,14 @@ def cmd_check(args) -> int:
     console.print(f"[bold]{result.score:g} of {result.max_score:g} points[/bold] (visible checks; the instructor's "
                   "grade adds hidden checks and a secret seed).")
     return 0 if all(c.passed for c in result.checks if c.name != "performance") else 1
+
+
+def _relative(path: Path) -> str:
+    """A path as short as it can be written from the current folder."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def cmd_release(args) -> int:
@@ -206,15 +304,17 @@ def cmd_grade(args) -> int:
     from rich.progress import Progress
 
     from lab import device
-    from lab.classroom import grade_batch, submissions_in
+    from lab.classroom import SEED_FILE, batch_seed, grade_batch, submissions_in
     from lab.exercises import load
 
     exercise = load(args.exercise)
     gpus = _gpus(args.gpus)
+    total = len(submissions_in(args.submissions))  # a missing folder is said before anything else
     device.current()  # one clear sentence when there is no GPU
-    total = len(submissions_in(args.submissions))
     subs = Path(args.submissions).resolve()  # `lab grade .` works too
     out = Path(args.out) if args.out else subs.with_name(subs.name + "-graded")
+    seed, origin = batch_seed(out, args.hidden_seed)
+    console.print(f"seed {seed} ({origin}; recorded in {out / SEED_FILE} and report.md)")
     with Progress(console=console, transient=True) as prog:
         task = prog.add_task(f"grading {exercise.id}", total=total)
 
@@ -223,7 +323,7 @@ def cmd_grade(args) -> int:
             tag = "(already graded)" if cached else f"({result.seconds:.1f} s)"
             prog.console.print(f"{result.submission}: {result.score:g}/{result.max_score:g} {tag}")
 
-        results = grade_batch(exercise, Path(args.submissions), out, seed=args.hidden_seed,
+        results = grade_batch(exercise, Path(args.submissions), out, seed=seed,
                               include_hidden=not args.no_hidden, gpus=gpus, on_done=done)
     console.print(f"{len(results)} graded: per-submission results.json, grades.csv and report.md in {out}")
     return 0
@@ -252,31 +352,45 @@ def cmd_leaderboard(args) -> int:
     return 0
 
 
+def _family_help() -> str:
+    from lab.families import families
+
+    return f"the ladder: {', '.join(families())}"
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lab", description="CuPy Kernel Lab: build, check and measure kernel ladders.")
     sub = p.add_subparsers(dest="command", required=True)
+    family_help = _family_help()
     sub.add_parser("doctor", help="what is installed and what to do about what is not").set_defaults(fn=cmd_doctor)
 
     s = sub.add_parser("inspect", help="compile report (registers, smem, spills, SASS mix); no GPU needed")
-    s.add_argument("kernel", nargs="?", help="'all' (default), a family, or family/rung, e.g. copy/03")
-    s.add_argument("--arch", type=_arch, nargs="+", default=[90], help="target arch(s), e.g. 80 90 (default 90)")
+    s.add_argument("kernel", nargs="?", help="'all' (default), a family, or family/rung, e.g. copy/03; with "
+                   "--exercise, a kernel file of yours")
+    s.add_argument("--exercise", help="read KERNEL as a student's file for this exercise (e.g. 01) and build it as "
+                   "the grader does")
+    s.add_argument("--arch", type=_arch, nargs="+", default=[device.REFERENCE_ARCH],
+                   help=f"target arch(s), e.g. 80 90 (default {device.REFERENCE_ARCH})")
     s.add_argument("--knob", action="append", default=[], help="override a knob: NAME=VALUE (repeatable)")
     s.set_defaults(fn=cmd_inspect)
 
     s = sub.add_parser("verify", help="check every rung of a family against its float64 reference (GPU)")
-    s.add_argument("family")
+    s.add_argument("family", help=family_help)
     s.add_argument("--rung", help="one rung, e.g. 03 or 03_vectorized")
+    s.add_argument("--seeds", type=int, default=1, help="run every case on this many seeds (default 1)")
+    s.add_argument("--seed", type=int, default=0, help="the first seed (default 0)")
+    s.add_argument("--json", help="write each rung's worst error/bound ratio here, with provenance")
     s.set_defaults(fn=cmd_verify)
 
     s = sub.add_parser("bench", help="measure a family against its ceiling and write records (GPU)")
-    s.add_argument("family")
+    s.add_argument("family", help=family_help)
     s.add_argument("--json", type=Path, help="write the records to this JSON file")
     s.add_argument("--kinds", default="headline,sweep,tail", help="comma list of headline, sweep, tail")
     s.add_argument("--quick", action="store_true", help="fewer sizes and shorter timings (a smoke run)")
     s.set_defaults(fn=cmd_bench)
 
     s = sub.add_parser("profile", help="Nsight Compute counters (DRAM bytes, L2 hits, bank conflicts) per rung (GPU)")
-    s.add_argument("family")
+    s.add_argument("family", help=family_help)
     s.add_argument("--json", type=Path, help="write the profile to this JSON file (what the notebooks replay)")
     s.add_argument("--params", help="the problem as JSON, e.g. '{\"M\": 4096, \"N\": 4096, \"K\": 4096}' "
                    "(default: the family's first headline size)")
@@ -284,7 +398,8 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("tour", help="run every ladder here (or compile-only + replay without a GPU)")
     s.add_argument("--out", default="report", help="report folder (default: report/)")
-    s.add_argument("--arch", type=_arch, default=None, help="arch to compile for when there is no GPU (default 90)")
+    s.add_argument("--arch", type=_arch, default=None,
+                   help=f"arch to compile for when there is no GPU (default {device.REFERENCE_ARCH})")
     s.add_argument("--family", action="append", help="only this family (repeatable)")
     s.add_argument("--quick", action="store_true", help="fewer sizes and shorter timings")
     s.add_argument("--no-profile", action="store_true", help="skip Nsight Compute counters")
@@ -303,7 +418,9 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("grade", help="grade a folder of submissions (one sub-folder each), resumable")
     s.add_argument("submissions")
     s.add_argument("--exercise", required=True)
-    s.add_argument("--hidden-seed", type=int, default=0, help="the secret seed for the random inputs")
+    s.add_argument("--hidden-seed", type=int, default=None,
+                   help="the secret seed for the random inputs (default: the one recorded in the grades folder by an "
+                        "earlier run, else a new secret one, drawn and recorded there)")
     s.add_argument("--no-hidden", action="store_true", help="visible checks only")
     s.add_argument("--gpus", help="GPU indices, one worker each, e.g. 0,1 (default: the current GPU)")
     s.add_argument("--out", help="output folder (default: SUBMISSIONS-graded)")

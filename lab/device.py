@@ -12,6 +12,11 @@ from dataclasses import asdict, dataclass
 
 from lab.errors import LabError
 
+# The reference GPU's arch (the H200 whose records are committed under results/h200/): what compile
+# reports, compile-only checks and replays target when there is no GPU here to ask. The one place it
+# is written; everything else imports it.
+REFERENCE_ARCH = 90
+
 
 @dataclass(frozen=True)
 class DeviceInfo:

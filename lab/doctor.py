@@ -50,8 +50,10 @@ def findings() -> list[Finding]:
                          "" if disasm else "`pip install nvidia-cuda-nvdisasm` for the SASS instruction mix."))
     if device.gpu_available():
         gpu = device.current()
-        found.append(Finding("GPU", True, f"{gpu.name}, {gpu.sm}, {gpu.sm_count} SMs, L2 {gpu.l2_bytes >> 20} MB, "
-                             f"{gpu.total_memory >> 30} GB"))
+        from lab.records import format_bytes
+
+        found.append(Finding("GPU", True, f"{gpu.name}, {gpu.sm}, {gpu.sm_count} SMs, L2 {format_bytes(gpu.l2_bytes)}, "
+                             f"{format_bytes(gpu.total_memory)}"))
         if gpu.arch < 75:
             found.append(Finding("GPU arch", False, f"{gpu.sm} is older than the lab's minimum sm_75",
                                  "Use a Turing (sm_75) or newer GPU."))

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from lab.build import REPO_ROOT, KernelSpec, read_source
 from lab.errors import LabError
-from lab.ladder import Family, Rung, get_family
+from lab.families import get_family
+from lab.ladder import Family, Rung
 
 EXERCISES_DIR = REPO_ROOT / "exercises"
 STARTER_NAME = "starter.cu"

@@ -46,12 +46,14 @@ def _groups(exercise, include_hidden: bool):
     return list(exercise.checks) + (exercise.hidden_checks() if include_hidden else [])
 
 
-def run_compile(exercise, kernel: Path):
+def run_compile(exercise, kernel: Path, shown: str | None = None):
+    import dataclasses
+
     from lab.build import get_kernel
     from lab.errors import LabError
 
     try:
-        get_kernel(exercise.student_spec(kernel))
+        get_kernel(dataclasses.replace(exercise.student_spec(kernel), label=shown or ""))
     except LabError as exc:
         return False, str(exc)
     return True, "compiled"
@@ -59,23 +61,24 @@ def run_compile(exercise, kernel: Path):
 
 def run_group(exercise, kernel: Path, group, seed: int) -> dict:
     """All cases of one check group; stops at the first failing case and says where and why."""
-    from lab.ladder import get_family
+    from lab.families import get_family
     from lab.verify import check_case
 
     family = get_family(exercise.family)
     rung = exercise.student_rung(kernel)
-    worst = 0.0
+    worst = worst_normwise = 0.0
     for index, case in enumerate(group.cases):
         result = check_case(family, rung, case, seed=seed + 7919 * index)
-        worst = max(worst, result.max_rel_error)
+        worst, worst_normwise = max(worst, result.worst_ratio), max(worst_normwise, result.max_rel_error)
         if not result.passed:
             cuda_error = any(r.startswith("CUDA error") for r in result.reasons)
             return {"passed": False, "score": 0.0, "cuda_error": cuda_error,
                     "output": f"failed on {result.case} (case {index + 1} of {len(group.cases)}): "
                               + "; ".join(result.reasons)}
     return {"passed": True, "score": float(group.points), "cuda_error": False,
-            "output": f"passed all {len(group.cases)} cases x 3 input distributions "
-                      f"(worst relative error {worst:.2g})"}
+            "output": f"passed all {len(group.cases)} cases x 3 input distributions"
+                      + (f" (every element within its error bound: worst at {worst:.2g} of it; worst normwise "
+                         f"error {worst_normwise:.2g})" if worst else " (bit-exact)")}
 
 
 _REFILLS = itertools.count(1)
@@ -103,7 +106,7 @@ def _reset_output(problem, out) -> None:
 
 def time_fresh(family, problem, launch, seed: int, check: bool = True):
     """Cold-L2 timing where every timed launch sees freshly written inputs, then the last output is
-    checked like a correctness case (the elements the kernel must write, the family's tolerance): a
+    checked like a correctness case (the elements the kernel must write, each within its bound): a
     kernel that caches results across launches or skips repeated inputs gains nothing and is caught.
     Returns the median time and whether that output is right (None with check=False: the ceiling's
     output is not graded, and a float64 GEMM reference costs seconds of CPU)."""
@@ -126,21 +129,13 @@ def time_fresh(family, problem, launch, seed: int, check: bool = True):
     return t.median_ms, ok
 
 
-# How a family's ceiling reads in a sentence ("0.85x of the device copy").
-CEILING_WORDS = {"cupy_device_copy": "the device copy", "cublas_sgemm": "cuBLAS SGEMM"}
-
-
-def ceiling_words(family) -> str:
-    return CEILING_WORDS.get(family.ceiling_name, family.ceiling_name)
-
-
 def run_performance(exercise, kernel: Path, seed: int) -> dict:
-    from lab.ladder import get_family
+    from lab.families import get_family
 
     family = get_family(exercise.family)
     rung = exercise.student_rung(kernel)
     perf = exercise.performance
-    ceiling = ceiling_words(family)
+    ceiling = family.ceiling_title
     ratios, lines = [], []
     for params in perf.params:
         problem = family.make_problem(seed=seed, **params)
@@ -170,7 +165,7 @@ def run_performance(exercise, kernel: Path, seed: int) -> dict:
 
 def run_leaderboard(exercise, kernel: Path, seed: int) -> dict:
     """Student, reference rung and ceiling timed on the leaderboard shapes in this one process."""
-    from lab.ladder import get_family
+    from lab.families import get_family
 
     family = get_family(exercise.family)
     student = exercise.student_rung(kernel)
@@ -218,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hidden", action="store_true")
     p.add_argument("--no-perf", action="store_true", help="an earlier worker saw a correctness failure")
+    p.add_argument("--shown", default=None, help="the kernel's name in messages (the path a student typed)")
     args = p.parse_args(argv)
 
     from lab.exercises import load
@@ -237,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in wanted:
         events.emit(event="start", check=name)
         if name == "compile":
-            ok, output = run_compile(exercise, args.kernel)
+            ok, output = run_compile(exercise, args.kernel, args.shown)
             events.emit(event="done", check=name, passed=ok, score=0.0, max_score=0.0, output=output)
             if not ok:
                 return 0

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -23,9 +22,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import __version__
-from lab.build import COMMON_DIR
-from lab.errors import LabError
+from lab import __version__, source_guard
+from lab.build import decode_source, lab_headers
+from lab.errors import CompileError, LabError
 from lab.exercises import HIDDEN_NAME, Exercise
 
 MAX_KERNEL_BYTES = 1 << 20  # a kernel source past 1 MiB is refused, not compiled
@@ -52,6 +51,7 @@ class SubmissionResult:
     notes: list[str]
     seconds: float
     fingerprint: str
+    seed: int | None = None  # the inputs' seed: recorded with the grade, so that it can be reproduced
 
     @property
     def score(self) -> float:
@@ -69,11 +69,41 @@ class SubmissionResult:
 # The submission folder
 # ----------------------------------------------------------------------------------------------
 
-def find_kernel(exercise: Exercise, folder: Path) -> tuple[Path | None, list[str]]:
-    """The kernel file to grade, or None with the reason; notes about anything else in the folder."""
+def _links(folder: Path) -> list[str]:
+    """Every symbolic link inside the folder (relative paths), found without following any."""
+    found = []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = [d for d in dirs if not d.startswith(".") or os.path.islink(os.path.join(root, d))]
+        for name in dirs + files:
+            if os.path.islink(os.path.join(root, name)):
+                found.append(Path(root, name).relative_to(folder).as_posix())
+    return sorted(found)
+
+
+def _plain_files(folder: Path) -> list[Path]:
+    """The folder's regular files, hidden ones left out, never through a link."""
+    out = []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        out += [Path(root, f) for f in files if not f.startswith(".") and not os.path.islink(os.path.join(root, f))
+                and os.path.isfile(os.path.join(root, f))]
+    return sorted(out)
+
+
+def find_kernel(exercise: Exercise, folder: Path, shown: str | None = None) -> tuple[Path | None, list[str]]:
+    """The kernel file to grade, or None with the reason; notes about anything else in the folder.
+
+    A symbolic link anywhere in the submission is refused, and so is anything that resolves outside the
+    folder: otherwise a link named kernel.cu would have the grader read and compile any file on its host
+    (another student's kernel, the instructor's hidden.json). `shown` names the kernel in messages."""
+    if folder.is_symlink():
+        return None, [f"the submission {folder.name} is a symbolic link; submit a folder of plain files"]
     if not folder.is_dir():
         return None, [f"{folder} is not a folder"]
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+    links = _links(folder)
+    if links:
+        return None, [f"the submission holds a symbolic link ({links[0]}); submit the files themselves, not links"]
+    files = _plain_files(folder)
     if not files:
         return None, ["the submission is empty: it has no files (expected "
                       f"{exercise.student_file})"]
@@ -84,6 +114,8 @@ def find_kernel(exercise: Exercise, folder: Path) -> tuple[Path | None, list[str
             return None, [f"no {exercise.student_file} in the submission (found: "
                           f"{', '.join(p.name for p in files[:8])})"]
         wanted = sources[0]
+    if not wanted.resolve().is_relative_to(folder.resolve()):
+        return None, [f"{wanted.name} resolves outside the submission folder; submit the file itself"]
     notes = []
     extra = [p.relative_to(folder).as_posix() for p in files if p != wanted]
     if extra:
@@ -92,23 +124,15 @@ def find_kernel(exercise: Exercise, folder: Path) -> tuple[Path | None, list[str
     if size > MAX_KERNEL_BYTES:
         return None, notes + [f"{wanted.name} is too large to grade ({size} bytes; the limit is "
                               f"{MAX_KERNEL_BYTES} bytes)"]
-    bad = foreign_includes(wanted.read_text(errors="replace"))
-    if bad:
-        allowed = ", ".join(sorted(p.name for p in COMMON_DIR.glob("*.cuh")))
-        return None, notes + [f"{wanted.name} includes {bad[0]!r}: a submission may include only the lab's "
-                              f"headers ({allowed}), so that no file outside it can be read into the compiler's output"]
-    return wanted, notes
-
-
-_ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
-
-
-def foreign_includes(source: str) -> list[str]:
-    """#include targets other than the lab's own headers in kernels/common (by bare name).
-
-    A compile error quotes the included file, so `#include "/path/to/hidden.json"` would leak it."""
-    own = {p.name for p in COMMON_DIR.glob("*.cuh")}
-    return [name for name in _ANY_INCLUDE.findall(source) if name not in own]
+    shown = shown or wanted.name
+    if not wanted.read_bytes().strip():
+        return None, notes + [f"{shown} is empty: start from the exercise's starter.cu"]
+    try:
+        source, note = decode_source(wanted.read_bytes(), shown)
+        source_guard.check_includes(source, shown, set(lab_headers()))
+    except CompileError as exc:  # one sentence, before any worker starts
+        return None, notes + [str(exc)]
+    return wanted, notes + ([note] if note else [])
 
 
 def fingerprint(exercise: Exercise, folder: Path, seed: int, include_hidden: bool) -> str:
@@ -119,7 +143,9 @@ def fingerprint(exercise: Exercise, folder: Path, seed: int, include_hidden: boo
         path = exercise.path / spec if spec else None
         h.update(path.read_bytes() if path is not None and path.is_file() else b"-")
     if folder.is_dir():
-        for p in sorted(folder.rglob("*")):
+        for link in _links(folder):  # hashed by name only: a link is never followed
+            h.update(f"link:{link}".encode())
+        for p in _plain_files(folder):
             if p.is_file():
                 h.update(p.relative_to(folder).as_posix().encode())
                 h.update(hashlib.sha256(p.read_bytes()).digest() if p.stat().st_size <= 64 * MAX_KERNEL_BYTES
@@ -167,7 +193,8 @@ def _why_it_died(returncode: int, stderr: str) -> str:
 
 
 def run_checks(exercise: Exercise, kernel: Path, names: list[str], seed: int, include_hidden: bool,
-               gpu: str | None = None, python: str = sys.executable, stop=None) -> dict[str, dict]:
+               gpu: str | None = None, python: str = sys.executable, stop=None, shown: str | None = None
+               ) -> dict[str, dict]:
     """Run checks in worker processes until each has an outcome; returns name -> done-event.
 
     `stop` (a threading.Event), once set, kills the running worker and raises GradingStopped. A worker
@@ -191,6 +218,7 @@ def run_checks(exercise: Exercise, kernel: Path, names: list[str], seed: int, in
             cmd = [python, "-m", WORKER_MODULE, "--exercise", exercise.id, "--kernel", str(kernel),
                    "--events", str(events_path), "--checks", ",".join(pending), "--seed", str(seed)]
             cmd += ["--hidden"] if include_hidden else []
+            cmd += ["--shown", shown] if shown else []
             cmd += ["--no-perf"] if no_perf else []
             stderr_path = Path(tmp) / f"stderr{attempts}.txt"
             killed = False
@@ -253,7 +281,10 @@ def _failed(name: str, output: str) -> dict:
 
 
 def grade_submission(exercise: Exercise, folder: Path, seed: int = 0, include_hidden: bool = True,
-                     gpu: str | None = None, with_performance: bool = True, stop=None) -> SubmissionResult:
+                     gpu: str | None = None, with_performance: bool = True, stop=None,
+                     shown: str | None = None) -> SubmissionResult:
+    """Grade one submission folder; `shown` names its kernel in every message (`lab check`: the path the
+    student typed)."""
     start = time.monotonic()
     folder = Path(folder)
     groups = list(exercise.checks) + (exercise.hidden_checks() if include_hidden else [])
@@ -261,11 +292,11 @@ def grade_submission(exercise: Exercise, folder: Path, seed: int = 0, include_hi
     max_scores = {"compile": 0.0, "performance": float(exercise.performance.points)}
     max_scores |= {g.name: float(g.points) for g in groups}
     hidden = {g.name for g in groups if g.hidden}
-    kernel, notes = find_kernel(exercise, folder)
+    kernel, notes = find_kernel(exercise, folder, shown)
     if kernel is None:
         outcomes = {n: _failed(n, notes[-1]) for n in names}
     else:
-        outcomes = run_checks(exercise, kernel, names, seed, include_hidden, gpu, stop=stop)
+        outcomes = run_checks(exercise, kernel, names, seed, include_hidden, gpu, stop=stop, shown=shown)
     # A worker's score is capped at the check's points: no process can award more than the exercise gives.
     checks = [CheckOutcome(n, min(float(outcomes[n].get("score", 0.0)), max_scores[n]), max_scores[n],
                            bool(outcomes[n]["passed"]),
@@ -274,7 +305,7 @@ def grade_submission(exercise: Exercise, folder: Path, seed: int = 0, include_hi
                             if k not in ("event", "check", "passed", "score", "output", "max_score", "t")})
               for n in names]
     return SubmissionResult(folder.name, exercise.id, checks, notes, time.monotonic() - start,
-                            fingerprint(exercise, folder, seed, include_hidden))
+                            fingerprint(exercise, folder, seed, include_hidden), seed)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -296,7 +327,7 @@ def gradescope_json(result: SubmissionResult) -> dict:
         "stdout_visibility": "hidden",
         "tests": tests,
         "extra_data": {"exercise": result.exercise, "submission": result.submission,
-                       "fingerprint": result.fingerprint, "max_score": result.max_score,
+                       "fingerprint": result.fingerprint, "max_score": result.max_score, "seed": result.seed,
                        "checks": [asdict(c) for c in result.checks]},
     }
 
@@ -306,7 +337,7 @@ def result_from_json(payload: dict) -> SubmissionResult:
     checks = [CheckOutcome(**c) for c in extra["checks"]]
     notes = [] if payload.get("output") == "graded" else payload.get("output", "").split("; ")
     return SubmissionResult(extra["submission"], extra["exercise"], checks, notes, payload["execution_time"],
-                            extra["fingerprint"])
+                            extra["fingerprint"], extra.get("seed"))
 
 
 def write_json_atomic(path: Path, payload: dict) -> None:

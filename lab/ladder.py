@@ -1,4 +1,4 @@
-"""The catalogue: families of rungs, each with its launch geometry, reference and ceiling.
+"""The base types of a ladder: Rung, Problem and Family (the catalogue of families is lab.families).
 
 A family knows how to make a problem of a given size, launch any of its rungs on it, compute the
 float64 reference, and run the ceiling it is measured against (in the same run). The checking and
@@ -41,7 +41,6 @@ class Problem:
     # For outputs that are also inputs (C = alpha*A@B + beta*C) and outputs with untouchable padding:
     out_init: object = None  # copied into the output before every launch (None: the output stays poisoned)
     write_mask: object = None  # boolean mask of the elements the kernel must write (None: all of them)
-    reduction_length: int | None = None  # sets the tolerance (GEMM: K); None: the family's
     flops: int = 0  # for TFLOP/s
 
 
@@ -51,8 +50,13 @@ class Family:
     title: str = ""
     metric: str = "GB/s"
     ceiling_name: str = "cupy_device_copy"
+    ceiling_title: str = "the device copy"  # the ceiling in a sentence: "0.85x of the device copy"
     rungs: tuple[Rung, ...] = ()
-    reduction_length: int = 0  # 0: data movement, checked bit-exactly
+    # What the family's figures are: the sweep's ("bandwidth": GB/s against bytes moved, cold and warm
+    # L2; "throughput": the metric against the problem's side), and the Nsight Compute figure its lesson
+    # needs ("bank_conflicts", "dram_bytes", or None for no profile).
+    sweep_figure: str = "bandwidth"
+    profile_figure: str | None = None
 
     def rung(self, key: str) -> Rung:
         for r in self.rungs:
@@ -67,14 +71,25 @@ class Family:
     def make_problem(self, seed: int = 0, dist: str = "normal", **params) -> Problem:
         raise NotImplementedError
 
-    def launch(self, rung: Rung, problem: Problem, out) -> None:
+    def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
+        """Run `rung` on the problem's input set `set_index` (modulo the sets it has) into `out`."""
         raise NotImplementedError
 
     def reference(self, problem: Problem) -> np.ndarray:
         raise NotImplementedError
 
-    def launch_ceiling(self, problem: Problem, out) -> None:
+    def error_bound(self, problem: Problem, reference: np.ndarray) -> np.ndarray | float:
+        """Each output element's allowed |error| against the float64 reference (lab.bounds): 0, i.e.
+        bit-exact, for data movement; a reduction family derives it from each element's own inputs."""
+        return 0.0
+
+    def launch_ceiling(self, problem: Problem, out, set_index: int = 0) -> None:
         raise NotImplementedError
+
+    def output_values(self, out):
+        """The output's values as the checks compare them (the array itself, unless a family stores a type the
+        array module lacks, as gemm_tc stores bf16 in uint16)."""
+        return out
 
     def sweep_params(self, max_bytes: int) -> list[dict]:
         raise NotImplementedError
@@ -102,32 +117,16 @@ class Family:
         written once), to hold a profile's measured DRAM traffic against; None when a family has none."""
         return None
 
+    def dynamic_smem_bytes(self, rung: Rung) -> int:
+        """Dynamic shared memory a rung is launched with at its knobs (none unless a family says so): the
+        compile report adds it to the static shared memory that ptxas reports."""
+        return 0
+
+    def block_resources(self, rung: Rung) -> tuple[int, int] | None:
+        """(threads per block, dynamic shared memory bytes per block) the launcher uses for this rung at
+        its default knobs, for occupancy arithmetic; None when the family does not say."""
+        return None
+
     def baselines(self) -> dict:
-        """Extra library baselines timed beside the ceiling: name -> launch(problem, out)."""
+        """Extra library baselines timed beside the ceiling: name -> launch(problem, out, set_index)."""
         return {}
-
-
-def families() -> dict[str, Family]:
-    from lab.families.copy import CopyFamily
-    from lab.families.gemm import GemmFp32Family
-    from lab.families.transpose import TransposeFamily
-
-    return {f.name: f for f in (CopyFamily(), TransposeFamily(), GemmFp32Family())}
-
-
-def unverified_families() -> dict[str, Family]:
-    """Ladders written but not yet checked and measured on a GPU: compiled and tested on the CPU,
-    reachable by name (`lab verify NAME`), but left out of the tour and the README until they have
-    passed their GPU tests on the reference GPU. None at present: gemm_fp32 passed them on the H200."""
-    return {}
-
-
-def get_family(name: str) -> Family:
-    known = families() | unverified_families()
-    if name not in known:
-        raise LabError(f"Unknown family {name!r}; the ladders are: {', '.join(known)}.")
-    return known[name]
-
-
-def all_rungs() -> list[Rung]:
-    return [r for f in (families() | unverified_families()).values() for r in f.rungs]

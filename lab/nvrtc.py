@@ -75,11 +75,19 @@ class NvrtcResult:
     lowered_names: dict[str, str] | None = None
 
 
-def compile_to_cubin(source: str, filename: str, options: list[str], name_expressions: list[str]) -> NvrtcResult:
-    """Compile; on a compile error return ok=False with the log (never raise for user errors)."""
+def compile_to_cubin(source: str, filename: str, options: list[str], name_expressions: list[str],
+                     headers: dict[str, str] | None = None) -> NvrtcResult:
+    """Compile; on a compile error return ok=False with the log (never raise for user errors).
+
+    `headers` (name -> text) are handed to NVRTC in memory: an `#include "name"` is served from them
+    without touching the filesystem."""
     lib = _lib()
     prog = ctypes.c_void_p()
-    _check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), filename.encode(), 0, None, None),
+    headers = headers or {}
+    count = len(headers)
+    texts = (ctypes.c_char_p * count)(*[t.encode() for t in headers.values()]) if count else None
+    names = (ctypes.c_char_p * count)(*[n.encode() for n in headers]) if count else None
+    _check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), filename.encode(), count, texts, names),
            "nvrtcCreateProgram")
     try:
         for expr in name_expressions:

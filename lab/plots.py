@@ -1,22 +1,76 @@
-"""Matplotlib figures drawn from Records (never from literals): regimes, tails, ladder bars."""
+"""Matplotlib figures drawn from Records (never from literals): regimes, tails, ladder bars, profiles.
+
+Every figure goes through the same few helpers, so they agree with each other: a title written by
+`figure_title` (a params dict is described, never printed raw), a fixed colour and line style per
+series (`series_style`: a rung keeps its colour in every figure, a ceiling is always dashed black),
+plain tick numbers (no offset notation), legends outside the axes, and a log scale where the values
+span decades.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import ScalarFormatter
 
-from lab.records import RecordSet, describe_params, format_value, tail_key
+from lab.records import RecordSet, describe_params, format_bytes, format_value, tail_key
 
-COLD, WARM, CEIL = "#1f77b4", "#ff7f0e", "#444444"
+CEILING_COLOR = "black"
+BASELINE_COLOR = "#7f7f7f"
+READ_COLOR, WRITE_COLOR = "#1f77b4", "#ff7f0e"  # DRAM bytes read / written (stacked bars)
+# Rung NN takes colour NN-1 of this cycle (matplotlib's tab10 without its grey, which is the baselines').
+RUNG_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
+               "#17becf")
+CEILING_NAMES = frozenset({"cupy_device_copy", "cublas_sgemm"})
+DECADES_FOR_LOG = 20  # values whose largest is this many times their smallest get a log axis
 
 
-def _fmt_bytes(b: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if b < 1024:
-            return f"{b:.0f} {unit}"
-        b /= 1024
-    return f"{b:.0f} PB"
+def figure_title(family: str, what: str, params: dict | None = None, source: str = "") -> str:
+    """'family: what at M=4096, N=4096, K=4096' and, on a second line, where the numbers come from."""
+    head = f"{family}: {what}" + (f" at {describe_params(params)}" if params else "")
+    return head + (f"\n{source}" if source else "")
+
+
+def series_style(name: str, ceiling: str | None = None) -> dict:
+    """Colour, line style and width of one series, the same in every figure: a rung ('08_multistage')
+    by its number, the ceiling dashed black and thicker, anything else (a library baseline) dotted grey."""
+    if name == ceiling or name in CEILING_NAMES:
+        return {"color": CEILING_COLOR, "ls": "--", "lw": 2.0}
+    head = name.split("_", 1)[0]
+    if head.isdigit():
+        return {"color": RUNG_COLORS[(int(head) - 1) % len(RUNG_COLORS)], "ls": "-", "lw": 1.3}
+    return {"color": BASELINE_COLOR, "ls": ":", "lw": 1.5}
+
+
+def _plain_ticks(ax, which: str = "xy") -> None:
+    """Tick labels of the numeric axes (`which`) as plain numbers: no '+4.09e3' offset above the axis, no
+    scientific notation. A bar chart's category axis is left alone."""
+    for name, axis, scale in (("x", ax.xaxis, ax.get_xscale()), ("y", ax.yaxis, ax.get_yscale())):
+        if name in which and scale == "linear":
+            formatter = ScalarFormatter(useOffset=False)
+            formatter.set_scientific(False)
+            axis.set_major_formatter(formatter)
+
+
+def _legend_outside(ax, **kwargs) -> None:
+    """The legend to the right of the axes, where it can cover no data."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=7, **kwargs)
+
+
+def _log_if_decades(ax, values: list[float], axis: str = "y") -> bool:
+    """A log axis when the positive values span more than DECADES_FOR_LOG; symlog when some are zero, so
+    a zero bar stays visible at the foot of the axis instead of disappearing."""
+    positive = [v for v in values if v > 0]
+    if not positive or max(positive) <= DECADES_FOR_LOG * min(positive):
+        return False
+    scale = (ax.set_yscale if axis == "y" else ax.set_xscale)
+    if len(positive) < len(values):
+        scale("symlog", linthresh=1.0)
+    else:
+        scale("log")
+    return True
 
 
 def _series(rs: RecordSet, kind: str, rung: str, l2: str):
@@ -25,7 +79,8 @@ def _series(rs: RecordSet, kind: str, rung: str, l2: str):
 
 
 def bandwidth_vs_bytes(rs: RecordSet, family: str, path: Path | None = None):
-    """One panel per rung: cold and warm L2 curves, the device-copy ceiling, the L2 size marked."""
+    """One panel per rung: cold (solid) and warm (dashed) L2 curves in the rung's colour, the ceiling's
+    in black, the L2 size marked."""
     sweep = [r for r in rs.records if r.family == family and r.kind == "sweep"]
     if not sweep:
         return None
@@ -33,76 +88,92 @@ def bandwidth_vs_bytes(rs: RecordSet, family: str, path: Path | None = None):
     rungs = [k for k in dict.fromkeys(r.rung for r in sweep) if k != ceiling]
     cols = min(3, len(rungs))
     rows = (len(rungs) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.6 * cols, 3.8 * rows), sharey=True, squeeze=False)
     l2 = rs.provenance.get("l2_bytes", 0)
     for ax, rung in zip(axes.flat, rungs, strict=False):
-        for l2_mode, color in (("cold", COLD), ("warm", WARM)):
+        for l2_mode, ls, alpha in (("cold", "-", 1.0), ("warm", "--", 0.8)):
             x, y = _series(rs, "sweep", rung, l2_mode)
-            ax.plot(x, y, "o-", ms=3, color=color, label=f"{rung} ({l2_mode} L2)")
+            ax.plot(x, y, marker="o", ms=3, label=f"{rung} ({l2_mode} L2)", alpha=alpha,
+                    **(series_style(rung, ceiling) | {"ls": ls}))
             cx, cy = _series(rs, "sweep", ceiling, l2_mode)
-            ax.plot(cx, cy, ":", color=color, alpha=0.6, label=f"device copy ({l2_mode})")
+            ax.plot(cx, cy, label=f"{ceiling} ({l2_mode} L2)", alpha=0.6 * alpha,
+                    **(series_style(ceiling, ceiling) | {"ls": "--" if l2_mode == "cold" else ":", "lw": 1.2}))
         if l2:
-            ax.axvline(l2, color=CEIL, lw=1, ls="--")
-            ax.text(l2, 0.02, f" L2 {_fmt_bytes(l2)}", fontsize=7, transform=ax.get_xaxis_transform())
+            ax.axvline(l2, color=BASELINE_COLOR, lw=1, ls="-.")
+            ax.text(l2, 0.02, f" L2 {format_bytes(l2)}", fontsize=7, transform=ax.get_xaxis_transform())
         ax.set_xscale("log", base=2)
         ax.set_xlabel("bytes moved (read + write)")
         ax.set_title(rung, fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, loc="upper left")
+        _plain_ticks(ax)
+        ax.legend(fontsize=6, loc="lower right")  # bottom right: past the HBM plateau, under the curves
     for ax in axes.flat[len(rungs):]:
         ax.set_visible(False)
     axes[0][0].set_ylabel("GB/s")
-    fig.suptitle(f"{family}: bandwidth vs size — launch-bound (left), L2-resident, HBM plateau (right)\n"
-                 f"{rs.label()}", fontsize=10)
+    fig.suptitle(figure_title(family, "bandwidth vs size: launch-bound (left), L2-resident, HBM plateau (right)",
+                              source=rs.label()), fontsize=10)
     fig.tight_layout()
     return _save(fig, path)
 
 
+def _tail_step(values: list[int]) -> int:
+    steps = sorted({b - a for a, b in zip(values, values[1:], strict=False) if b > a})
+    return steps[0] if steps else 1
+
+
 def tail(rs: RecordSet, family: str, path: Path | None = None):
-    """Bandwidth against a size stepping by 1: a sawtooth shows where tails or alignment cost."""
+    """Throughput against a size stepping across vector and tile boundaries: a sawtooth shows where tails
+    or alignment cost. The title states the step the records actually took."""
     recs = [r for r in rs.records if r.family == family and r.kind == "tail"]
     if not recs:
         return None
     key = tail_key(recs)
-    fig, ax = plt.subplots(figsize=(8, 4))
+    ceiling = recs[0].ceiling
+    fig, ax = plt.subplots(figsize=(9.5, 4))
     for rung in dict.fromkeys(r.rung for r in recs):
         pts = sorted((r.params[key], r.value) for r in recs if r.rung == rung)
-        style = ":" if rung == recs[0].ceiling else "-"
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker=".", ms=3, label=rung)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", ms=3, label=rung,
+                **series_style(rung, ceiling))
     fixed = {k: v for k, v in recs[0].params.items() if k != key}
     ax.set_xlabel({"n": "n", "cols": "matrix side n (n x n)"}.get(key, f"{key} ({describe_params(fixed)})"))
     ax.set_ylabel(recs[0].metric)
-    ax.set_title(f"{family}: tail behaviour, size stepping by 1\n{rs.label()}", fontsize=10)
+    step = _tail_step(sorted({r.params[key] for r in recs}))
+    ax.set_title(figure_title(family, f"tail behaviour, {key} stepping by {step}", source=rs.label()), fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    _plain_ticks(ax)
+    _legend_outside(ax)
     fig.tight_layout()
     return _save(fig, path)
 
 
 def ladder_bars(rs: RecordSet, family: str, path: Path | None = None, params: dict | None = None,
                 peak: float | None = None, peak_label: str = "peak"):
-    """Headline throughput per rung, with the ceiling from the same run as a line (and a peak, if given)."""
+    """Headline throughput per rung, in the rungs' colours, with the ceiling from the same run as a
+    dashed black line (and a peak, if given, dotted)."""
     recs = [r for r in rs.records if r.family == family and r.kind == "headline"]
     if not recs:
         return None
     params = params or recs[0].params
     recs = [r for r in recs if r.params == params]
     ceiling = next(r for r in recs if r.rung == r.ceiling)
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plt.subplots(figsize=(9, 4))
     names = [r.rung for r in recs]
-    bars = ax.bar(names, [r.value for r in recs], color=[CEIL if r.rung == r.ceiling else COLD for r in recs])
+    bars = ax.bar(names, [r.value for r in recs], color=[series_style(r.rung, r.ceiling)["color"] for r in recs])
     for bar, r in zip(bars, recs, strict=True):
         ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(),
                 f"{format_value(r.value, r.metric)}\n{r.ratio:.2f}x", ha="center", va="bottom", fontsize=7)
-    ax.axhline(ceiling.value, color=CEIL, ls="--", lw=1)
+    ax.axhline(ceiling.value, color=CEILING_COLOR, ls="--", lw=1, label=f"{ceiling.rung} (same run)")
     if peak:
-        ax.axhline(peak, color=CEIL, ls=":", lw=1)
-        ax.text(0, peak, f" {peak_label} {format_value(peak, recs[0].metric)} {recs[0].metric}", fontsize=7,
-                va="bottom", transform=ax.get_yaxis_transform())
+        ax.axhline(peak, color=CEILING_COLOR, ls=":", lw=1,
+                   label=f"{peak_label} {format_value(peak, recs[0].metric)} {recs[0].metric}")
+    top = max([r.value for r in recs] + [peak or 0])
+    ax.set_ylim(0, top * 1.18)  # room for the value labels above the tallest bar
     ax.set_ylabel(recs[0].metric)
-    ax.set_title(f"{family} ladder at {describe_params(params)} ({recs[0].l2} L2) vs {ceiling.rung}\n{rs.label()}",
+    ax.set_title(figure_title(family, f"ladder ({recs[0].l2} L2) against {ceiling.rung}", params, rs.label()),
                  fontsize=9)
     ax.tick_params(axis="x", rotation=20, labelsize=8)
+    _plain_ticks(ax, "y")
+    _legend_outside(ax)
     fig.tight_layout()
     return _save(fig, path)
 
@@ -116,68 +187,114 @@ def throughput_vs_size(rs: RecordSet, family: str, path: Path | None = None, l2:
         return None
     key = next((k for k in ("M", "n", "rows") if k in sweep[0].params), next(iter(sweep[0].params)))
     ceiling = sweep[0].ceiling
-    fig, (ax, rel) = plt.subplots(1, 2, figsize=(12, 4.2))
+    fig, (ax, rel) = plt.subplots(1, 2, figsize=(13, 4.4))
     for rung in dict.fromkeys(r.rung for r in sweep):
         pts = sorted((r.params[key], r.value, r.ratio) for r in sweep if r.rung == rung)
         x = [p[0] for p in pts]
-        style = dict(color=CEIL, ls="--", lw=2) if rung == ceiling else dict(ls="-")
-        ax.plot(x, [p[1] for p in pts], marker="o", ms=3, label=rung, **style)
+        style = series_style(rung, ceiling)
+        marker = "s" if rung == ceiling else "o"
+        ax.plot(x, [p[1] for p in pts], marker=marker, ms=4 if rung == ceiling else 3, label=rung, **style)
         if rung != ceiling:
-            rel.plot(x, [p[2] for p in pts], marker="o", ms=3, label=rung)
+            rel.plot(x, [p[2] for p in pts], marker=marker, ms=3, label=rung, **style)
     if peak:
-        ax.axhline(peak, color=CEIL, ls=":", lw=1)
-        ax.text(0, peak, f" {peak_label} {format_value(peak, sweep[0].metric)} {sweep[0].metric}", fontsize=7,
-                va="bottom", transform=ax.get_yaxis_transform())
-    rel.axhline(1.0, color=CEIL, ls="--", lw=1)
+        ax.axhline(peak, color=CEILING_COLOR, ls=":", lw=1,
+                   label=f"{peak_label} {format_value(peak, sweep[0].metric)} {sweep[0].metric}")
+    rel.axhline(1.0, label=f"{ceiling} = 1", **(series_style(ceiling, ceiling) | {"lw": 1.2}))
     side = "M = N = K" if key == "M" else key
     for a in (ax, rel):
         a.set_xscale("log", base=2)
         a.set_xlabel(side)
         a.grid(alpha=0.3)
+        _plain_ticks(a)
     ax.set_ylabel(sweep[0].metric)
     rel.set_ylabel(f"fraction of {ceiling} (same run)")
-    handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(5, len(labels)), fontsize=7)
-    ax.set_title(f"{family}: {sweep[0].metric} against size ({l2} L2)", fontsize=9)
+    ax.set_title(figure_title(family, f"{sweep[0].metric} against size ({l2} L2)"), fontsize=9)
     rel.set_title(f"against {ceiling}, size by size", fontsize=9)
+    handles, labels = ax.get_legend_handles_labels()  # every series, the ceiling and the peak: one legend
+    rel.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=7)
     fig.suptitle(rs.label(), fontsize=9)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
-    return _save(fig, path)
-
-
-def profile_bars(rows: list[dict], metric: str, title: str, path: Path | None = None):
-    """Bars of one Nsight Compute metric per rung (e.g. shared-memory bank conflicts)."""
-    if not rows:
-        return None
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    ax.bar([r["rung"] for r in rows], [r.get(metric, 0) for r in rows], color=COLD)
-    ax.set_ylabel(metric, fontsize=8)
-    ax.set_title(title, fontsize=9)
-    ax.tick_params(axis="x", rotation=20, labelsize=8)
     fig.tight_layout()
     return _save(fig, path)
 
 
-def dram_bars(rows: list[dict], minimum: int | None, title: str, path: Path | None = None):
-    """DRAM bytes per rung (read and write stacked, from lab.profile.dram_rows), the minimum dashed."""
+def headline_by_size(rs: RecordSet, family: str, path: Path | None = None):
+    """Every target across the headline sizes (left: throughput; right: as a fraction of the same target's
+    figure at the first headline size), one line per target in its own colour: what a size one off a
+    tile multiple, or a larger size, does to each rung and to the ceiling."""
+    recs = [r for r in rs.records if r.family == family and r.kind == "headline"]
+    sizes = list({describe_params(r.params): r.params for r in recs}.values())
+    if len(sizes) < 2:
+        return None
+    labels = [describe_params(p) for p in sizes]
+    ceiling = recs[0].ceiling
+    fig, (ax, rel) = plt.subplots(1, 2, figsize=(13, 4.4))
+    for rung in dict.fromkeys(r.rung for r in recs):
+        by_size = {describe_params(r.params): r.value for r in recs if r.rung == rung}
+        xs = [i for i, lab in enumerate(labels) if lab in by_size]
+        ys = [by_size[labels[i]] for i in xs]
+        style = series_style(rung, ceiling)
+        ax.plot(xs, ys, marker="o", ms=4, label=rung, **style)
+        if labels[0] in by_size:
+            rel.plot(xs, [y / by_size[labels[0]] for y in ys], marker="o", ms=4, label=rung, **style)
+    for a in (ax, rel):
+        a.set_xticks(range(len(labels)), labels, rotation=15, fontsize=7)
+        a.grid(alpha=0.3)
+        _plain_ticks(a, "y")
+    ax.set_ylabel(recs[0].metric)
+    rel.set_ylabel(f"fraction of its own figure at {labels[0]}")
+    ax.set_title(figure_title(family, f"headline sizes ({recs[0].l2} L2)"), fontsize=9)
+    rel.set_title("each target against itself at the first size", fontsize=9)
+    _legend_outside(rel)
+    fig.suptitle(rs.label(), fontsize=9)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def profile_bars(rows: list[dict], metric: str, family: str, params: dict | None = None, source: str = "",
+                 path: Path | None = None):
+    """Bars of one Nsight Compute metric per rung (e.g. shared-memory bank conflicts), each labelled with
+    its value; a log axis when the rungs span decades, so a small count is not drawn as nothing."""
     if not rows:
         return None
     fig, ax = plt.subplots(figsize=(8, 3.8))
+    values = [float(r.get(metric, 0)) for r in rows]
+    names = [r["rung"] for r in rows]
+    bars = ax.bar(names, values, color=[series_style(n)["color"] for n in names])
+    for bar, v in zip(bars, values, strict=True):
+        ax.text(bar.get_x() + bar.get_width() / 2, max(v, 0), f"{v:.3g}", ha="center", va="bottom", fontsize=7)
+    log = _log_if_decades(ax, values)
+    ax.set_ylabel(metric + (" (log scale)" if log else ""), fontsize=8)
+    ax.set_title(figure_title(family, f"{metric} per rung (Nsight Compute)", params, source), fontsize=9)
+    ax.tick_params(axis="x", rotation=20, labelsize=8)
+    if not log:
+        _plain_ticks(ax, "y")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def dram_bars(rows: list[dict], minimum: int | None, family: str, params: dict | None = None, source: str = "",
+              path: Path | None = None):
+    """DRAM bytes per rung (read and write stacked, from lab.profile.dram_rows), the minimum dashed black,
+    each bar labelled with its multiple of the minimum; a log axis when the rungs span decades."""
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 3.8))
     names = [r["rung"] for r in rows]
     reads = [r["read"] / 1e6 for r in rows]
-    ax.bar(names, reads, color=COLD, label="DRAM read")
-    ax.bar(names, [r["write"] / 1e6 for r in rows], bottom=reads, color=WARM, label="DRAM write")
+    ax.bar(names, reads, color=READ_COLOR, label="DRAM read")
+    ax.bar(names, [r["write"] / 1e6 for r in rows], bottom=reads, color=WRITE_COLOR, label="DRAM write")
     if minimum:
-        ax.axhline(minimum / 1e6, color=CEIL, ls="--", lw=1, label=f"minimum {minimum / 1e6:.0f} MB")
+        ax.axhline(minimum / 1e6, color=CEILING_COLOR, ls="--", lw=1, label=f"minimum {minimum / 1e6:.0f} MB")
         for i, r in enumerate(rows):
             ax.text(i, r["total"] / 1e6, f"{r['over_minimum']:.2f}x", ha="center", va="bottom", fontsize=7)
-    totals = [r["total"] for r in rows] + ([minimum] if minimum else [])
-    if max(totals) > 20 * max(min(totals), 1):  # a naive rung can move 10-100x the minimum
-        ax.set_yscale("log")
-    ax.set_ylabel("MB" + (" (log scale)" if ax.get_yscale() == "log" else ""))
-    ax.set_title(title, fontsize=9)
+    log = _log_if_decades(ax, [r["total"] for r in rows] + ([minimum] if minimum else []))
+    ax.set_ylabel("MB (1 MB = 10^6 B)" + (", log scale" if log else ""))
+    ax.set_title(figure_title(family, "DRAM bytes per rung against the minimum (Nsight Compute)", params, source),
+                 fontsize=9)
     ax.tick_params(axis="x", rotation=20, labelsize=8)
-    ax.legend(fontsize=7)
+    if not log:
+        _plain_ticks(ax, "y")
+    _legend_outside(ax)
     fig.tight_layout()
     return _save(fig, path)
 
@@ -185,7 +302,47 @@ def dram_bars(rows: list[dict], minimum: int | None, title: str, path: Path | No
 def _save(fig, path: Path | None):
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
+        fig.savefig(path, dpi=110, bbox_inches="tight")  # "tight": keeps the legends outside the axes
         plt.close(fig)
         return Path(path)
     return fig
+
+
+def l2_sweep(rs: RecordSet, family: str = "copy", path: Path | None = None):
+    """Bandwidth against working set around the L2 (lab.l2 records): graph-timed warm (solid), one launch per
+    event pair warm (dashed) and cold (dotted), per target; the HBM plateau, the L2 size and the knee marked."""
+    from lab import l2
+
+    rows = rs.where(kind="l2")
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    styles = {("graph", "warm"): ("-", "graph of many launches, warm"),
+              ("events", "warm"): ("--", "one launch per event pair, warm"),
+              ("events", "cold"): (":", "one launch per event pair, cold")}
+    for i, rung in enumerate(l2.TARGETS):
+        color = CEILING_COLOR if rung in CEILING_NAMES else RUNG_COLORS[i % len(RUNG_COLORS)]
+        for (method, mode), (ls, label) in styles.items():
+            recs = l2.series(rs, rung, method, mode)
+            if recs:
+                ax.plot([r.bytes_moved / l2.MIB for r in recs], [r.value for r in recs], ls=ls, color=color,
+                        marker="o" if method == "graph" else None, ms=3, lw=1.4, label=f"{rung}: {label}")
+    hbm = l2.hbm_plateau(rs)
+    ax.axhline(hbm, color=BASELINE_COLOR, lw=1, label=f"HBM plateau {format_value(hbm, 'GB/s')} GB/s")
+    if l2.l2_bytes(rs):
+        ax.axvline(l2.l2_bytes(rs) / l2.MIB, color="purple", ls="-.", lw=1,
+                   label=f"L2 size {l2.l2_bytes(rs) / l2.MIB:.0f} MiB (device attribute)")
+    knee = l2.knee(l2.series(rs, l2.TARGETS[-1], "graph"), hbm)
+    if knee:
+        ax.axvspan(knee[0] / l2.MIB, knee[1] / l2.MIB, color="grey", alpha=0.15,
+                   label=f"knee ({l2.TARGETS[-1]}): {knee[0] // l2.MIB}-{knee[1] // l2.MIB} MiB")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.set_xlabel("working set, input + output (MiB = 2^20 B), log scale")
+    ax.set_ylabel("GB/s (10^9 B/s)")
+    _plain_ticks(ax, "y")
+    ax.set_title(figure_title(family, "L2-resident bandwidth, fixed launch cost amortized", source=rs.label()),
+                 fontsize=10)
+    _legend_outside(ax)
+    fig.tight_layout()
+    return _save(fig, path)

@@ -54,7 +54,7 @@ def parse_ncu_csv(text: str) -> dict[str, float]:
 
 def kernel_counters(family: str, rung: str, params: dict, timeout_s: int = 300) -> dict[str, float]:
     """Counters for one launch of `rung` on `params`; LabError when ncu is absent or fails."""
-    from lab.ladder import get_family
+    from lab.families import get_family
 
     ncu = find_ncu()
     if ncu is None:
@@ -76,7 +76,7 @@ def ladder_counters(family: str, params: dict | None = None, on_error=None) -> d
 
     None when ncu is absent or no rung could be read; `on_error(rung_key, LabError)` hears failures.
     """
-    from lab.ladder import get_family
+    from lab.families import get_family
     from lab.records import provenance
 
     fam = get_family(family)
@@ -135,7 +135,7 @@ def _target(family: str, rung: str, params_json: str) -> None:
     """The program ncu profiles: two launches of the rung (the first is skipped as warm-up)."""
     import cupy as cp
 
-    from lab.ladder import get_family
+    from lab.families import get_family
 
     fam = get_family(family)
     problem = fam.make_problem(seed=3, **json.loads(params_json))

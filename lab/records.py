@@ -56,6 +56,16 @@ def format_value(value: float, metric: str) -> str:
     return f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}"
 
 
+def format_bytes(b: float) -> str:
+    """A byte count in binary units, labelled as such: "512 B", "60 MiB", "4 GiB" (1 KiB = 1024 B).
+    The one formatter for sizes in tables, plot labels and lessons."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(b) < 1024 or unit == "TiB":
+            return f"{b:.0f} {unit}"
+        b /= 1024
+    raise AssertionError("unreachable")
+
+
 # Parameters that follow from the others (leading dimensions = width + pad) or sit at their default.
 _DERIVED_PARAMS = {"lda", "ldb", "ldc"}
 _DEFAULT_PARAMS = {"alpha": 1, "beta": 0, "pad": 0, "x_offset": 0, "y_offset": 0}

@@ -1,10 +1,13 @@
 """`lab release OUT_DIR`: the student bundle, with neither solutions nor hidden checks.
 
-What goes in: the `lab` package, pyproject.toml, run.sh, README.md, the notebooks (the .py twins, and
-the .ipynb files with every output cleared: committed outputs print the rungs' sources), results/,
-kernels/ with every file's solution regions stripped, and for each exercise its README.md,
-exercise.json and a freshly generated starter.cu. What stays out: hidden.json, tests/, .ci/, scripts/,
-hidden files and build leftovers.
+What goes in: the `lab` package, pyproject.toml, run.sh, a student README (lab/student_readme.md with
+the exercise table filled in from exercise.json; the developer README speaks of tests and instructor
+commands a bundle lacks), the notebooks (the .py twins, and the .ipynb files with every output cleared:
+committed outputs print the rungs' sources), results/ (less results/*/grading, whose records name the
+hidden check groups), kernels/ with every file's solution regions stripped, for each exercise its
+README.md, exercise.json and a freshly generated starter.cu, and bundle.json (which kernels are shipped
+stripped, for the tour to say so). What stays out: hidden.json, tests/, .ci/, scripts/, hidden files
+and build leftovers.
 
 The bundle is built in a temporary folder next to OUT_DIR and moved into place only once it is complete
 and free of solution text, so a failed release never leaves half a bundle behind.
@@ -22,7 +25,11 @@ from lab import exercises
 from lab.build import KERNELS_DIR, REPO_ROOT
 from lab.errors import LabError
 
-TOP_FILES = ("pyproject.toml", "run.sh", "README.md")
+TOP_FILES = ("pyproject.toml", "run.sh")
+STUDENT_README = REPO_ROOT / "lab" / "student_readme.md"
+INSTRUCTORS_HEADING = "## For instructors"  # in exercises/README.md: left out of the bundle from here on
+MANIFEST = "bundle.json"  # at a bundle's root: what `lab release` changed (lab.tour reads it)
+SKIPPED_RESULTS = {"grading"}  # results/<gpu>/grading: the grader's evidence names the hidden check groups
 EXERCISE_FILES = ("README.md", "exercise.json")  # starter.cu is regenerated, hidden.json never goes
 SKIPPED_DIRS = {"__pycache__", ".ipynb_checkpoints"}
 SKIPPED_SUFFIXES = {".pyc", ".pyo"}
@@ -38,6 +45,7 @@ GENERIC_LINES = frozenset({
     "for (int k = 0; k < TILE; k += BLOCK_ROWS)",
     "for (int k = 0; k < TILE; k += BLOCK_ROWS) {",
     "for (int k = 0; k < BK; ++k) {",
+    "for (int mi = 0; mi < MI; ++mi)",  # gemm_tc: the warp tile's loops appear in the epilogue too
 })
 
 
@@ -56,9 +64,10 @@ def _copy(src: Path, dst: Path) -> None:
     shutil.copy2(src, dst)
 
 
-def _copy_tree(src: Path, dst: Path) -> None:
+def _copy_tree(src: Path, dst: Path, skip: set[str] = frozenset()) -> None:
     for path in _shipped_files(src):
-        _copy(path, dst / path.relative_to(src))
+        if not skip & set(path.relative_to(src).parts[:-1]):
+            _copy(path, dst / path.relative_to(src))
 
 
 def cleared_notebook(text: str) -> str:
@@ -81,18 +90,48 @@ def _write_notebooks(src: Path, dst: Path) -> None:
             _copy(path, target)
 
 
-def _write_kernels(src: Path, dst: Path) -> None:
+def _write_kernels(src: Path, dst: Path) -> list[str]:
+    """Every kernel with its solution regions stripped; returns the ones that had any (relative to src)."""
+    stripped = []
     for path in _shipped_files(src):
         target = dst / path.relative_to(src)
         target.parent.mkdir(parents=True, exist_ok=True)
         rel = path.relative_to(src.parent)
-        target.write_text(exercises.strip_solution(path.read_text(), str(rel)))
+        text = path.read_text()
+        target.write_text(exercises.strip_solution(text, str(rel)))
+        if exercises.solution_regions(text, str(rel)):
+            stripped.append(path.relative_to(src).as_posix())
+    return stripped
+
+
+def student_readme() -> str:
+    """The bundle's README: lab/student_readme.md with its exercise table and notebook list filled in
+    from the exercises' own files (nothing typed twice)."""
+    from lab.families import get_family
+
+    rows = ["| exercise | what you write | points | performance target (same run) |", "|---|---|---:|---|"]
+    for ex in exercises.all_exercises():
+        target = f"{ex.performance.target_of_ceiling:.2f}x of {get_family(ex.family).ceiling_title}"
+        rows.append(f"| `{ex.id}` | {ex.title} | {ex.max_points(include_hidden=False):g} | {target} |")
+    books = sorted(p.name for p in (REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    return (STUDENT_README.read_text().replace("{exercise_table}", "\n".join(rows))
+            .replace("{notebook_list}", ", ".join(f"`{b}`" for b in books)))
+
+
+def stripped_kernels(root: Path | None = None) -> list[str]:
+    """The kernels (relative to kernels/) a student bundle ships stripped, from its bundle.json; [] in the
+    development tree, which has none."""
+    manifest = (REPO_ROOT if root is None else root) / MANIFEST
+    if not manifest.is_file():
+        return []
+    return list(json.loads(manifest.read_text()).get("stripped_kernels", []))
 
 
 def _write_exercises(dst: Path) -> None:
     top_readme = exercises.EXERCISES_DIR / "README.md"
-    if top_readme.is_file():
-        _copy(top_readme, dst / "README.md")
+    if top_readme.is_file():  # the students' part: the instructors' section speaks of files a bundle lacks
+        dst.mkdir(parents=True, exist_ok=True)
+        (dst / "README.md").write_text(top_readme.read_text().split(INSTRUCTORS_HEADING)[0].rstrip() + "\n")
     for ex in exercises.all_exercises():
         folder = dst / ex.path.name
         for name in EXERCISE_FILES:
@@ -146,11 +185,13 @@ def release(out_dir: Path) -> Path:
         bundle.mkdir()
         for name in TOP_FILES:
             _copy(REPO_ROOT / name, bundle / name)
+        (bundle / "README.md").write_text(student_readme())
         _copy_tree(REPO_ROOT / "lab", bundle / "lab")
-        _copy_tree(REPO_ROOT / "results", bundle / "results")
+        _copy_tree(REPO_ROOT / "results", bundle / "results", skip=SKIPPED_RESULTS)
         _write_notebooks(REPO_ROOT / "notebooks", bundle / "notebooks")
-        _write_kernels(KERNELS_DIR, bundle / "kernels")
+        stripped = _write_kernels(KERNELS_DIR, bundle / "kernels")
         _write_exercises(bundle / "exercises")
+        (bundle / MANIFEST).write_text(json.dumps({"stripped_kernels": stripped}, indent=1) + "\n")
         leaks = find_leaks(bundle)
         if leaks:
             shown = "\n  ".join(leaks[:10])

@@ -39,6 +39,12 @@ def headline_markdown(rs: RecordSet, family: str) -> str:
     return "\n".join(lines)
 
 
+def smem_text(r: CompileReport) -> str:
+    """Static shared memory, plus the dynamic shared memory the launch asks for where there is any."""
+    dynamic = getattr(r, "smem_dynamic_bytes", 0)
+    return f"{r.smem_static_bytes} + {dynamic} dynamic" if dynamic else str(r.smem_static_bytes)
+
+
 def compile_table(reports: list[CompileReport], title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for col in ("kernel", "arch", "regs", "smem B", "stack B", "spills B", "notable SASS"):
@@ -46,7 +52,7 @@ def compile_table(reports: list[CompileReport], title: str) -> Table:
     for r in reports:
         mix = " ".join(f"{k}x{v}" for k, v in r.instructions.items()) if r.sass_available else "(no nvdisasm)"
         spills = r.spill_store_bytes + r.spill_load_bytes
-        table.add_row(r.source, r.arch, str(r.registers), str(r.smem_static_bytes), str(r.stack_frame_bytes),
+        table.add_row(r.source, r.arch, str(r.registers), smem_text(r), str(r.stack_frame_bytes),
                       f"[red]{spills}[/red]" if spills else "0", mix)
     return table
 
@@ -55,7 +61,7 @@ def compile_markdown(reports: list[CompileReport]) -> str:
     lines = ["| kernel | arch | registers | smem B | spills B | notable SASS |", "|---|---|---:|---:|---:|---|"]
     for r in reports:
         mix = " ".join(f"{k}x{v}" for k, v in r.instructions.items()) if r.sass_available else "-"
-        lines.append(f"| {r.source} | {r.arch} | {r.registers} | {r.smem_static_bytes} | "
+        lines.append(f"| {r.source} | {r.arch} | {r.registers} | {smem_text(r)} | "
                      f"{r.spill_store_bytes + r.spill_load_bytes} | {mix} |")
     return "\n".join(lines)
 
@@ -92,22 +98,46 @@ README_END = "<!-- results:end -->"
 
 
 def readme_results(rs_by_family: dict[str, RecordSet]) -> str:
-    """The README's results table: the best rung of each family against its same-run ceiling."""
+    """The README's results block: the best rung of each family against its same-run ceiling at each
+    headline size, then one sentence per family on where that rung stands against the ceiling."""
     lines = ["| ladder | size | best rung | throughput | ceiling (same run) | ratio | measured on |",
              "|---|---|---|---:|---:|---:|---|"]
+    sentences = []
     for family, rs in rs_by_family.items():
         rows = [r for r in rs.records if r.family == family and r.kind == "headline" and r.rung != r.ceiling]
-        for params in dict.fromkeys(tuple(sorted(r.params.items())) for r in rows):
-            group = [r for r in rows if tuple(sorted(r.params.items())) == params and r.rung[:2].isdigit()]
+        bests = []
+        for size in dict.fromkeys(describe_params(r.params) for r in rows):
+            group = [r for r in rows if describe_params(r.params) == size and r.rung[:2].isdigit()]
             if not group:
                 continue
             best = max(group, key=lambda r: r.value)
-            size = describe_params(dict(params))
+            bests.append(best)
             lines.append(f"| {family} | {size} | {best.rung} | {format_value(best.value, best.metric)} {best.metric} | "
                          f"{format_value(best.ceiling_value, best.metric)} {best.metric} ({best.ceiling}) | "
                          f"{best.ratio:.3f}x | "
                          f"{rs.provenance.get('device')}, {rs.provenance.get('date', '')[:10]} |")
-    return "\n".join(lines)
+        if bests:
+            sentences.append(best_rung_sentence(rs, family, max(bests, key=lambda r: r.ratio).rung))
+    return "\n".join(lines + [""] + sentences)
+
+
+def best_rung_sentence(rs: RecordSet, family: str, rung: str) -> str:
+    """Where one rung stands against the ceiling, from the records: its range over the headline sizes,
+    and the sweep sizes (cold L2) at which it is faster or slower than the ceiling."""
+    heads = [r for r in rs.records if r.family == family and r.kind == "headline" and r.rung == rung]
+    text = f"{family}: {rung} runs at {min(r.ratio for r in heads):.3f}x-{max(r.ratio for r in heads):.3f}x " \
+           f"of {heads[0].ceiling} over the {len(heads)} headline sizes"
+    sweep = sorted((r for r in rs.records if r.family == family and r.kind == "sweep" and r.rung == rung
+                    and r.l2 == "cold"), key=lambda r: r.bytes_moved)
+    if sweep:
+        faster = [r for r in sweep if r.ratio > 1]
+        if faster:
+            text += (f"; in the size sweep (cold L2) it is faster than {heads[0].ceiling} at "
+                     + ", ".join(f"{describe_params(r.params)} ({r.ratio:.3f}x)" for r in faster)
+                     + f" and slower at the other {len(sweep) - len(faster)} of {len(sweep)} sizes")
+        else:
+            text += f"; in the size sweep (cold L2) it is slower than {heads[0].ceiling} at all {len(sweep)} sizes"
+    return text + "."
 
 
 def update_readme(readme: Path, table: str) -> bool:
@@ -123,7 +153,7 @@ def update_readme(readme: Path, table: str) -> bool:
 def reference_sets() -> dict[str, RecordSet]:
     """The reference GPU's records of every family that has them; a family with no file yet has no row
     (an unreadable file is still an error)."""
-    from lab.ladder import families
+    from lab.families import families
     from lab.records import reference_dir, reference_records
 
     return {name: reference_records(name) for name in families() if (reference_dir() / f"{name}.json").is_file()}

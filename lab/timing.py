@@ -37,29 +37,42 @@ class Timing:
 
 
 class L2Flusher:
-    """Evicts the L2 by writing a buffer of twice its size (sized from the device, not assumed)."""
+    """Evicts the L2 by writing a buffer of twice its size (sized from the device, not assumed).
 
-    def __init__(self, l2_bytes: int | None = None):
+    `by="read"` evicts by reading the buffer instead, which leaves the L2 full of clean lines rather than
+    dirty ones (the flush's own writes): an experiment knob (lab.anomalies), not what records use.
+    """
+
+    def __init__(self, l2_bytes: int | None = None, by: str = "write"):
         import cupy as cp
 
         from lab import device
 
+        if by not in ("write", "read"):
+            raise ValueError(f"by must be 'write' or 'read', not {by!r}")
         l2 = l2_bytes if l2_bytes is not None else device.current().l2_bytes
         self.buffer = cp.empty(max(2 * l2, 1 << 20) // 4, dtype=cp.int32)
+        self.by = by
         self._value = 0
+        if by == "read":
+            self.buffer.fill(0)
 
     def flush(self) -> None:
+        if self.by == "read":
+            self.buffer.max()  # a reduction reads every element; its one-element result is all it writes
+            return
         self._value ^= 1  # a different value each time, so no write can be skipped as redundant
         self.buffer.fill(self._value)
 
 
 def measure(launch: Callable[[int], None], *, l2: str = "warm", warmup: int = 3, min_time_ms: float = 25.0,
             min_reps: int = 5, max_reps: int = 500, flusher: L2Flusher | None = None,
-            prepare: Callable[[int], None] | None = None) -> Timing:
+            prepare: Callable[[int], None] | None = None, spin_ns: int = SPIN_NS) -> Timing:
     """Time `launch(i)` (i = repetition index, to rotate input sets) with CUDA events.
 
     `prepare(i)`, when given, runs before each timed launch and outside the timed region (before the
     L2 flush), e.g. to refill the inputs with fresh values so no launch can reuse an earlier result.
+    `spin_ns` is how long the GPU spins before each start event (longer only for experiments on gaps).
     """
     import cupy as cp
 
@@ -68,7 +81,7 @@ def measure(launch: Callable[[int], None], *, l2: str = "warm", warmup: int = 3,
     if l2 == "cold" and flusher is None:
         flusher = L2Flusher()
     stream = cp.cuda.get_current_stream()
-    spin = _spinner()
+    spin = _spinner(spin_ns)
     for i in range(warmup):
         launch(i)
     stream.synchronize()
@@ -93,13 +106,11 @@ def measure(launch: Callable[[int], None], *, l2: str = "warm", warmup: int = 3,
                   float(times.min()), reps, l2)
 
 
-def _spinner() -> Callable[[], None]:
-    import numpy as np
-
+def _spinner(ns: int = SPIN_NS) -> Callable[[], None]:
     from lab.build import KernelSpec, get_kernel
 
     kernel = get_kernel(KernelSpec("common/spin.cu", "lab_spin_ns"))
-    return lambda: kernel((1,), (1,), (np.uint64(SPIN_NS),))
+    return lambda: kernel((1,), (1,), (np.uint64(ns),))
 
 
 def _time_once(launch: Callable[[int], None], index: int, flusher: L2Flusher | None,
@@ -115,3 +126,79 @@ def _time_once(launch: Callable[[int], None], index: int, flusher: L2Flusher | N
     end.record()
     end.synchronize()
     return cp.cuda.get_elapsed_time(start, end)
+
+
+# --- Many launches as one: CUDA graphs --------------------------------------------------------------
+# An event pair around one launch carries a fixed cost of a few microseconds (the events themselves and
+# the launch's start-up), which hides anything faster than that: a 16 MiB copy out of L2 takes about as
+# long. Capturing N launches in one CUDA graph and timing the graph's replay divides the event pair's
+# cost by N; what remains per launch is the kernel plus the graph's own gap between consecutive kernels,
+# which `launch_overhead` measures with an empty kernel so it can be shown beside the result.
+
+MAX_GRAPH_LAUNCHES = 2000
+
+
+@dataclass
+class GraphTiming:
+    per_launch_ms: float  # median over replays of (graph time / launches)
+    p10_ms: float
+    p90_ms: float
+    launches: int  # launches captured in the graph
+    replays: int  # timed replays of the graph
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def measure_graph(launch: Callable[[int], None], *, min_graph_ms: float = 2.0, replays: int = 11,
+                  warmup: int = 3, launches: int | None = None) -> GraphTiming:
+    """Time `launch(i)` as N launches captured in one CUDA graph (warm L2: nothing is flushed between them).
+
+    N is chosen so one replay lasts at least `min_graph_ms` (at most MAX_GRAPH_LAUNCHES), unless given.
+    Everything `launch` needs (compiled kernels, buffers) must exist before the capture: it is called
+    `warmup` times first, outside it.
+    """
+    import cupy as cp
+
+    stream = cp.cuda.Stream(non_blocking=True)  # the legacy default stream cannot be captured
+    with stream:
+        for i in range(warmup):
+            launch(i)
+        spin = _spinner()
+        probe = _time_once(launch, warmup, None, spin)
+        if launches is None:
+            launches = int(np.clip(np.ceil(min_graph_ms / max(probe, 1e-4)), 8, MAX_GRAPH_LAUNCHES))
+        stream.begin_capture()
+        try:
+            for i in range(launches):
+                launch(i)
+        finally:
+            graph = stream.end_capture()
+        graph.upload(stream)
+        graph.launch(stream)  # one untimed replay: the graph's first launch pays for its set-up
+        pairs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(replays)]
+        for start, end in pairs:
+            spin()
+            start.record(stream)
+            graph.launch(stream)
+            end.record(stream)
+        end.synchronize()
+    per = np.array([cp.cuda.get_elapsed_time(s, e) for s, e in pairs]) / launches
+    return GraphTiming(float(np.median(per)), float(np.percentile(per, 10)), float(np.percentile(per, 90)),
+                       launches, replays)
+
+
+def empty_launch() -> Callable[[int], None]:
+    """A launch of a one-thread kernel that does nothing (the spin kernel told to wait 0 ns)."""
+    from lab.build import KernelSpec, get_kernel
+
+    kernel = get_kernel(KernelSpec("common/spin.cu", "lab_spin_ns"))
+    return lambda i: kernel((1,), (1,), (np.uint64(0),))
+
+
+def launch_overhead() -> dict[str, Timing | GraphTiming]:
+    """What a launch costs when it does nothing: timed alone between two events ("events": the fixed cost
+    every event-pair measurement carries) and as one of many in a graph ("graph": the gap that remains
+    between consecutive kernels of a graph)."""
+    launch = empty_launch()
+    return {"events": measure(launch, l2="warm", min_time_ms=5.0), "graph": measure_graph(launch)}

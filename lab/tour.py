@@ -9,11 +9,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from lab import bench, build, device, plots, records, report
 from lab.errors import LabError
-from lab.ladder import Family, families
+from lab.families import families
+from lab.ladder import Family
 from lab.profile import reference_profile
-
-# Families whose lesson needs hardware counters, and the figure drawn from them.
-PROFILED = {"transpose": "bank_conflicts", "gemm_fp32": "dram_bytes"}
+from lab.records import describe_params
 
 
 def _progress(console: Console) -> Progress:
@@ -22,12 +21,14 @@ def _progress(console: Console) -> Progress:
 
 
 def compile_reports(arch: int, fams: list[Family]) -> list[build.CompileReport]:
-    return [build.compile_report(r.spec, arch) for f in fams for r in f.rungs if arch >= r.spec.min_arch]
+    return [build.compile_report(r.spec, arch, f.dynamic_smem_bytes(r)) for f in fams for r in f.rungs
+            if arch >= r.spec.min_arch]
 
 
-def _family_plots(rs: records.RecordSet, name: str, out: Path) -> list[Path]:
-    sweep = (plots.bandwidth_vs_bytes(rs, name, out / f"{name}_bandwidth.png")
-             if families()[name].metric == "GB/s" else plots.throughput_vs_size(rs, name, out / f"{name}_sizes.png"))
+def _family_plots(rs: records.RecordSet, fam: Family, out: Path) -> list[Path]:
+    name = fam.name
+    sweep = (plots.bandwidth_vs_bytes(rs, name, out / f"{name}_bandwidth.png") if fam.sweep_figure == "bandwidth"
+             else plots.throughput_vs_size(rs, name, out / f"{name}_sizes.png"))
     made = [plots.ladder_bars(rs, name, out / f"{name}_ladder.png"), sweep,
             plots.tail(rs, name, out / f"{name}_tail.png")]
     return [p for p in made if p is not None]
@@ -42,12 +43,18 @@ def run_live(out: Path, console: Console, quick: bool, names: list[str], profile
     from lab.verify import check_rung
 
     gpu = device.current()
-    console.print(f"[bold]GPU found: {gpu.name} ({gpu.sm}, {gpu.sm_count} SMs, {gpu.l2_bytes >> 20} MB L2)"
-                  " — running every ladder live.[/bold]")
+    console.print(f"[bold]GPU found: {gpu.name} ({gpu.sm}, {gpu.sm_count} SMs, "
+                  f"{records.format_bytes(gpu.l2_bytes)} L2) — running every ladder live.[/bold]")
     fams = [families()[n] for n in names]
     reports = compile_reports(gpu.arch, fams)
     console.print(report.compile_table(reports, f"Compile report for {gpu.sm}"))
     sections = [f"## Compile report ({gpu.sm})\n\n{report.compile_markdown(reports)}"]
+    stripped = stripped_note(live=True)
+    if stripped:
+        console.print(f"[yellow]{stripped}[/yellow]")
+        sections.append(stripped)
+        fams = [without_starters(f) for f in fams]
+        profile = False  # Nsight Compute profiles whole ladders, starters included
     plan = bench.BenchPlan(quick=quick)
     for fam in fams:
         failures = []
@@ -70,9 +77,9 @@ def run_live(out: Path, console: Console, quick: bool, names: list[str], profile
         records.save(out / f"{fam.name}.json", rs)
         console.print(report.headline_table(rs, fam.name))
         extra = ""
-        if profile and fam.name in PROFILED:
+        if profile and fam.profile_figure:
             extra = _profile_section(fam, out, _measure_profile(fam, out, console))
-        sections.append(_section(rs, fam, _family_plots(rs, fam.name, out), extra))
+        sections.append(_section(rs, fam, _family_plots(rs, fam, out), extra))
     header = f"# Lab tour — measured live on {gpu.name}\n\n{report.provenance_markdown(rs)}"
     return report.write_summary(out, header, sections)
 
@@ -85,17 +92,16 @@ def _profile_section(fam: Family, out: Path, payload: dict | None) -> str:
     if payload is None:
         return ""
     tag = "REPLAYED from the reference GPU" if payload.get("replayed") else "measured now"
-    minimum = fam.min_dram_bytes(payload["params"])
-    if PROFILED.get(fam.name) == "dram_bytes":
-        png = plots.dram_bars(profile.dram_rows(payload, minimum), minimum,
-                              f"{fam.name}: DRAM bytes per rung at {payload['params']} against the minimum "
-                              f"(Nsight Compute, {tag})", out / f"{fam.name}_dram_bytes.png")
+    params = payload["params"]
+    minimum = fam.min_dram_bytes(params)
+    if fam.profile_figure == "dram_bytes":
+        png = plots.dram_bars(profile.dram_rows(payload, minimum), minimum, fam.name, params, tag,
+                              out / f"{fam.name}_dram_bytes.png")
     else:
-        png = plots.profile_bars(payload["rows"], "smem_bank_conflicts_ld",
-                                 f"{fam.name}: shared-memory load bank conflicts at {payload['params']} "
-                                 f"(Nsight Compute, {tag})", out / f"{fam.name}_bank_conflicts.png")
+        png = plots.profile_bars(payload["rows"], "smem_bank_conflicts_ld", fam.name, params, tag,
+                                 out / f"{fam.name}_bank_conflicts.png")
     picture = f"![{png.stem}]({png.name})\n\n" if png is not None else ""
-    return (f"Nsight Compute, one launch of each rung at {payload['params']} ({tag}):\n\n"
+    return (f"Nsight Compute, one launch of each rung at {describe_params(params)} ({tag}):\n\n"
             f"{report.profile_markdown(payload, minimum)}\n\n{picture}")
 
 
@@ -127,6 +133,9 @@ def run_replay(out: Path, console: Console, arch: int, names: list[str]) -> Path
                   f"NVRTC, and replaying {source}. Nothing below was measured on this machine.[/bold yellow]")
     reports = compile_reports(arch, fams)
     console.print(report.compile_table(reports, f"Compile report for sm_{arch} (compile-only, no GPU)"))
+    stripped = stripped_note()
+    if stripped:
+        console.print(f"[yellow]{stripped}[/yellow]")
     sections = [f"## Compile report (sm_{arch}, compile-only)\n\n{report.compile_markdown(reports)}"]
     for fam in fams:
         rs = replays[fam.name]
@@ -134,13 +143,44 @@ def run_replay(out: Path, console: Console, arch: int, names: list[str]) -> Path
             console.print(f"[yellow]{fam.name}: no recorded results under {records.reference_dir()}.[/yellow]")
             continue
         console.print(report.headline_table(rs, fam.name))
-        extra = _profile_section(fam, out, reference_profile(fam.name)) if fam.name in PROFILED else ""
-        sections.append(_section(rs, fam, _family_plots(rs, fam.name, out), extra))
+        extra = _profile_section(fam, out, reference_profile(fam.name)) if fam.profile_figure else ""
+        sections.append(_section(rs, fam, _family_plots(rs, fam, out), extra))
     where = records.reference_dir().resolve()  # results/h200/ unless LAB_REFERENCE_RESULTS says otherwise
     where = where.relative_to(build.REPO_ROOT) if where.is_relative_to(build.REPO_ROOT) else where
     header = ("# Lab tour — NO GPU: compile-only, with REPLAYED results\n\n"
-              f"Every figure below is replayed from `{where}/` ({source}); none was measured here.")
+              f"Every figure below is replayed from `{where}/` ({source}); none was measured here."
+              + (f"\n\n{stripped}" if stripped else ""))
     return report.write_summary(out, header, sections)
+
+
+def stripped_note(live: bool = False) -> str:
+    """In a student bundle, the sentence that says which kernels are starters (lab.release strips the
+    exercises' solutions), so that nobody reads their compile report against the replayed figures of the
+    complete kernels, and (live) why they are not checked or timed; "" in the development tree."""
+    from lab.release import stripped_kernels
+
+    names = stripped_kernels()
+    if not names:
+        return ""
+    if live:
+        return (f"This is a student bundle: {', '.join(names)} are shipped as exercise starters (TODOs where the "
+                "solution was), so the tour checks and times every other rung and leaves these out; solve an "
+                "exercise and grade it with `lab check NN`.")
+    return (f"This is a student bundle: {', '.join(names)} are shipped as exercise starters (TODOs where the "
+            "solution was). Their compile report above is the starter's; their replayed figures were measured "
+            "with the complete kernels.")
+
+
+def without_starters(fam: Family) -> Family:
+    """The family with the rungs a student bundle ships as starters left out (a shallow copy)."""
+    import copy
+
+    from lab.release import stripped_kernels
+
+    starters = set(stripped_kernels())
+    trimmed = copy.copy(fam)
+    trimmed.rungs = tuple(r for r in fam.rungs if r.spec.source not in starters)
+    return trimmed
 
 
 def run(out_dir: str = "report", arch: int | None = None, quick: bool = False, names: list[str] | None = None,
@@ -155,6 +195,6 @@ def run(out_dir: str = "report", arch: int | None = None, quick: bool = False, n
     if device.gpu_available():
         summary = run_live(out, console, quick, names, profile)
     else:
-        summary = run_replay(out, console, arch or 90, names)
+        summary = run_replay(out, console, arch or device.REFERENCE_ARCH, names)
     console.print(f"Report written: {summary}")
     return summary

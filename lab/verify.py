@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from lab.check import DISTRIBUTIONS, CheckResult, Comparison, GuardedBuffer, compare, to_numpy, tolerance
+from lab.check import DISTRIBUTIONS, CheckResult, Comparison, GuardedBuffer, compare, to_numpy
 from lab.errors import LabError
 from lab.ladder import Family, Problem, Rung
 
@@ -15,32 +15,35 @@ def _cuda_error_reason(exc: Exception) -> str:
     return f"CUDA error during the launch: {str(exc).splitlines()[0]}"
 
 
-def expected_output(family: Family, problem: Problem) -> tuple[np.ndarray, object, float]:
-    """What a launch on `problem` must produce: the float64 reference restricted to the elements the
-    kernel must write, the write mask (None: all of them), and the relative tolerance."""
+def expected_output(family: Family, problem: Problem) -> tuple[np.ndarray, object, np.ndarray | float]:
+    """What a launch on `problem` must produce: the float64 reference and each element's error bound
+    (0: bit-exact), both restricted to the elements the kernel must write, and the write mask (None:
+    all of them)."""
     reference = family.reference(problem)
+    bound = family.error_bound(problem, reference)
     mask = problem.write_mask
     if mask is not None:  # compare only what the kernel must write
-        reference = reference[to_numpy(mask)]
-    length = problem.reduction_length if problem.reduction_length is not None else family.reduction_length
-    return reference, mask, tolerance(problem.dtype, length)
+        host_mask = to_numpy(mask)
+        reference = reference[host_mask]
+        bound = np.broadcast_to(bound, host_mask.shape)[host_mask]
+    return reference, mask, bound
 
 
 def compare_output(family: Family, problem: Problem, out) -> Comparison:
     """The output of one launch (the whole output array) against the reference, as check_case compares it."""
-    reference, mask, rtol = expected_output(family, problem)
-    return compare(out[mask] if mask is not None else out, reference, rtol)
+    reference, mask, bound = expected_output(family, problem)
+    return compare(family.output_values(out[mask] if mask is not None else out), reference, bound)
 
 
 def check_case(family: Family, rung: Rung, case: dict, seed: int = 0, repeats: int = 2) -> CheckResult:
     """One rung on one case: every distribution in turn, `repeats` runs each, all checks."""
     reasons: list[str] = []
-    worst = 0.0
+    worst = worst_ratio = 0.0
     label = ""
     for d_index, dist in enumerate(DISTRIBUTIONS):
         problem = family.make_problem(seed=seed + 1000 * d_index, dist=dist, **case)
         label = problem.label
-        reference, mask, rtol = expected_output(family, problem)
+        reference, mask, bound = expected_output(family, problem)
         buf = GuardedBuffer(problem.out_shape, problem.dtype, offset=problem.out_offset, xp=family.array_module)
         outputs = []
         for rep in range(repeats):
@@ -58,8 +61,8 @@ def check_case(family: Family, rung: Rung, case: dict, seed: int = 0, repeats: i
                 return CheckResult(family.name, rung.key, label, False, reasons)
             reasons += [f"{p} ({dist} inputs)" for p in buf.problems(mask, before)]
             result = buf.out[mask] if mask is not None else buf.out
-            cmp = compare(result, reference, rtol)
-            worst = max(worst, cmp.max_rel_error)
+            cmp = compare(family.output_values(result), reference, bound)
+            worst, worst_ratio = max(worst, cmp.max_rel_error), max(worst_ratio, cmp.worst_ratio)
             if not cmp.passed:
                 reasons.append(f"wrong result on {dist} inputs: {cmp.describe()}")
             outputs.append(to_numpy(result))  # only what the kernel writes: the rest holds the poison
@@ -71,7 +74,7 @@ def check_case(family: Family, rung: Rung, case: dict, seed: int = 0, repeats: i
             reasons.append(f"different results on repeated runs ({dist} inputs): a race")
         if reasons:
             break
-    return CheckResult(family.name, rung.key, label, not reasons, sorted(set(reasons)), worst)
+    return CheckResult(family.name, rung.key, label, not reasons, sorted(set(reasons)), worst, worst_ratio)
 
 
 def _synchronize(array) -> None:
@@ -83,3 +86,17 @@ def _synchronize(array) -> None:
 
 def check_rung(family: Family, rung: Rung, cases: Iterable[dict] | None = None, seed: int = 0) -> list[CheckResult]:
     return [check_case(family, rung, case, seed) for case in (cases if cases is not None else family.check_cases())]
+
+
+def bound_margins(family: Family, rung: Rung, seeds: Iterable[int], cases: Iterable[dict] | None = None) -> dict:
+    """Every check case on several seeds: what failed, and how close the passing elements came to their bounds.
+
+    `worst_ratio` is the largest |error| / bound of any element of any case and seed (<= 1 passes; 0 for a
+    bit-exact family that passed): the figure that shows a check is neither loose nor flaky."""
+    cases = list(cases if cases is not None else family.check_cases())
+    results = [r for s in seeds for r in check_rung(family, rung, cases, seed=s)]
+    worst = max(results, key=lambda r: r.worst_ratio, default=None)
+    return {"family": family.name, "rung": rung.key, "checks": len(results),
+            "failed": [r.line() for r in results if not r.passed],
+            "worst_ratio": worst.worst_ratio if worst else 0.0, "worst_case": worst.case if worst else "",
+            "worst_normwise": max((r.max_rel_error for r in results), default=0.0)}

@@ -31,17 +31,17 @@
 # %%
 import dataclasses
 
-from lab import bench, device, lesson, plots, timing
-from lab.ladder import get_family
+from lab import anomalies, bench, device, l2, lessons, plots, timing
+from lab.families import get_family
 
 # %% [markdown]
 # ## Live or replay
 #
-# `lesson.mode()` asks `lab.device.gpu_available()` once. Everything below follows from its answer.
+# `lessons.mode()` asks `lab.device.gpu_available()` once. Everything below follows from its answer.
 
 # %%
-MODE = lesson.mode()
-print(lesson.mode_banner("copy", current=MODE))
+MODE = lessons.mode()
+print(lessons.mode_banner("copy", current=MODE))
 
 # %% [markdown]
 # ## The records this notebook reads
@@ -61,12 +61,12 @@ print(f"{COPY.title}: ceiling {COPY.ceiling_name}; rungs {', '.join(r.key for r 
 # outputs, guard zones, a repeat run) before anything is timed. A failure stops the notebook here.
 
 # %%
-CHECKS = lesson.check_ladder(COPY, lesson.few_cases(COPY)) if MODE.live else None
-print(lesson.check_summary(CHECKS, COPY, "04"))
+CHECKS = lessons.check_ladder(COPY, lessons.few_cases(COPY)) if MODE.live else None
+print(lessons.check_summary(CHECKS, COPY, "04"))
 
 # %%
-RS = lesson.ladder_records(COPY, MODE, PLAN)
-print(lesson.records_status(RS, "copy"))
+RS = lessons.ladder_records(COPY, MODE, PLAN)
+print(lessons.records_status(RS, "copy"))
 
 # %% [markdown]
 # ## 1. What GPU is this?
@@ -77,7 +77,7 @@ print(lesson.records_status(RS, "copy"))
 # the records' provenance: they describe the GPU the records were made on, not this machine.
 
 # %%
-print(lesson.describe_gpu(MODE, RS))
+print(lessons.describe_gpu(MODE, RS))
 
 # %% [markdown]
 # ## 2. Why CUDA events, not a host clock
@@ -99,7 +99,7 @@ if MODE.live:
 
     demo = COPY.make_problem(seed=0, n=1 << 27)
     demo_out = cupy.empty(demo.out_shape, demo.dtype)
-    print(lesson.host_clock_versus_events(lambda i: COPY.launch_ceiling(demo, demo_out, i)))
+    print(lessons.host_clock_versus_events(lambda i: COPY.launch_ceiling(demo, demo_out, i)))
 else:
     print("(LIVE only: needs a GPU to launch on. The rule stands: lab.timing never puts a host clock "
           "around asynchronous work.)")
@@ -119,7 +119,7 @@ else:
 if MODE.live:
     rung04 = COPY.rung("04")
     fresh = dataclasses.replace(rung04, spec=rung04.spec.with_knobs(UNROLL=dict(rung04.spec.knobs)["UNROLL"] + 1))
-    print(lesson.first_launch_versus_steady(lambda i: COPY.launch(fresh, demo, demo_out, i)))
+    print(lessons.first_launch_versus_steady(lambda i: COPY.launch(fresh, demo, demo_out, i)))
 else:
     print("(LIVE only. The rule stands: every timing starts after warm-up launches.)")
 
@@ -142,9 +142,9 @@ if MODE.live:
     print(f"L2 of this GPU: {device.current().l2_bytes / 2**20:.1f} MiB; "
           f"flush buffer: {flusher.buffer.nbytes / 2**20:.1f} MiB")
 else:
-    l2 = RS.provenance.get("l2_bytes", 0) if RS else 0
-    print(f"(no GPU: the records' GPU had {l2 / 2**20:.1f} MiB of L2; its flush buffer was twice that)"
-          if l2 else "(no GPU and no records: the L2 size is unknown here)")
+    l2_size = RS.provenance.get("l2_bytes", 0) if RS else 0
+    print(f"(no GPU: the records' GPU had {l2_size / 2**20:.1f} MiB of L2; its flush buffer was twice that)"
+          if l2_size else "(no GPU and no records: the L2 size is unknown here)")
 
 # %% [markdown]
 # For small problems the flush is not the whole story: a cold launch of a 4 KiB copy still finds the
@@ -160,19 +160,110 @@ if MODE.live:
           "launch(i) reads set i mod 4")
 
 # %% [markdown]
-# What the difference looks like, size by size, for the ceiling (the driver's device-to-device copy):
-# while the bytes moved fit in L2, the warm figure can exceed DRAM bandwidth; past it, cold and warm
-# meet at the DRAM plateau. At the smallest sizes both are launch-bound.
+# What the difference looks like, size by size, for the ceiling (the driver's device-to-device copy),
+# timed as every record is, one launch between two events. Warm runs beat cold ones while the working
+# set fits in L2, and past it the two meet at the DRAM plateau; at the smallest sizes both are
+# launch-bound. But look at the warm column: it does **not** rise above the DRAM plateau, although an
+# L2 delivers far more than DRAM. The next section shows why and measures the L2 properly.
 
 # %%
-print(lesson.cold_versus_warm(RS, COPY, "ceiling"))
+print(lessons.cold_versus_warm(RS, COPY, "ceiling"))
 
 # %% [markdown]
-# The same data as a picture, beside the best copy rung (solid lines: the rung, dotted: the device
-# copy; blue cold, orange warm; the dashed line marks the L2 size):
+# The same data as a picture, beside the best copy rung (the rung in its colour, solid cold and dashed
+# warm; the device copy in black, dashed cold and dotted warm; the grey dash-dot line marks the L2 size):
 
 # %%
-lesson.plot(plots.bandwidth_vs_bytes, lesson.select(RS, COPY, ["04"]), "copy")
+lessons.plot(plots.bandwidth_vs_bytes, lessons.select(RS, COPY, ["04"]), "copy")
+
+# %% [markdown]
+# ### 4b. L2-resident bandwidth: amortizing the fixed cost of a timed launch
+#
+# An event pair around one launch carries a **fixed cost**: the events themselves and the launch's
+# start-up, a few microseconds even for a kernel that does nothing. A working set that fits in L2 is
+# copied in about that long, so the fixed cost, not the L2, sets the warm figure. Three ways around it:
+#
+# - **many launches captured in one CUDA graph**, timed as one (`lab.timing.measure_graph`, through
+#   CuPy's stream capture): the event pair's cost is divided by the number of launches, and what is timed
+#   is the *unchanged* rung kernel, launched as the family launches it;
+# - back-to-back launches between one pair of events: the same idea, but each launch still pays the
+#   host's launch cost, which can exceed a short kernel's time and leave gaps on the GPU;
+# - repetition inside the kernel: no launch cost at all, but it times a *different* kernel from the rung.
+#
+# `lab.l2` uses the graph, and measures what it leaves behind, so it can be shown rather than assumed:
+# an empty kernel timed between two events (the fixed cost every one-launch record carries) and inside a
+# graph (the gap that remains between consecutive kernels of a graph). It sweeps the working set (input
+# plus output, in MiB = 2^20 bytes) densely around the L2 size, which it reads from the device, and reads
+# every figure against the HBM plateau measured in the same run. LIVE: a quick sweep now (about ten
+# seconds); REPLAY: the reference GPU's `l2.json`.
+
+# %%
+L2RS = l2.lesson_records(MODE.live)
+print(l2.summary(L2RS))
+
+# %%
+if L2RS is not None:
+    lessons.plot(plots.l2_sweep, L2RS, "copy")
+
+# %% [markdown]
+# **What the plot shows**, left to right, with the figures printed above:
+#
+# - **launch-bound** (the first few MiB): even inside a graph every launch pays the graph's gap, so the
+#   rate grows with the working set;
+# - **the L2 plateau** (solid lines, peaking before the knee): graph-timed, the copy runs well above the
+#   HBM plateau. The raw graph figure still includes the graph's per-launch gap; the two lines under it
+#   bracket the L2's rate: less that gap (an upper estimate, since part of the gap may overlap the kernel),
+#   and from the difference between two working sets on the plateau (any fixed cost cancels). The
+#   one-launch-per-event-pair curves (dashed, dotted) never get there: that is the fixed cost, not the L2;
+# - **the knee** (shaded): the working set at which the solid curves fall half-way from their peak to the
+#   HBM plateau. The printed fraction of the L2 size says where it lies against the device attribute. On
+#   the reference H200 it comes well before the full L2 (the grey band lies left of the L2 line). One
+#   plausible reason, not measured here: Hopper's L2 is built as two partitions, and data may be held in
+#   both, so the capacity a streaming working set sees can be smaller than the attribute;
+# - **the HBM plateau** (grey line): past the knee, graph and event timings agree, because a launch now
+#   lasts long enough to hide the fixed cost.
+#
+# One caveat the records show: the driver's device copy, captured in a graph, runs as a memcpy node, and
+# at the largest working set it reads differently from the same copy launched alone; rung 04, a kernel
+# node, reads the same either way. Why the memcpy node differs is not established here.
+
+# %%
+print(l2.graph_versus_events_at_largest(L2RS))
+
+# %% [markdown]
+# ### 4c. Why some rungs run slower warm than cold at large sizes
+#
+# In the copy records, rungs 02 and 03 read a few % *slower* warm than cold at working sets of 256 MiB
+# and more, where neither finds its data in L2. An artefact of the method, or real? `lab.anomalies`
+# times the same launches under conditions that separate the candidate causes: warm as usual; warm with a
+# ten times longer idle gap before each launch (does idle time matter?); cold with the usual flush, which
+# *writes* twice the L2 (the L2 starts full of dirty lines) and with a flush that *reads* it (the L2 starts
+# full of clean lines); and back to back in a graph. Each cell: GB/s and, in brackets, the fraction of
+# the device copy in the same condition. LIVE: measured now (about twenty seconds); REPLAY: the reference
+# GPU's `l2_probes.json`.
+
+# %%
+PROBES = anomalies.lesson_records(MODE.live, "warm_cold")
+print(anomalies.warm_cold_table(PROBES))
+
+# %% [markdown]
+# The three ratios that decide it (1.000: no effect): warm against the usual cold; a long idle gap against
+# the usual one; the read flush against the write flush.
+
+# %%
+print(anomalies.warm_cold_findings(PROBES))
+
+# %% [markdown]
+# **How to read it.** If the long gap changes nothing, idle time (clocks, DRAM refresh) is not the cause.
+# If the read flush beats the write flush, what the L2 holds when a launch starts matters: dirty lines
+# must be written back to DRAM while the launch runs, and that write-back competes with the launch's own
+# traffic. A warm launch starts with the previous launch's output dirty in L2; a cold one with the flush's
+# writes dirty in L2. On the reference H200 both hold, so the effect is real, not a timing artefact: it is
+# the state the previous work leaves in the L2, and it hits the grid-stride rungs 02 and 03 harder than
+# rung 04 or the device copy (why those two are more sensitive is not established here). It also means
+# the lab's cold figures include the write-back of the flush's own dirty lines: the read/write column is
+# how much that costs at each size. The lab keeps the write flush for its records, so that records stay
+# comparable across runs; the read flush is there for experiments (`lab.timing.L2Flusher(by="read")`).
 
 # %% [markdown]
 # ## 5. Median and spread
@@ -184,7 +275,7 @@ lesson.plot(plots.bandwidth_vs_bytes, lesson.select(RS, COPY, ["04"]), "copy")
 # most:
 
 # %%
-print(lesson.spread_table(RS, COPY, "ceiling", l2="cold"))
+print(lessons.spread_table(RS, COPY, "ceiling", l2="cold"))
 
 # %% [markdown]
 # LIVE: one call of `lab.timing.measure`, the function behind every record, on the 1 GiB copy:
@@ -209,14 +300,14 @@ else:
 #   measured here.
 
 # %%
-print(lesson.ceiling_summary(RS, COPY, MODE))
+print(lessons.ceiling_summary(RS, COPY, MODE))
 
 # %% [markdown]
 # And the copy ladder against that ceiling, at the headline size (the bar labels are GB/s and the
 # fraction of the ceiling): notebook 01 climbs it rung by rung.
 
 # %%
-lesson.plot(plots.ladder_bars, RS, "copy")
+lessons.plot(plots.ladder_bars, RS, "copy")
 
 # %% [markdown]
 # ## 7. How to read a record
@@ -227,8 +318,8 @@ lesson.plot(plots.ladder_bars, RS, "copy")
 # (`ceiling`, `ceiling_value`; `ratio` = value / ceiling_value). One record, the best rung's headline:
 
 # %%
-REC = lesson.one_record(RS, kind="headline", rung=COPY.rung("04").key)
-print(lesson.record_fields(REC))
+REC = lessons.one_record(RS, kind="headline", rung=COPY.rung("04").key)
+print(lessons.record_fields(REC))
 
 # %% [markdown]
 # A record file holds one run, with its **provenance**: which GPU, driver, CUDA, CuPy and NVRTC, which
@@ -236,13 +327,13 @@ print(lesson.record_fields(REC))
 # cannot see is not one to trust.
 
 # %%
-print(lesson.provenance_fields(RS))
+print(lessons.provenance_fields(RS))
 
 # %% [markdown]
 # The same records as the headline table `lab bench copy` prints (`lab.report`):
 
 # %%
-lesson.headline_table(RS, "copy")
+lessons.headline_table(RS, "copy")
 
 # %% [markdown]
 # To make records of your own on a GPU: `lab bench copy --json my_copy.json` (all kinds, full plan),

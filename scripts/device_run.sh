@@ -7,6 +7,13 @@
 #   bash scripts/device_run.sh gemm-lessons    exercise and grader GPU tests, notebook 02 executed live
 #   bash scripts/device_run.sh gemm-final      tuning round 5, then gemm-records, then notebook 02
 #   bash scripts/device_run.sh notebook02      notebook 02 executed live
+#   bash scripts/device_run.sh bounds          GEMM GPU tests and `lab verify gemm_fp32 --seeds 5` (error/bound ratios)
+#   bash scripts/device_run.sh quality         every GPU test (grader and exercise evidence), `lab verify` of every
+#                                              family on several seeds (error/bound ratios), gemm_tc's tests
+#   bash scripts/device_run.sh mem-records     the L2 sweep and probes, transpose variants, `lab bench` and
+#                                              `lab profile` for transpose
+#   bash scripts/device_run.sh records         mem-records, then gemm_tc's error-bound margins and headline bench
+#   bash scripts/device_run.sh lessons         notebooks 00-02 executed live
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
 set -uo pipefail
 mode="${1:-smoke}"
@@ -25,7 +32,7 @@ notebooks() {  # notebooks PATTERN...
   echo "== notebooks: $*"
   python3 -m pip install -q --no-index --find-links .nbwheels nbclient ipykernel jupytext --target /tmp/nbsite \
     && export PYTHONPATH="$PYTHONPATH:/tmp/nbsite" && python3 -m ipykernel install --sys-prefix --name python3 >/dev/null
-  timeout 400 python3 scripts/execute_notebooks.py "$@" --inplace && mkdir -p "$pack/notebooks" \
+  timeout 560 python3 scripts/execute_notebooks.py "$@" --inplace && mkdir -p "$pack/notebooks" \
     && for nb in "$@"; do cp "${nb%.py}.ipynb" "$pack/notebooks/"; done
 }
 
@@ -50,6 +57,36 @@ gemm_records() {
       notebooks notebooks/02_gemm_fp32.py ;;
     gemm-records) gemm_records ;;
     notebook02) notebooks notebooks/02_gemm_fp32.py ;;
+    quality)
+      LAB_EXERCISE_SUMMARY="$pack/gemm_exercises.json" LAB_GRADER_SUMMARY="$pack/grader_summary.json" \
+        gpu_tests 400 tests
+      for fam in gemm_fp32 copy transpose; do
+        echo "== lab verify $fam"
+        timeout 60 python3 -m lab verify "$fam" --seeds 5 --seed 100 --json "$pack/${fam}_bounds.json" | tail -12
+      done ;;
+    mem-records|records)
+      timeout 50 python3 -m pytest -m gpu -q -x -p no:cacheprovider tests/test_l2.py 2>&1 | tail -5
+      echo "== L2 sweep + probes"; timeout 90 python3 scripts/l2_sweep.py "$pack"
+      echo "== transpose variants"; timeout 40 python3 scripts/transpose_variants.py "$pack/transpose_variants.json"
+      echo "== lab bench transpose"; timeout 120 python3 -m lab bench transpose --json "$pack/transpose.json" | tail -20
+      echo "== lab profile transpose"
+      timeout 90 python3 -m lab profile transpose --json "$pack/transpose_profile.json" | tail -10
+      if [ "$mode" = records ]; then
+        echo "== gemm_tc: share of the error bound used"; timeout 100 python3 scripts/gemm_tc_margin.py "$pack/gemm_tc_margin.json"
+        echo "== gemm_tc headline bench"
+        timeout 100 python3 -c "
+from lab import bench, records
+from lab.families.gemm_tc import GemmTcFamily
+rs = bench.run(GemmTcFamily(), bench.BenchPlan(kinds=('headline',), min_time_ms=10))
+records.save('$pack/gemm_tc.json', rs)
+for r in rs.records:
+    print(r.rung, r.params['dtype'], r.params['layout'], r.params['M'], f'{r.value:.1f} TFLOP/s', f'{r.ratio:.3f}x')"
+      fi ;;
+    lessons) notebooks notebooks/00_setup_and_method.py notebooks/01_memory_bound.py notebooks/02_gemm_fp32.py ;;
+    bounds)
+      gpu_tests 200 tests/test_gpu_gemm.py
+      echo "== lab verify gemm_fp32 --seeds 5"
+      timeout 240 python3 -m lab verify gemm_fp32 --seeds 5 --seed 100 --json "$pack/gemm_fp32_bounds.json" ;;
     gemm-lessons)
       LAB_EXERCISE_SUMMARY="$pack/gemm_exercises.json" gpu_tests 200 tests/test_gpu_exercises.py
       LAB_GRADER_SUMMARY="$pack/grader_summary.json" gpu_tests 200 tests/test_gpu_grader.py

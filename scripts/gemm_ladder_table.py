@@ -14,12 +14,12 @@ import sys
 
 from lab import device, profile
 from lab.build import compile_report, nvrtc_version
+from lab.families import get_family
 from lab.families.gemm import _knobs, dynamic_smem_bytes
-from lab.ladder import get_family
 from lab.occupancy import occupancy
 from lab.records import load
 
-ARCH = 90
+ARCH = device.REFERENCE_ARCH  # the records' GPU
 SIZES = (4096, 8192)
 
 

@@ -14,7 +14,7 @@ import cupy as cp
 from gemm_sweep import BASE, threads  # the same knob base as the tuning rounds (scripts/ is on sys.path)
 
 from lab.build import get_kernel
-from lab.ladder import get_family
+from lab.families import get_family
 
 FAMILY = get_family("gemm_fp32")
 SETTINGS = [{}, {"BN": 256, "WM": 64, "WN": 64, "TN": 16, "MINB": 1}]

@@ -17,7 +17,7 @@ import cupy as cp
 
 from lab import device, timing
 from lab.build import compile_report
-from lab.ladder import get_family
+from lab.families import get_family
 from lab.records import provenance
 from lab.verify import check_rung
 

@@ -10,7 +10,7 @@ import sys
 import cupy as cp
 
 from lab import timing
-from lab.ladder import get_family
+from lab.families import get_family
 from lab.records import provenance
 
 

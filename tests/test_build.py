@@ -8,7 +8,7 @@ import pytest
 
 from lab import build, report
 from lab.errors import CompileError, LabError
-from lab.ladder import all_rungs, get_family
+from lab.families import all_rungs, get_family
 
 RUNG_ARCHS = [(r, a) for r in all_rungs() for a in build.ARCHS if a >= r.spec.min_arch]
 NO_NVDISASM = build.find_nvdisasm() is None
@@ -230,7 +230,7 @@ def test_syntax_error_shows_file_line_and_marks_the_source_line(kernels_tree):
         build.compile_cubin(spec, 90)
     msg = str(info.value)
     assert "scratch/broken.cu failed to compile for sm_90" in msg
-    assert re.search(r"^broken\.cu:5: error: .*not_declared_anywhere", msg, re.MULTILINE), msg
+    assert re.search(r"^scratch/broken\.cu:5: error: .*not_declared_anywhere", msg, re.MULTILINE), msg
     marked = [line for line in msg.splitlines() if line.lstrip().startswith(">>")]
     assert len(marked) == 1 and "y[i] = not_declared_anywhere;" in marked[0] and " 5 |" in marked[0], msg
     assert "not_declared_anywhere" in info.value.log  # NVRTC's raw log is kept on the exception
@@ -263,10 +263,17 @@ def test_missing_include_is_a_lab_error(kernels_tree):
     )
     spec = build.KernelSpec("scratch/noinc.cu", "k")
     with pytest.raises(LabError, match=r"no_such_header\.cuh") as info:
-        build.cache_key(spec, 90)
-    assert str(kernels_tree / "common") in str(info.value)  # it says where it looked
-    with pytest.raises(LabError, match=r"no_such_header\.cuh"):
         build.compile_cubin(spec, 90)
+    assert "lab_memory.cuh" in str(info.value)  # it names the headers a kernel may include
+
+
+def test_the_cache_key_covers_every_lab_header_even_one_not_included(kernels_tree):
+    # NVRTC is handed every lab header in memory, so the key hashes them all.
+    spec = get_family("copy").rung("01").spec
+    before = build.cache_key(spec, 90)
+    (kernels_tree / "common" / "lab_cp_async.cuh").write_text("// changed\n")
+    assert "lab_cp_async.cuh" not in build.read_source(spec)
+    assert build.cache_key(spec, 90) != before
 
 
 def test_missing_source_is_a_lab_error(kernels_tree):
@@ -296,3 +303,114 @@ def test_nvrtc_override_that_is_not_a_file_is_a_clear_error(monkeypatch):
     finally:
         monkeypatch.delenv("LAB_NVRTC_LIBRARY")
         nvrtc.library_path.cache_clear()
+
+
+# ----------------------------------------------------------------------------------------------
+# The compiler reads nothing but the source and the lab's headers
+# ----------------------------------------------------------------------------------------------
+
+CANARY = "CANARY_7f3a_never_shown"
+
+# Each trick names the canary file, planted at {canary} (an absolute path) and next to the source.
+INCLUDE_TRICKS = {
+    "absolute_path": '#include "{canary}"\n',
+    "absolute_path_angle": "#include <{canary}>\n",
+    "macro_path": '#define F "{canary}"\n#include F\n',
+    "backslash_newline": '#inc\\\nlude "{canary}"\n',
+    "comment_after_hash": '#/* hidden */include "{canary}"\n',
+    "stringizing_macro": "#define STR(x) #x\n#define XSTR(x) STR(x)\n#include XSTR({canary})\n",
+    "digraph_hash": '%:include "{canary}"\n',
+    "relative_path": '#include "canary.h"\n',
+    "parent_path": '#include "../{parent}/canary.h"\n',
+}
+KERNEL_TAIL = 'extern "C" __global__ void k(float* y) { y[0] = 1.0f; }\n'
+
+
+@pytest.fixture
+def canary(tmp_path):
+    folder = tmp_path / "student"
+    folder.mkdir()
+    path = folder / "canary.h"
+    path.write_text(f"#error {CANARY}\nint {CANARY}_value = 1;\n")
+    return path
+
+
+def _trick_source(trick: str, canary_path) -> str:
+    return INCLUDE_TRICKS[trick].format(canary=canary_path, parent=canary_path.parent.name) + KERNEL_TAIL
+
+
+@pytest.mark.parametrize("trick", list(INCLUDE_TRICKS))
+def test_no_include_trick_reads_a_file_outside_the_lab_headers(trick, canary, monkeypatch):
+    kernel = canary.parent / "kernel.cu"
+    kernel.write_text(_trick_source(trick, canary))
+    monkeypatch.chdir(canary.parent)  # the canary is also in the current folder, for relative paths
+    spec = build.KernelSpec(str(kernel), "k", label="kernel.cu")
+    with pytest.raises(CompileError) as info:
+        build.compile_cubin(spec, 90)
+    shown = str(info.value) + info.value.log
+    assert CANARY not in shown, shown
+    assert "lab's headers" in str(info.value) and "lab_memory.cuh" in str(info.value), str(info.value)
+    assert str(info.value).startswith("kernel.cu:"), str(info.value)  # names the file and line
+
+
+@pytest.mark.parametrize("trick", ["relative_path", "parent_path"])
+def test_relative_includes_find_nothing_even_without_the_source_check(trick, canary, monkeypatch):
+    # Layer 1 alone: NVRTC has the lab's headers in memory and no directory to search.
+    monkeypatch.setattr(build.source_guard, "check_includes", lambda *a: None)
+    kernel = canary.parent / "kernel.cu"
+    kernel.write_text(_trick_source(trick, canary))
+    monkeypatch.chdir(canary.parent)
+    with pytest.raises(CompileError) as info:
+        build.compile_cubin(build.KernelSpec(str(kernel), "k"), 90)
+    assert CANARY not in str(info.value) + info.value.log
+    assert "could not open source file" in info.value.log
+
+
+@pytest.mark.parametrize("trick", ["absolute_path", "macro_path", "comment_after_hash", "stringizing_macro"])
+def test_a_log_that_names_an_outside_file_is_never_shown(trick, canary, monkeypatch):
+    # Layer 3 alone: were the source check to miss a trick, the compiler's messages stay hidden.
+    monkeypatch.setattr(build.source_guard, "check_includes", lambda *a: None)
+    kernel = canary.parent / "kernel.cu"
+    kernel.write_text(_trick_source(trick, canary))
+    with pytest.raises(CompileError) as info:
+        build.compile_cubin(build.KernelSpec(str(kernel), "k", label="kernel.cu"), 90)
+    assert CANARY not in str(info.value) + info.value.log
+    assert "made the compiler read" in str(info.value) and str(canary) in str(info.value)
+
+
+@pytest.mark.parametrize("source", [
+    '#include "lab_memory.cuh"  // the lab header\n',
+    "# include <lab_memory.cuh>\n",
+    'const char* s = "#include \\"/etc/passwd\\"";\n',
+    "// #include \"/etc/passwd\" in a line comment\n",
+    'auto r = R"x(/* )x";\n#include "lab_memory.cuh"\n// */\n',
+])
+def test_the_source_check_lets_lab_headers_and_text_through(source):
+    build.source_guard.check_includes(source, "kernel.cu", {"lab_memory.cuh", "lab_cp_async.cuh"})
+
+
+def test_a_raw_string_cannot_hide_an_include_behind_a_fake_comment():
+    source = 'auto r = R"x(" /* )x";\n#include "/etc/passwd"\n// */\n'
+    with pytest.raises(CompileError, match="kernel.cu:2"):
+        build.source_guard.check_includes(source, "kernel.cu", {"lab_memory.cuh"})
+
+
+def test_has_include_is_refused():
+    with pytest.raises(CompileError, match="__has_include"):
+        build.source_guard.check_includes('#if __has_include("/etc/passwd")\n#endif\n', "k.cu", set())
+
+
+def test_a_latin1_source_is_read_with_a_note_and_compiles(tmp_path):
+    kernel = tmp_path / "kernel.cu"
+    kernel.write_bytes(b"// caf\xe9 from a Windows editor\n" + KERNEL_TAIL.encode())
+    text, note = build.decode_source(kernel.read_bytes(), "kernel.cu")
+    assert "café" in text and note.startswith("kernel.cu is not UTF-8 (byte 6)")
+    assert build.compile_cubin(build.KernelSpec(str(kernel), "k"), 90).lowered_name == "k"
+    assert build.decode_source(KERNEL_TAIL.encode(), "kernel.cu")[1] is None
+
+
+def test_a_utf16_source_is_refused_with_a_sentence(tmp_path):
+    kernel = tmp_path / "kernel.cu"
+    kernel.write_bytes(KERNEL_TAIL.encode("utf-16"))
+    with pytest.raises(CompileError, match=r"kernel.cu contains a NUL byte \(byte \d+\).*UTF-8"):
+        build.compile_cubin(build.KernelSpec(str(kernel), "k"), 90)

@@ -109,7 +109,7 @@ def test_inspect_prints_the_compile_table(capsys):
 
 
 def test_inspect_applies_knobs(capsys):
-    from lab.ladder import get_family
+    from lab.families import get_family
 
     tile = dict(get_family("transpose").rung("03").spec.knobs)["TILE"]
     other = 16 if tile != 16 else 8
@@ -156,3 +156,96 @@ def test_profile_params_must_be_a_json_object(capsys, no_gpu):
 def test_profile_without_a_gpu_is_one_sentence(capsys, no_gpu):
     assert cli.main(["profile", "gemm_fp32", "--json", "/nonexistent/p.json"]) == 2
     _one_line_error(capsys, "This needs a CUDA GPU")
+
+
+# ----------------------------------------------------------------------------------------------
+# The student's side: knobs, families, a student's file, dynamic shared memory
+# ----------------------------------------------------------------------------------------------
+
+def test_an_unknown_knob_is_refused_naming_the_real_ones(capsys):
+    assert cli.main(["inspect", "copy/04", "--knob", "NOSUCH=3"]) == 2
+    _one_line_error(capsys, "copy/04_unrolled has no knob NOSUCH", "STREAMING", "UNROLL")
+
+
+def test_a_knob_no_selected_rung_has_is_refused(capsys):
+    assert cli.main(["inspect", "copy", "--knob", "TILE=16"]) == 2
+    _one_line_error(capsys, "No selected kernel has a knob TILE", "UNROLL")
+
+
+def test_the_family_argument_lists_the_families(capsys):
+    from lab.families import families
+
+    for command in ("verify", "bench", "profile"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        out = capsys.readouterr().out
+        assert all(name in out for name in families()), out
+
+
+def test_inspect_shows_the_dynamic_shared_memory_of_rung_08(capsys):
+    from lab.families import get_family
+
+    fam = get_family("gemm_fp32")
+    dynamic = fam.dynamic_smem_bytes(fam.rung("08"))
+    assert dynamic > 0 and fam.dynamic_smem_bytes(fam.rung("05")) == 0
+    assert get_family("copy").dynamic_smem_bytes(get_family("copy").rung("03")) == 0  # the default
+    assert cli.main(["inspect", "gemm_fp32/08"]) == 0
+    assert f"+ {dynamic} dynamic" in capsys.readouterr().out
+
+
+def test_inspect_a_student_file_for_an_exercise(tmp_path, monkeypatch, capsys):
+    from lab.exercises import load
+
+    (tmp_path / "mine.cu").write_text(load("01").reference_source())
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["inspect", "mine.cu", "--exercise", "01"]) == 0
+    out = capsys.readouterr().out
+    assert "mine.cu" in out and "sm_90" in out and str(tmp_path) not in out.replace("\n", "")
+    if build.find_nvdisasm() is not None:
+        assert "16-byte global loads/stores: LDG.128 x" in out
+
+
+def test_check_names_the_file_it_was_given(tmp_path, monkeypatch, capsys, no_gpu):
+    from lab.exercises import load
+
+    (tmp_path / "path").mkdir()
+    (tmp_path / "path" / "bad.cu").write_text(load("01").starter_text().replace("{", "{ int x = ;", 1))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["check", "01", "path/bad.cu"]) == 2
+    out = capsys.readouterr().out
+    assert re.search(r"^path/bad\.cu:\d+: error", out, re.MULTILINE) and "kernel.cu" not in out, out
+    (tmp_path / "path" / "empty.cu").write_text("\n")
+    assert cli.main(["check", "01", "path/empty.cu"]) == 2
+    _one_line_error(capsys, "path/empty.cu is empty")
+
+
+def test_check_says_where_it_looked_for_a_relative_path(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["check", "01", "sub/kernel.cu"]) == 2
+    _one_line_error(capsys, "No kernel file at sub/kernel.cu", str(tmp_path / "sub" / "kernel.cu"),
+                    "read from the current folder")
+
+
+def test_check_of_the_untouched_starter_without_a_gpu_grades_nothing(tmp_path, capsys, no_gpu):
+    from lab.exercises import load
+
+    starter = tmp_path / "kernel.cu"
+    starter.write_text(load("01").starter_text())
+    assert cli.main(["check", "01", str(starter)]) == cli.NOT_GRADED != 0
+    out = capsys.readouterr().out
+    assert "is the starter as released" in out and "Nothing was graded" in out
+    if build.find_nvdisasm() is not None:
+        assert "16-byte global loads/stores: none" in out  # the TODO body has no float4 copy yet
+
+
+def test_check_reads_a_latin1_kernel_with_a_note(tmp_path, capsys, no_gpu):
+    from lab.exercises import load
+
+    kernel = tmp_path / "kernel.cu"
+    kernel.write_bytes(b"// caf\xe9\n" + load("01").reference_source().encode())
+    assert cli.main(["check", "01", str(kernel)]) == cli.NOT_GRADED
+    out = capsys.readouterr().out
+    assert "is not UTF-8 (byte 6)" in out and "Traceback" not in out
+    kernel.write_bytes("// utf-16\n".encode("utf-16"))
+    assert cli.main(["check", "01", str(kernel)]) == 2
+    _one_line_error(capsys, "contains a NUL byte")

@@ -13,7 +13,7 @@ from lab import build, exercises
 from lab.build import KernelSpec
 from lab.errors import CompileError, LabError
 from lab.exercises import CheckGroup, Exercise, Performance, solution_regions, strip_solution
-from lab.ladder import get_family
+from lab.families import get_family
 
 EXERCISE_IDS = ["01_vectorized_copy", "02_tiled_transpose", "03_smem_tiled_gemm", "04_register_tiled_gemm"]
 GEMM_IDS = ["03_smem_tiled_gemm", "04_register_tiled_gemm"]

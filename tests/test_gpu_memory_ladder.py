@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from lab.ladder import get_family
+from lab.families import get_family
 
 pytestmark = pytest.mark.gpu
 

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from lab import classroom, grader
+from lab import build, classroom, grader
 from lab.cli import main
 from lab.exercises import load
 
@@ -19,12 +19,12 @@ FAKE_WORKER = textwrap.dedent('''
     import argparse, json, os, sys, time
 
     p = argparse.ArgumentParser()
-    for a in ("--exercise", "--kernel", "--events", "--checks", "--seed"):
+    for a in ("--exercise", "--kernel", "--events", "--checks", "--seed", "--shown"):
         p.add_argument(a)
     p.add_argument("--hidden", action="store_true")
     p.add_argument("--no-perf", action="store_true")
     args = p.parse_args()
-    text = open(args.kernel).read()
+    text = open(args.kernel, encoding="latin-1").read()
     rules = [line.split()[1:] for line in text.splitlines() if line.startswith("FAKE")]
 
     def emit(**ev):
@@ -216,8 +216,12 @@ def test_cli_check_without_a_gpu_compiles_and_says_what_it_could_not_do(tmp_path
     exercise = load("01")
     good = tmp_path / "mine.cu"
     good.write_text(exercise.reference_source())
-    assert main(["check", "01", str(good)]) == 0
-    assert "need a CUDA GPU" in capsys.readouterr().out
+    assert main(["check", "01", str(good)]) == 3  # not 0: nothing was graded
+    out = capsys.readouterr().out
+    assert "Nothing was graded: there is no GPU here" in out and "run only on a CUDA GPU" in out
+    assert "mine.cu" in out and "regs" in out  # the compile report of the student's kernel
+    if build.find_nvdisasm() is not None:
+        assert "16-byte global loads/stores: LDG.128 x" in out and "STG.128 x" in out
     bad = tmp_path / "bad.cu"
     bad.write_text(exercise.starter_text().replace("{", "{ int x = ;", 1))
     assert main(["check", "01", str(bad)]) == 2
@@ -346,13 +350,14 @@ def test_the_lab_headers_may_be_included(fake, tmp_path):
 # The worker's performance path, for any family (the GPU half is tests/test_gpu_exercises.py)
 # ----------------------------------------------------------------------------------------------
 
-def test_every_family_s_ceiling_has_words_for_the_performance_output():
+def test_every_family_names_its_ceiling_for_the_performance_output():
     from lab import grade_worker
-    from lab.ladder import families, get_family, unverified_families
+    from lab.families import families, get_family
 
-    assert {f.ceiling_name for f in (families() | unverified_families()).values()} <= set(grade_worker.CEILING_WORDS)
-    assert grade_worker.ceiling_words(get_family("copy")) == "the device copy"
-    assert grade_worker.ceiling_words(get_family("gemm_fp32")) == "cuBLAS SGEMM"
+    assert not hasattr(grade_worker, "CEILING_WORDS")  # the words live with the family, not in a table
+    assert all(f.ceiling_title and f.ceiling_title != f.ceiling_name for f in families().values())
+    assert get_family("copy").ceiling_title == "the device copy"
+    assert get_family("gemm_fp32").ceiling_title == "cuBLAS SGEMM"
 
 
 def test_timed_runs_start_from_out_init_when_the_output_is_also_an_input():
@@ -368,3 +373,149 @@ def test_timed_runs_start_from_out_init_when_the_output_is_also_an_input():
     out[...] = 7.0
     grade_worker._reset_output(Problem("beta == 0", {}, (2, 3), 0), out)  # nothing to restore: untouched
     assert (out == 7.0).all()
+
+
+# ----------------------------------------------------------------------------------------------
+# Hardening: links, includes, encodings, the seed
+# ----------------------------------------------------------------------------------------------
+
+SECRET = "SECRET_of_another_student_4c1d"
+
+
+@pytest.fixture
+def secret_file(tmp_path):
+    other = tmp_path / "elsewhere" / "kernel.cu"
+    other.parent.mkdir()
+    other.write_text(f"#error {SECRET}\n// FAKE nocompile\n")
+    return other
+
+
+def _assert_refused_without_reading(result, secret_text, fragment):
+    payload = json.dumps(grader.gradescope_json(result))
+    assert result.score == 0 and secret_text not in payload
+    assert all(fragment in c.output for c in result.checks), [c.output for c in result.checks]
+
+
+def test_a_kernel_that_is_a_symlink_is_refused(fake, tmp_path, secret_file):
+    folder = tmp_path / "subs" / "mallory"
+    folder.mkdir(parents=True)
+    (folder / "kernel.cu").symlink_to(secret_file)
+    result = grader.grade_submission(fake, folder, include_hidden=False)
+    _assert_refused_without_reading(result, SECRET, "symbolic link (kernel.cu)")
+
+
+def test_a_link_to_the_hidden_checks_is_refused_and_not_named(fake, tmp_path):
+    folder = tmp_path / "subs" / "mallory"
+    folder.mkdir(parents=True)
+    (folder / "kernel.cu").symlink_to(fake.path / "hidden.json")
+    result = grader.grade_submission(fake, folder, include_hidden=False)
+    _assert_refused_without_reading(result, "hidden.json", "symbolic link")
+
+
+def test_a_linked_folder_or_a_linked_submission_is_refused(fake, tmp_path, secret_file):
+    folder = _submission(tmp_path / "subs", "mallory")
+    (folder / "more").symlink_to(secret_file.parent, target_is_directory=True)
+    _assert_refused_without_reading(grader.grade_submission(fake, folder, include_hidden=False), SECRET,
+                                    "symbolic link (more)")
+    (tmp_path / "subs" / "eve").symlink_to(secret_file.parent, target_is_directory=True)
+    result = grader.grade_submission(fake, tmp_path / "subs" / "eve", include_hidden=False)
+    _assert_refused_without_reading(result, SECRET, "is a symbolic link")
+
+
+@pytest.mark.parametrize("trick", [
+    '#define F "{path}"\n#include F',
+    '#inc\\\nlude "{path}"',
+    '#/* a comment */include "{path}"',
+    "#define STR(x) #x\n#define XSTR(x) STR(x)\n#include XSTR({path})",
+    '#include "{path}"',
+    "#include <{path}>",
+], ids=["macro_path", "backslash_newline", "comment_after_hash", "stringizing_macro", "absolute", "absolute_angle"])
+def test_no_include_trick_gets_another_file_into_the_grade(fake, tmp_path, secret_file, trick):
+    folder = _submission(tmp_path, "sneaky", trick.format(path=secret_file))
+    result = grader.grade_submission(fake, folder, include_hidden=False)
+    _assert_refused_without_reading(result, SECRET, "may include only the lab's headers")
+    assert all(c.output.startswith("kernel.cu:") for c in result.checks)  # names the file and the line
+
+
+def test_a_latin1_kernel_is_graded_with_a_note(fake, tmp_path):
+    folder = tmp_path / "latin"
+    folder.mkdir()
+    (folder / "kernel.cu").write_bytes(b"// r\xe9sum\xe9: a comment from a Windows editor\n")
+    result = grader.grade_submission(fake, folder, include_hidden=False)
+    assert all(c.passed for c in result.checks)  # graded, not lost
+    assert any("kernel.cu is not UTF-8 (byte 4)" in n for n in result.notes)
+    assert "not UTF-8" in grader.gradescope_json(result)["output"]
+
+
+def test_a_utf16_kernel_gets_one_sentence_and_zero_not_a_traceback(fake, tmp_path):
+    folder = tmp_path / "utf16"
+    folder.mkdir()
+    (folder / "kernel.cu").write_bytes("// a kernel\n".encode("utf-16"))
+    result = grader.grade_submission(fake, folder, include_hidden=False)
+    assert result.score == 0 and all("NUL byte" in c.output and "UTF-8" in c.output for c in result.checks)
+    assert not any("Traceback" in c.output for c in result.checks)
+
+
+def test_a_latin1_kernel_compiles_as_the_worker_builds_it(tmp_path):
+    # The worker builds exercise.student_spec through lab.build: no UnicodeDecodeError for any encoding.
+    kernel = tmp_path / "kernel.cu"
+    kernel.write_bytes(b"// caf\xe9\n" + load("01").reference_source().encode())
+    assert build.compile_cubin(load("01").student_spec(kernel), 90).lowered_name == "copy_vectorized"
+    assert build.cache_key(load("01").student_spec(kernel), 90)  # the worker's cache key reads it too
+
+
+def test_without_a_seed_a_secret_one_is_drawn_recorded_and_reused(fake, tmp_path):
+    subs, out = _batch(tmp_path), tmp_path / "out"
+    first = classroom.grade_batch(fake, subs, out, include_hidden=True)
+    recorded = json.loads((out / classroom.SEED_FILE).read_text())["seed"]
+    assert recorded != 0 and {r.seed for r in first} == {recorded}
+    assert json.loads((out / "alice" / "results.json").read_text())["extra_data"]["seed"] == recorded
+    assert f"seed {recorded}" in (out / "report.md").read_text()
+    seen = []
+    classroom.grade_batch(fake, subs, out, include_hidden=True, on_done=lambda r, c: seen.append(c))
+    assert seen == [True] * 4  # the resumed run used the recorded seed: nothing regraded
+    assert classroom.batch_seed(tmp_path / "elsewhere", None)[1] == "drawn now"
+    assert classroom.batch_seed(out, 5) == (5, "given")
+
+
+def test_cli_grade_of_a_missing_folder_says_so_before_asking_for_a_gpu(monkeypatch, capsys):
+    from lab import device
+
+    monkeypatch.setattr(device, "_probe", lambda: "the CUDA driver sees no GPU")
+    assert main(["grade", "/nonexistent/subs", "--exercise", "01"]) == 2
+    out = capsys.readouterr().out
+    assert "/nonexistent/subs does not exist" in out and "GPU" not in out
+
+
+def test_cli_grade_without_a_seed_draws_one_and_says_where_it_is(tmp_path, monkeypatch, capsys):
+    from lab import device
+
+    subs, seen = _batch(tmp_path), []
+    monkeypatch.setattr(device, "current", lambda: None)
+    monkeypatch.setattr(classroom, "grade_batch", lambda ex, s, out, **kw: seen.append(kw["seed"]) or [])
+    assert main(["grade", str(subs), "--exercise", "01"]) == 0
+    assert seen[0] != 0 and f"seed {seen[0]} (drawn now" in capsys.readouterr().out
+    assert main(["grade", str(subs), "--exercise", "01", "--hidden-seed", "77"]) == 0 and seen[1] == 77
+
+
+# ----------------------------------------------------------------------------------------------
+# On a GPU: the real worker names the student's file and reads any encoding
+# ----------------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_gpu_check_names_the_given_file_and_grades_a_latin1_kernel(tmp_path, monkeypatch, capsys):
+    from rich.console import Console
+
+    from lab import cli
+
+    monkeypatch.setattr(cli, "console", Console(soft_wrap=True, width=200, color_system=None, highlight=False))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "path").mkdir()
+    (tmp_path / "path" / "bad.cu").write_text(load("01").starter_text().replace("{", "{ int x = ;", 1))
+    assert main(["check", "01", "path/bad.cu", "--seed", "3"]) == 1
+    out = capsys.readouterr().out
+    assert "path/bad.cu:" in out and "kernel.cu" not in out, out
+    (tmp_path / "latin.cu").write_bytes(b"// caf\xe9\n" + load("01").reference_source().encode())
+    assert main(["check", "01", "latin.cu", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "is not UTF-8 (byte 6)" in out and "friendly" in out

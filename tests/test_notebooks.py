@@ -53,7 +53,7 @@ SYNTHETIC_PROVENANCE = {
 _FACTORS = {
     "copy": {"01_naive": 0.9, "02_grid_stride": 0.91, "03_vectorized": 0.95, "04_unrolled": 0.99},
     "transpose": {"cupy_transpose": 0.6, "01_naive": 0.4, "02_smem_tiled": 0.7, "03_padded": 0.9,
-                  "04_swizzled": 0.9},
+                  "04_swizzled": 0.9, "05_sector_aligned": 0.88},
 }
 
 
@@ -64,7 +64,7 @@ def _synthetic_gbs(bytes_moved: int, l2: str, rng: random.Random) -> float:
 
 
 def _synthetic_records(family: str, rng: random.Random) -> list[dict]:
-    from lab.ladder import get_family
+    from lab.families import get_family
 
     fam = get_family(family)
     jobs = [("headline", p, "cold") for p in fam.headline_params()]
@@ -100,7 +100,7 @@ _GEMM_DRAM = {"01_naive": 20.0, "02_coalesced": 8.0, "03_smem_tiled": 3.0, "04_r
 
 
 def _synthetic_gemm_records(rng: random.Random) -> list[dict]:
-    from lab.ladder import get_family
+    from lab.families import get_family
 
     fam = get_family("gemm_fp32")
     jobs = [("headline", p, "cold") for p in fam.headline_params()]

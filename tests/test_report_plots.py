@@ -158,7 +158,8 @@ def test_profile_bars_write_a_png(tmp_path):
         {"rung": r, "smem_bank_conflicts_ld": c}
         for r, c in zip(TRANSPOSE_RUNGS, (0, 1 << 20, 0, 0), strict=True)
     ]
-    path = plots.profile_bars(rows, "smem_bank_conflicts_ld", "synthetic", tmp_path / "bank.png")
+    path = plots.profile_bars(rows, "smem_bank_conflicts_ld", "transpose", {"rows": 64, "cols": 64}, "synthetic",
+                              tmp_path / "bank.png")
     assert _is_png(path)
 
 
@@ -173,7 +174,7 @@ def test_plots_return_none_without_records(tmp_path, plot):
 
 
 def test_profile_bars_return_none_without_rows(tmp_path):
-    assert plots.profile_bars([], "smem_bank_conflicts_ld", "t", tmp_path / "x.png") is None
+    assert plots.profile_bars([], "smem_bank_conflicts_ld", "t", path=tmp_path / "x.png") is None
     assert not (tmp_path / "x.png").exists()
 
 
@@ -188,9 +189,12 @@ def test_plot_without_a_path_returns_the_figure():
         plt.close(fig)
 
 
-def test_fmt_bytes():
-    assert plots._fmt_bytes(50 << 20) == "50 MB"
-    assert plots._fmt_bytes(1024) == "1 KB"
+def test_format_bytes_is_binary_and_labelled_so():
+    from lab.records import format_bytes
+
+    assert format_bytes(50 << 20) == "50 MiB"
+    assert format_bytes(1024) == "1 KiB" and format_bytes(1000) == "1000 B"
+    assert format_bytes(3 << 40) == "3 TiB" and format_bytes(5 << 50) == "5120 TiB"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -260,8 +264,8 @@ def test_dram_bars_and_the_profile_table_against_the_minimum(tmp_path):
     rows = profile.dram_rows(payload, minimum)
     assert [r["rung"] for r in rows] == ["01_naive", "08_multistage"]
     assert rows[1]["over_minimum"] == pytest.approx(2.87e8 / minimum)
-    assert _is_png(plots.dram_bars(rows, minimum, "synthetic", tmp_path / "dram.png"))
-    assert plots.dram_bars([], minimum, "t", tmp_path / "none.png") is None
+    assert _is_png(plots.dram_bars(rows, minimum, "gemm_fp32", payload["params"], "synthetic", tmp_path / "dram.png"))
+    assert plots.dram_bars([], minimum, "t", path=tmp_path / "none.png") is None
     table = report.profile_markdown(payload, minimum)
     assert f"DRAM / minimum ({minimum / 1e6:.1f} MB)" in table.splitlines()[0]
     assert f"| {2.87e8 / minimum:.2f}x |" in table
@@ -276,3 +280,142 @@ def test_describe_params_and_format_value():
         "M=3, N=4, K=5, beta=0.5"
     assert format_value(4079.4, "GB/s") == "4079"
     assert format_value(0.394, "TFLOP/s") == "0.39" and format_value(41.63, "TFLOP/s") == "41.6"
+
+
+# ----------------------------------------------------------------------------------------------
+# The helpers every figure goes through: titles, series styles, ticks, legends, log scales
+# ----------------------------------------------------------------------------------------------
+
+def _two_headline_sizes() -> RecordSet:
+    rs = synthetic("copy")
+    n = 1 << 27
+    extra = [_record("copy", r, "headline", {"n": n}, 8 * n, "cold", 3900.0 * (1 - 0.05 * i), 3900.0)
+             for i, r in enumerate((CEILING, *COPY_RUNGS))]
+    return RecordSet(rs.provenance, rs.records + extra)
+
+
+def test_headline_by_size_draws_every_target_across_the_sizes():
+    import matplotlib.pyplot as plt
+
+    assert plots.headline_by_size(synthetic("copy"), "copy") is None  # one headline size: nothing to compare
+    fig = plots.headline_by_size(_two_headline_sizes(), "copy")
+    try:
+        left, right = fig.axes[:2]
+        assert {ln.get_label() for ln in left.get_lines()} == {CEILING, *COPY_RUNGS}
+        assert all(ln.get_ydata()[0] == 1.0 for ln in right.get_lines())  # each against its own first size
+    finally:
+        plt.close(fig)
+
+
+def _all_figures():
+    """Every figure function on records that have what it needs, as (name, figure)."""
+    from lab import profile
+
+    payload = {"params": {"M": 4096, "N": 4096, "K": 4096},
+               "rows": [{"rung": "01_naive", "dram_read_bytes": 3e9, "dram_write_bytes": 1e8},
+                        {"rung": "08_multistage", "dram_read_bytes": 2.2e8, "dram_write_bytes": 6.7e7}]}
+    rows = profile.dram_rows(payload, 201326592)
+    bank = [{"rung": r, "smem_bank_conflicts_ld": c}
+            for r, c in zip(TRANSPOSE_RUNGS, (0, 2.7e8, 6.5e3, 12), strict=True)]
+    return [("bandwidth_vs_bytes", plots.bandwidth_vs_bytes(synthetic("copy"), "copy")),
+            ("tail", plots.tail(gemm_synthetic(), "gemm_fp32")),
+            ("ladder_bars", plots.ladder_bars(gemm_synthetic(), "gemm_fp32", peak=66.9)),
+            ("throughput_vs_size", plots.throughput_vs_size(gemm_synthetic(), "gemm_fp32", peak=66.9)),
+            ("headline_by_size", plots.headline_by_size(_two_headline_sizes(), "copy")),
+            ("profile_bars", plots.profile_bars(bank, "smem_bank_conflicts_ld", "transpose", {"rows": 8192})),
+            ("dram_bars", plots.dram_bars(rows, 201326592, "gemm_fp32", payload["params"], "synthetic"))]
+
+
+def _titles(fig) -> list[str]:
+    texts = [ax.get_title() for ax in fig.axes]
+    return texts + ([fig._suptitle.get_text()] if fig._suptitle else [])
+
+
+def test_no_figure_title_prints_a_raw_dict():
+    import matplotlib.pyplot as plt
+
+    for name, fig in _all_figures():
+        try:
+            assert fig is not None, name
+            for title in _titles(fig):
+                assert "{" not in title and "'" not in title, f"{name}: {title!r}"
+        finally:
+            plt.close(fig)
+    assert plots.figure_title("gemm_fp32", "x", {"M": 1, "N": 2, "K": 3, "lda": 3}) == "gemm_fp32: x at M=1, N=2, K=3"
+
+
+def _line_colors(fig, label: str) -> set:
+    from matplotlib.colors import to_hex
+
+    return {to_hex(line.get_color()) for ax in fig.axes for line in ax.get_lines() if line.get_label() == label}
+
+
+def test_a_series_keeps_its_colour_across_figures_and_the_ceiling_is_dashed_black():
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    rs = gemm_synthetic()
+    sizes, tail, bars = (plots.throughput_vs_size(rs, "gemm_fp32"), plots.tail(rs, "gemm_fp32"),
+                         plots.ladder_bars(rs, "gemm_fp32"))
+    try:
+        rung_color = to_hex(plots.series_style("08_multistage")["color"])
+        assert _line_colors(sizes, "08_multistage") == _line_colors(tail, "08_multistage") == {rung_color}
+        bar = next(p for p, t in zip(bars.axes[0].patches, bars.axes[0].get_xticklabels(), strict=False)
+                   if t.get_text() == "08_multistage")
+        assert to_hex(bar.get_facecolor()) == rung_color
+        for fig in (sizes, tail):
+            ceiling = [ln for ln in fig.axes[0].get_lines() if ln.get_label() == "cublas_sgemm"]
+            assert ceiling and to_hex(ceiling[0].get_color()) == "#000000" and ceiling[0].get_linestyle() == "--"
+        assert len({plots.series_style(f"0{i}_x")["color"] for i in range(1, 9)}) == 8  # rungs never share one
+    finally:
+        for fig in (sizes, tail, bars):
+            plt.close(fig)
+
+
+def test_bank_conflict_bars_use_a_log_scale_when_the_rungs_span_decades():
+    import matplotlib.pyplot as plt
+
+    decades = [{"rung": r, "smem_bank_conflicts_ld": c} for r, c in zip(TRANSPOSE_RUNGS, (0, 2.7e8, 6.5e3, 12),
+                                                                         strict=True)]
+    close = [{"rung": r, "smem_bank_conflicts_ld": c} for r, c in zip(TRANSPOSE_RUNGS, (10, 20, 30, 40), strict=True)]
+    wide, narrow = (plots.profile_bars(rows, "smem_bank_conflicts_ld", "transpose") for rows in (decades, close))
+    try:
+        assert wide.axes[0].get_yscale() in ("log", "symlog") and "log scale" in wide.axes[0].get_ylabel()
+        assert narrow.axes[0].get_yscale() == "linear"
+    finally:
+        plt.close(wide)
+        plt.close(narrow)
+
+
+def test_tail_ticks_are_plain_numbers_and_the_title_states_the_records_step():
+    import matplotlib.pyplot as plt
+
+    recs = [r for r in gemm_synthetic().records if r.kind != "tail" or r.params["N"] % 2 == 0]
+    fig = plots.tail(RecordSet(dict(PROVENANCE), recs), "gemm_fp32")
+    try:
+        ax = fig.axes[0]
+        fig.canvas.draw()
+        assert not ax.xaxis.get_major_formatter().get_useOffset()
+        assert ax.xaxis.get_offset_text().get_text() == ""
+        assert "stepping by 2" in ax.get_title()
+    finally:
+        plt.close(fig)
+
+
+def test_legends_sit_outside_the_axes_and_cover_no_data():
+    import matplotlib.pyplot as plt
+
+    for name, fig in _all_figures():
+        try:
+            fig.canvas.draw()
+            renderer = fig.canvas.get_renderer()
+            for ax in fig.axes:
+                legend = ax.get_legend()
+                if legend is None or name == "bandwidth_vs_bytes":  # its per-panel legend sits in an empty corner
+                    continue
+                box = legend.get_window_extent(renderer)
+                for line in ax.get_lines():
+                    for x, y in ax.transData.transform(line.get_xydata()):
+                        assert not box.contains(x, y), f"{name}: the legend covers a point of {line.get_label()}"
+        finally:
+            plt.close(fig)

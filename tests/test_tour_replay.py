@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from lab import device, records, tour
-from lab.ladder import get_family
+from lab.families import get_family
 from lab.records import Record, RecordSet
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

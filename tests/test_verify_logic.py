@@ -30,8 +30,7 @@ class ToyGemv(Family):
         init = None
         if beta:
             init = rng.standard_normal((1, ld)).astype(np.float32)
-        return Problem(f"n={n} beta={beta}", {"a": a, "beta": beta}, (1, ld), 0, out_init=init, write_mask=mask,
-                       reduction_length=k)
+        return Problem(f"n={n} beta={beta}", {"a": a, "beta": beta}, (1, ld), 0, out_init=init, write_mask=mask)
 
     def reference(self, p):
         a = p.inputs["a"].astype(np.float64)
@@ -40,6 +39,17 @@ class ToyGemv(Family):
         if p.inputs["beta"]:
             ref[0, :a.shape[0]] += p.inputs["beta"] * p.out_init[0, :a.shape[0]].astype(np.float64)
         return ref
+
+    def error_bound(self, p, ref):
+        from lab.bounds import matmul_bound
+
+        a = p.inputs["a"].astype(np.float64)
+        n, k = a.shape
+        beta = p.inputs["beta"]
+        c0 = p.out_init[0, :n, None].astype(np.float64) if beta else None
+        bound = np.zeros(p.out_shape)
+        bound[0, :n] = matmul_bound(a, np.ones((k, 1)), ref[0, :n, None], beta=beta, c0=c0)[:, 0]
+        return bound
 
     def launch(self, rung, p, out, set_index=0):
         self.calls += 1
@@ -100,28 +110,31 @@ def _launched(beta: float, ld: int = 11):
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.5])
-def test_compare_output_looks_only_at_the_written_elements_within_the_tolerance(beta):
-    from lab.check import tolerance
+def test_compare_output_looks_only_at_the_written_elements_within_their_bounds(beta):
     from lab.verify import compare_output, expected_output
 
     family, problem, out = _launched(beta)
-    reference, mask, rtol = expected_output(family, problem)
-    assert reference.shape == (8,) and mask.sum() == 8 and rtol == tolerance(np.float32, 5) > 0
+    reference, mask, bound = expected_output(family, problem)
+    assert reference.shape == bound.shape == (8,) and mask.sum() == 8 and (bound > 0).all()
     assert np.isnan(out[0, 8:]).all() and compare_output(family, problem, out).passed  # NaN padding ignored
-    out[0, :8] *= 1 + rtol / 4  # float32 rounding-sized differences pass
+    out[0, :8] = np.nextafter(out[0, :8], np.float32(np.inf))  # one ulp of float32 rounding passes
     assert compare_output(family, problem, out).passed
     out[0, 3] *= 1.01
-    assert not compare_output(family, problem, out).passed
+    cmp = compare_output(family, problem, out)
+    assert not cmp.passed and cmp.worst_index == (3,) and cmp.worst_ratio > 1
 
 
 def test_compare_output_of_a_data_movement_family_is_bit_exact():
+    from lab.ladder import Family
     from lab.verify import compare_output
 
     family, problem, _ = _launched(0.0)
-    problem.write_mask, problem.reduction_length = None, None  # the toy family's reduction_length is 0
+    problem.write_mask = None
+    family.error_bound = lambda p, ref: Family.error_bound(family, p, ref)  # the base class: bit-exact
     exact = np.linspace(-3, 3, 11, dtype=np.float32)[None]
     family.reference = lambda p: exact.astype(np.float64)
     assert compare_output(family, problem, exact.copy()).passed
     nudged = exact.copy()
     nudged[0, 4] = np.nextafter(nudged[0, 4], np.float32(np.inf))
-    assert not compare_output(family, problem, nudged).passed
+    cmp = compare_output(family, problem, nudged)
+    assert not cmp.passed and "bit-exact" in cmp.describe()

@@ -9,9 +9,7 @@
 //   launcher passes `head`, the number of leading elements before both x and y reach a 16-byte
 //   boundary; those, and the `n - head` remainder that is not a multiple of 4, are copied one float
 //   at a time. When x and y are misaligned by different amounts no float4 can serve both, and the
-//   launcher passes head = n: correct, but scalar (the record says so).
-// Measured (H200): ~0.92-0.93x, +2-5% over rung 02 (predicted +5-10%); the fixed grid's last round
-//   is what is left (rung 04).
+//   launcher passes head = n: correct, but scalar.
 // Requires: sm_75+. Knobs: none in the source; grid as rung 02.
 #include "lab_memory.cuh"
 

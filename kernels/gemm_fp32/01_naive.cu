@@ -12,11 +12,7 @@
 //   needs ~33 wavefronts: a ceiling of 4 / 33 / 4 = 0.75% of peak. Simon Boehm's worklog ("How to
 //   optimize a CUDA matmul kernel for cuBLAS-like performance", siboehm.com/articles/22/CUDA-MMM,
 //   kernel 1, same mapping) measured 309 GFLOP/s on an A6000: 0.8% of that GPU's peak, 1.3% of cuBLAS.
-// Measured (H200, results/h200/gemm_fp32.json, cold L2, cuBLAS in the same run): 0.50 TFLOP/s at
-//   4096^3 and 8192^3 (0.010x cuBLAS), inside the prediction. At 4095^3 and 4097^3 it runs 3.3x
-//   faster (1.67 TFLOP/s): with lda = 4096 floats the 32 rows a warp touches are exactly 16 KB
-//   apart and crowd the same cache sets and memory partitions; an odd lda spreads them. Nsight
-//   Compute: 42x the minimum DRAM traffic at 4096^3 (results/h200/gemm_fp32_profile.json).
+// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.notes`).
 // Tails: a thread whose (row, col) falls outside M x N returns at once (no barriers here, so that
 //   is safe). Nothing outside the M x N region of C (the ldc padding) is read or written.
 // Requires: any M, N, K >= 1, lda >= K, ldb >= N, ldc >= N, no alignment; sm_75+. beta == 0 never

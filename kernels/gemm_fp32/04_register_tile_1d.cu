@@ -2,22 +2,21 @@
 //
 // What changed: a thread owns a TM x 1 strip of C (TM accumulators in registers) instead of one
 //   element, so THREADS = BM * BN / TM threads cover a BM x BN tile; the tiles get taller and
-//   thinner in k (64 x 8 of A and 8 x 64 of B at the defaults). Per k, the thread reads Bs[k][col]
-//   once into a register and reuses it for TM FMAs.
+//   thinner in k (BM x BK of A and BK x BN of B). Per k, the thread reads Bs[k][col] once into a
+//   register and reuses it for TM FMAs.
 // Why: rung 03 pays ~2 shared-memory wavefronts per warp-FMA. Here, per k, a warp issues one
 //   conflict-free LDS of Bs and (fused over four k steps, as in rung 03) two LDS.128 broadcasts of
-//   As, ~9 wavefronts, for TM = 8 FMAs: ~1.1 per warp-FMA. Compile report: 16 LDS.128 + 8 LDS per
-//   64 FFMA. Global traffic: 16 FLOP per byte with 64 x 64 tiles.
+//   As, ~9 wavefronts, for TM = 8 FMAs: ~1.1 per warp-FMA. Global traffic: 16 FLOP per byte with
+//   64 x 64 tiles.
 // Prediction (4096^3, H200): 2-3x rung 03, ~10-13 TFLOP/s. Model ceiling: 8 warp-FMAs (2 clocks)
 //   per ~9 wavefronts (9 clocks) is ~22% of peak (~15 TFLOP/s); shared memory is still the limit.
 //   Boehm (siboehm.com/articles/22/CUDA-MMM, kernel 4, the same 64 x 64 x 8, TM = 8, 512 threads)
 //   measured 2.8x his shared-memory kernel: 22% of the A6000's peak, 36.5% of cuBLAS.
-// Measured (H200, results/h200/gemm_fp32.json): 16.7 TFLOP/s at 4096^3, 1.95x rung 03 (just under
-//   the predicted 2-3x) and 0.326x cuBLAS; DRAM traffic down to 6.1x the minimum.
+// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.notes`).
 // Tails: as rung 03 (guarded tile loads store 0.0f, no early return, every store guarded; nothing
 //   outside M x N is written, and beta == 0 never reads C).
 // Requires: any M, N, K >= 1, lda >= K, ldb >= N, ldc >= N, no alignment; sm_75+.
-//   Shared memory: (BM*BK + BK*BN) * 4 bytes static, 4 KB at the defaults.
+//   Shared memory: (BM*BK + BK*BN) * 4 bytes static.
 // Knobs: BM (64), BN (64), BK (8), TM (8), THREADS (512 = BM * BN / TM). The launcher's grid is
 //   (ceil(N/BN), ceil(M/BM)).
 #ifndef BM

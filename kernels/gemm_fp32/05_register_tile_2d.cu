@@ -1,16 +1,16 @@
 // gemm_fp32 / rung 05 — 2-D register tile: each thread computes a TM x TN block of C.
 //
-// What changed: a thread owns TM x TN accumulators (8 x 8 at the defaults) instead of a TM x 1
-//   strip, so THREADS = (BM / TM) * (BN / TN) and the block tile grows to 128 x 128. Per k, the
-//   thread copies its TM values of the As column and its TN values of the Bs row into registers,
-//   then does the TM x TN outer product from registers alone.
+// What changed: a thread owns TM x TN accumulators instead of a TM x 1 strip, so
+//   THREADS = (BM / TM) * (BN / TN) and the block tile grows. Per k, the thread copies its TM values
+//   of the As column and its TN values of the Bs row into registers, then does the TM x TN outer
+//   product from registers alone.
 // Why: per k, TM + TN = 16 values from shared memory feed TM * TN = 64 FMAs, against rung 04's 9 for
-//   8. Compile report: 16 LDS.128 of As (fused over four k steps, as in rung 04) + 16 LDS.128 of Bs
-//   per 512 FFMA. Global traffic: 32 FLOP per byte with 128 x 128 tiles.
-// The cost: 64 accumulators plus four k steps of As held at once come to 138-145 registers
-//   (sm_75 to sm_90), so only one 256-thread block (8 warps) fits per SM, and nothing hides the
-//   global loads and barriers of that block. Under 128 would allow two; rung 06's transposed As
-//   gets there (107-111 registers).
+//   8 (As reads fused over four k steps, as in rung 04; Bs read with LDS.128). Global traffic: 32
+//   FLOP per byte with 128 x 128 tiles.
+// The cost: 64 accumulators plus four k steps of As held at once take more registers than two
+//   256-thread blocks can share on an SM (the compile report's register count; lab/occupancy.py
+//   turns it into blocks per SM), so only one block (8 warps) fits and nothing hides the global
+//   loads and barriers of that block. Rung 06's transposed As gets under the line.
 // Prediction (4096^3, H200): 1.4-2x rung 04, ~17-25 TFLOP/s. Model ceiling: per k a warp issues
 //   64 FMAs (16 clocks) and 4 LDS.128 (~24 wavefronts, counting the conflicts below), ~65% of peak;
 //   one block per SM costs a good share of that. Boehm (siboehm.com/articles/22/CUDA-MMM, kernel 5,
@@ -19,15 +19,13 @@
 //   cuBLAS. Expect the low end of the range here.
 // Left for later rungs: a thread's TN columns are contiguous, so threads tc and tc + 4 of a
 //   quarter-warp read the same Bs banks: a 2-way conflict on every LDS.128 of Bs (the As reads are
-//   broadcasts). Global loads are scalar and not overlapped with the same block's math.
-// Measured (H200, results/h200/gemm_fp32.json): 22.1 TFLOP/s at 4096^3 (inside the predicted
-//   17-25), 1.32x rung 04 (under the predicted 1.4-2x) and 0.432x cuBLAS. Nsight Compute counts
-//   268M shared-load bank conflicts at 4096^3: the 2-way Bs conflict described above (rung 06
-//   keeps it; rung 07's lane layout removes it).
+//   broadcasts; Nsight Compute's shared-load bank conflicts count it, rung 07's lane layout removes
+//   it). Global loads are scalar and not overlapped with the same block's math.
+// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.notes`).
 // Tails: as rung 03 (guarded tile loads store 0.0f, no early return, every store guarded per
 //   element; nothing outside M x N is written, and beta == 0 never reads C).
 // Requires: any M, N, K >= 1, lda >= K, ldb >= N, ldc >= N, no alignment; sm_75+.
-//   Shared memory: (BM*BK + BK*BN) * 4 bytes static, 8 KB at the defaults.
+//   Shared memory: (BM*BK + BK*BN) * 4 bytes static.
 // Knobs: BM (128), BN (128), BK (8), TM (8), TN (8), THREADS (256 = (BM / TM) * (BN / TN)). The
 //   launcher's grid is (ceil(N/BN), ceil(M/BM)).
 #ifndef BM

@@ -1,20 +1,20 @@
 // gemm_fp32 / rung 06 — vectorized: 16-byte global loads, A transposed in shared memory, LDS.128.
 //
-// What changed (vs rung 05: same 128x128 block tile, BK = 8, 8x8 thread tile, 256 threads):
+// What changed (vs rung 05: same block tile, BK, thread tile and thread count):
 //   1. Global loads move float4s: per k-tile each thread fetches one float4 of A (4 consecutive k of
 //      one row) and one float4 of B (4 consecutive n) with LDG.E.128, instead of 4 + 4 scalar loads.
 //   2. A is stored transposed in shared memory, As[k][m]: the float4 read along a row of A is
-//      scattered down a column of As (4 scalar STS). In exchange, the 8 values of A that a thread
+//      scattered down a column of As (4 scalar STS). In exchange, the TM values of A that a thread
 //      multiplies at one k are contiguous: 2 LDS.128 for this k alone. Rung 05 also read A with
-//      LDS.128, but along k (As[m][k .. k+3], four k steps fused), so it held 4 x 8 values of A at
+//      LDS.128, but along k (As[m][k .. k+3], four k steps fused), so it held 4 x TM values of A at
 //      once. Still 4 LDS.128 per 64 FFMA (2 of A, 2 of B).
 //   3. As rows are padded to BM + 4 floats: the transposing stores then hit 32 different banks
 //      (row stride 132 = 4 mod 32 banks), and every As row still starts 16-byte aligned.
-// Why: registers, hence occupancy. Rung 05's 138-145 registers let one 256-thread block (8 warps)
-//   live on an SM, so nothing covered its global loads and barriers. Holding 8 values of A per k
-//   instead of 32, this rung compiles to 104-111 registers: two blocks (16 warps) per SM, and one
-//   block's loads and barriers overlap the other's FFMAs. The 4x fewer global load instructions
-//   help a little too; the shared-load count does not change.
+// Why: registers, hence occupancy. Rung 05's register count let one 256-thread block (8 warps) live
+//   on an SM, so nothing covered its global loads and barriers. Holding TM values of A per k instead
+//   of 4 x TM brings the count under the two-block line (the compile report and lab/occupancy.py):
+//   two blocks (16 warps) per SM, and one block's loads and barriers overlap the other's FFMAs. The
+//   4x fewer global load instructions help a little too; the shared-load count does not change.
 // Prediction: 1.3-1.6x over rung 05 at 4096^3 and 8192^3 (mostly the second resident block), about
 //   0.6-0.75x of cuBLAS SGEMM on the H200. Boehm's kernel 6, the same change on an A6000 where his
 //   kernel 5 already ran two blocks per SM (rung 05's header), gained 1.14x; the occupancy step
@@ -23,6 +23,7 @@
 //   warp sit 128 bytes apart, on the same banks), each k-tile pays two __syncthreads with nothing
 //   in flight, and a warp's 2x16 thread layout makes it read 16 + 128 floats of shared memory per
 //   k where a 32x64 warp tile needs 96 (rung 07).
+// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.notes`).
 // Tails: out-of-range elements of A and B load as zeros (rows past M or K, columns past K or N);
 //   a float4 that straddles the edge is loaded element by element, never past it. Each result is
 //   stored only if it is inside M x N: as a float4 when VEC = 4 and all four columns are in range,
@@ -30,13 +31,10 @@
 // Requires: sm_75+; any M, N, K >= 1. VEC = 4 only when lda, ldb, ldc are multiples of 4 and A, B,
 //   C are 16-byte aligned (the launcher's check); VEC = 1 takes any leading dimensions and any
 //   4-byte alignment. Launch: 1-D blocks of THREADS = (BM/TM)*(BN/TN) threads, grid
-//   (ceil(N/BN), ceil(M/BM)). Static shared memory: BK*(BM+4)*4 + BK*BN*4 bytes (8320 at defaults).
-// Knobs: BM (128), BN (128), BK (8), TM (8), TN (8), THREADS (256), VEC (4).
+//   (ceil(N/BN), ceil(M/BM)). Static shared memory: BK*(BM+4)*4 + BK*BN*4 bytes.
+// Knobs: BM (128), BN (128), BK (8), TM (8), TN (8), THREADS (256), VEC (4; the launcher picks 4 or 1).
 // Ideas from Simon Boehm's "How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance"
 //   (siboehm.com/articles/22/CUDA-MMM, kernel 6); code and padding choice are this lab's own.
-// Measured (H200, results/h200/gemm_fp32.json): 35.8 TFLOP/s at 4096^3, 1.62x rung 05 (at the top
-//   of the predicted 1.3-1.6x) and 0.699x cuBLAS. The 2-way B conflicts explained above show in
-//   Nsight Compute as 268M shared-load bank conflicts; rung 07's lane layout takes them to ~6500.
 #ifndef BM
 #define BM 128
 #endif

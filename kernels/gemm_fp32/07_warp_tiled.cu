@@ -5,8 +5,8 @@
 //      inside a warp tile the 32 lanes form a 4x8 grid. Each thread still owns 8x8 results, but as
 //      2x2 quadrants of 4x4: rows lm*4 + {0, 16} + 0..3 and columns ln*4 + {0, 32} + 0..3 of its
 //      warp tile (lane = lm*8 + ln). This is CUTLASS's SGEMM hierarchy: block, warp, thread.
-//   2. BK = 16 instead of 8: half as many k-tiles, so half as many barriers per FLOP, for 16.6 KB
-//      of shared memory (still two blocks per SM with room to spare).
+//   2. BK = 16 instead of 8: half as many k-tiles, so half as many barriers per FLOP, for twice the
+//      shared memory (still two blocks per SM with room to spare).
 // Why: (a) bank conflicts. A 128-bit shared load is served a quarter warp (8 lanes) at a time. In
 //   rung 06 the 8 lanes of a quarter warp read B float4s 32 bytes apart: 4 of the 8 16-byte bank
 //   groups, twice each, a 2-way conflict on every B load. Here the 8 lanes of a quarter warp share
@@ -19,22 +19,19 @@
 // Prediction: 1.15-1.3x over rung 06 at 4096^3 and 8192^3, about 0.75-0.9x of cuBLAS SGEMM on the
 //   H200. The gap left: each k-tile still loads, stores, waits at a barrier and only then computes,
 //   so global latency is hidden only by the other resident block (rung 08 pipelines it).
+// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.notes`).
 // Tails: as rung 06 (zeros outside A and B, per-element or whole-float4 guarded stores, C not read
 //   when beta == 0).
 // Requires: sm_75+; any M, N, K >= 1. VEC = 4 only when lda, ldb, ldc are multiples of 4 and A, B,
 //   C are 16-byte aligned (the launcher's check); VEC = 1 takes any leading dimensions and any
 //   4-byte alignment. Launch: 1-D blocks of THREADS = 32*(BM/WM)*(BN/WN) threads, grid
-//   (ceil(N/BN), ceil(M/BM)). Static shared memory: BK*(BM+4)*4 + BK*BN*4 bytes (16640 at defaults).
-// Knobs: BM (128), BN (128), BK (16), WM (32), WN (64), TM (8), TN (8), THREADS (256), VEC (4);
-//   (WM/TM) x (WN/TN) must be 32 lanes, and TM, TN multiples of 4 (the thread tile is made of 4x4s).
+//   (ceil(N/BN), ceil(M/BM)). Static shared memory: BK*(BM+4)*4 + BK*BN*4 bytes.
+// Knobs: BM (128), BN (128), BK (16), WM (32), WN (64), TM (8), TN (8), THREADS (256), VEC (4; the
+//   launcher picks 4 or 1); (WM/TM) x (WN/TN) must be 32 lanes, and TM, TN multiples of 4 (the
+//   thread tile is made of 4x4s).
 // Ideas from CUTLASS's "Efficient GEMM in CUDA" (github.com/NVIDIA/cutlass, media/docs: the
 //   threadblock/warp/thread tiling of its SIMT SGEMM) and Simon Boehm's SGEMM worklog (kernel 10,
 //   warptiling); code and lane layout are this lab's own.
-// Measured (H200, results/h200/gemm_fp32.json): 41.8 TFLOP/s at 4096^3, 1.17x rung 06 and 0.817x
-//   cuBLAS, both inside the prediction; shared-load bank conflicts 6492 (from 268M in rung 06).
-//   At 4097^3 it drops to 30.8 TFLOP/s (-26%), at 4095^3 only to 37.0 (-11%). Both take the scalar
-//   (VEC = 1) path; only 4097 adds tiles (33 x 33 = 1089 against 1024, for 264 resident blocks),
-//   so most of the 4097 loss is that extra, nearly empty wave; rung 08's 64x128 tile loses 15%.
 #ifndef BM
 #define BM 128
 #endif

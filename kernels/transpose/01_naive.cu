@@ -5,9 +5,6 @@
 //   the warp's 32 stores land in 32 different output rows, 32 separate 32-byte sectors.
 // Prediction: writes move 8x the useful bytes through L2 (a 32-byte sector for each 4-byte store);
 //   L2 merges some of it before DRAM, so expect ~30-50% of the device copy, not 1/8.
-// Measured (H200, results/h200/transpose.json): ~0.13x of the device copy, under the prediction.
-//   Nsight shows DRAM traffic near the minimum (L2 does merge the sectors), so the limit is the
-//   32 separate L2 sector writes per warp store, not DRAM.
 // Requires: nothing (any rows, cols >= 1; sm_75+). Knobs: TILE (32), BLOCK_ROWS (8).
 #ifndef TILE
 #define TILE 32

@@ -3,19 +3,18 @@
 // What changed: the block loads a TILE x TILE patch into shared memory with coalesced row reads,
 //   synchronizes, then writes the transposed patch with coalesced row writes, reading shared
 //   memory down a column.
-// Why: both global directions are now coalesced. But the column read of a float[32][32] tile hits
-//   the same bank 32 times (row stride 32 words = 0 mod 32 banks): a 32-way bank conflict.
+// Why: both global directions are now coalesced. But the column read of a float[TILE][TILE] tile hits
+//   one bank again and again (the row stride, 64 words at the default TILE, is 0 mod 32 banks): a warp's
+//   32 reads down a column are a 32-way bank conflict.
 // Prediction: well above rung 01 (global writes are full sectors now), still short of the copy
-//   ceiling because every shared-memory read is replayed 32 times.
-// Measured (H200): ~0.43x of the device copy; Nsight counts ~65 M shared-load bank conflicts at
-//   8192x8192, ~200x rung 03's.
+//   ceiling because every shared-memory column read is replayed 32 times.
 // Tails: threads outside the matrix neither load nor store; the tile's stale entries are never
-//   written out. Requires: any shape, sm_75+. Knobs: TILE (32), BLOCK_ROWS (8).
+//   written out. Requires: any shape, sm_75+. Knobs: TILE (64), BLOCK_ROWS (4).
 #ifndef TILE
-#define TILE 32
+#define TILE 64
 #endif
 #ifndef BLOCK_ROWS
-#define BLOCK_ROWS 8
+#define BLOCK_ROWS 4
 #endif
 
 extern "C" __global__ void transpose_smem_tiled(const float* __restrict__ in, float* __restrict__ out, int rows,

@@ -1,1 +1,27 @@
-"""One module per kernel family: how to launch its rungs, its reference and its ceiling."""
+"""The catalogue: one module per kernel family (how to launch its rungs, its reference and its ceiling),
+and here the lookup every driver uses. The base types live in lab.ladder, which imports no family, so
+no module imports its importer."""
+
+from __future__ import annotations
+
+from lab.errors import LabError
+from lab.families.copy import CopyFamily
+from lab.families.gemm import GemmFp32Family
+from lab.families.transpose import TransposeFamily
+from lab.ladder import Family, Rung
+
+
+def families() -> dict[str, Family]:
+    """Every ladder, in reading order (a fresh instance each call: families hold no state worth sharing)."""
+    return {f.name: f for f in (CopyFamily(), TransposeFamily(), GemmFp32Family())}
+
+
+def get_family(name: str) -> Family:
+    known = families()
+    if name not in known:
+        raise LabError(f"Unknown family {name!r}; the ladders are: {', '.join(known)}.")
+    return known[name]
+
+
+def all_rungs() -> list[Rung]:
+    return [r for f in families().values() for r in f.rungs]

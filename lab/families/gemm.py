@@ -59,6 +59,9 @@ class GemmFp32Family(Family):
     title = "SGEMM (C = alpha*A@B + beta*C), float32, row-major"
     metric = "TFLOP/s"
     ceiling_name = "cublas_sgemm"
+    ceiling_title = "cuBLAS SGEMM"
+    sweep_figure = "throughput"  # compute-bound: TFLOP/s against the side, not GB/s against bytes
+    profile_figure = "dram_bytes"  # tiling shows in DRAM bytes against the minimum
     rungs = (
         _rung("01_naive", "sgemm_naive", "one thread per output, rows across threads", BM=32, BN=32, THREADS=1024),
         _rung("02_coalesced", "sgemm_coalesced", "one thread per output, columns across threads",
@@ -76,6 +79,9 @@ class GemmFp32Family(Family):
               BM=64, BN=128, BK=16, WM=32, WN=64, TM=8, TN=8, STAGES=4, MINB=3, FRAG_DB=1, ORDER=1, THREADS=128),
     )
     VEC_RUNGS = ("06_vectorized", "07_warp_tiled", "08_multistage")
+
+    def dynamic_smem_bytes(self, rung: Rung) -> int:
+        return dynamic_smem_bytes(rung)
 
     # --- problems -------------------------------------------------------------------------------
     def make_problem(self, seed: int = 0, dist: str = "normal", M: int = 64, N: int = 64, K: int = 64,
@@ -97,17 +103,36 @@ class GemmFp32Family(Family):
                   "ldc": ldc}
         bytes_moved = 4 * (M * K + K * N + M * N * (2 if beta else 1))
         return Problem(label, {"A": a_sets, "B": b_sets}, (M, ldc), bytes_moved, params=params, out_init=c0,
-                       write_mask=mask, reduction_length=K, flops=2 * M * N * K)
+                       write_mask=mask, flops=2 * M * N * K)
 
-    def reference(self, problem: Problem) -> np.ndarray:
+    @staticmethod
+    def _operands(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """A (M x K), B (K x N) and, when beta != 0, C0 (M x N) as float64, without the padding."""
         p = problem.params
         a = problem.inputs["A"][0].get()[:, :p["K"]].astype(np.float64)
         b = problem.inputs["B"][0].get()[:, :p["N"]].astype(np.float64)
+        c0 = problem.out_init.get()[:, :p["N"]].astype(np.float64) if p["beta"] else None
+        return a, b, c0
+
+    def reference(self, problem: Problem) -> np.ndarray:
+        p = problem.params
+        a, b, c0 = self._operands(problem)
         ref = np.zeros((p["M"], p["ldc"]))
         ref[:, :p["N"]] = p["alpha"] * (a @ b)
-        if p["beta"]:
-            ref[:, :p["N"]] += p["beta"] * problem.out_init.get()[:, :p["N"]].astype(np.float64)
+        if c0 is not None:
+            ref[:, :p["N"]] += p["beta"] * c0
         return ref
+
+    def error_bound(self, problem: Problem, reference: np.ndarray) -> np.ndarray:
+        """lab.bounds.matmul_bound with fp32 accumulation and fp32 output; 0 in the padding columns."""
+        from lab.bounds import matmul_bound
+
+        p = problem.params
+        a, b, c0 = self._operands(problem)
+        bound = np.zeros_like(reference)
+        bound[:, :p["N"]] = matmul_bound(a, b, reference[:, :p["N"]], alpha=p["alpha"], beta=p["beta"], c0=c0,
+                                         acc_dtype=np.float32, out_dtype=np.float32)
+        return bound
 
     # --- launching ------------------------------------------------------------------------------
     def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
@@ -145,6 +170,9 @@ class GemmFp32Family(Family):
             out[:, :p["N"]] = p["alpha"] * cp.matmul(a, b)
         else:
             cp.matmul(a, b, out=out)
+
+    def block_resources(self, rung: Rung) -> tuple[int, int]:
+        return _knobs(rung)["THREADS"], dynamic_smem_bytes(rung)
 
     def min_dram_bytes(self, params: dict) -> int:
         """4 * (M*K + K*N + M*N) bytes: A and B read once and C written once (C read too when beta != 0)."""

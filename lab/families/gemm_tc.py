@@ -1,0 +1,322 @@
+"""The tensor-core GEMM ladder: C = alpha * A @ B + beta * C with A and B in fp16 or bf16, fp32 accumulation,
+C in the input type. A is M x K row-major; B is K x N row-major ("NN") or N x K row-major ("TN", a linear
+layer's weight). Any M, N, K >= 1, leading dimensions at least the widths. Measured against cuBLAS in the
+same type and layout, timed on the same problem in the same run.
+
+Storage: CuPy has float16 but (without ml_dtypes) no bfloat16, so bf16 arrays are uint16 arrays of bf16 bit
+patterns; `to_float32` widens either exactly, `round_to_bfloat16_bits` rounds float32 to bf16 (nearest,
+ties to even). The kernels see raw 16-bit values either way and take the type as the BF16 knob.
+
+Every rung has one signature:
+    gemm_tc_<name>(int M, int N, int K, float alpha, const uint16* A, int lda, const uint16* B, int ldb,
+                   float beta, uint16* C, int ldc)
+and 1-D blocks of THREADS threads on a grid (ceil(N / BN), ceil(M / BM)). The launcher passes BF16 and TN
+(the layout) as knobs, and VEC=8 (16-byte loads) to the rungs that take it only when every leading
+dimension is a multiple of 8 and every pointer 16-byte aligned, VEC=1 otherwise: both are correct on any
+shape.
+
+The error bound is lab.bounds.tensor_core_matmul_bound: the FP32 family's bound with fp32 accumulation and
+the output type's rounding, widened for the truncating accumulation of tensor cores (see lab/bounds.py).
+
+STATUS: not yet verified on a GPU; it is not in lab.families.families() until tests/test_gpu_gemm_tc.py
+passes on the reference GPU. Reach it as lab.families.gemm_tc.GemmTcFamily().
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from lab import shapes
+from lab.bounds import BFLOAT16
+from lab.build import KernelSpec
+from lab.errors import LabError
+from lab.ladder import Family, Problem, Rung
+
+DTYPES = ("float16", BFLOAT16)
+LAYOUTS = ("NN", "TN")
+STORAGE = {"float16": np.dtype(np.float16), BFLOAT16: np.dtype(np.uint16)}
+MIN_ARCH = 80  # mma.sync m16n8k16 for fp16 and bf16
+SLOW_RUNGS_MAX_SIDE = 4096  # rung 01 (scalar fragment loads) leaves sweep sizes past this side and the tail
+
+
+def _rung(key: str, entry: str, title: str, **knobs: int) -> Rung:
+    spec = KernelSpec(f"gemm_tc/{key}.cu", entry, tuple(sorted(knobs.items())), min_arch=MIN_ARCH)
+    return Rung("gemm_tc", key, spec, title)
+
+
+def _knobs(rung: Rung) -> dict:
+    return dict(rung.spec.knobs)
+
+
+def block_tile(rung: Rung) -> tuple[int, int]:
+    """(BM, BN): the block's tile of C, from the rung's knobs (rung 01 has one 16x16 tile per warp)."""
+    k = _knobs(rung)
+    if "BM" in k:
+        return k["BM"], k["BN"]
+    return 16 * k["WARPS_M"], 16 * k["WARPS_N"]
+
+
+# --- bf16 as uint16 bit patterns ----------------------------------------------------------------
+
+def round_to_bfloat16_bits(x, xp=np):
+    """float32 values -> bf16 bit patterns (uint16), rounded to nearest, ties to even, as the hardware's
+    cvt.rn.bf16.f32 does: keep the top 16 bits after adding 0x7FFF plus the lowest kept bit. Values past
+    the largest bf16 round to +-inf, subnormals round like any other value, and a NaN stays a (quiet) NaN
+    instead of letting the carry turn it into inf."""
+    bits = xp.ascontiguousarray(xp.asarray(x, dtype=xp.float32)).view(xp.uint32)
+    rounded = (bits + xp.uint32(0x7FFF) + ((bits >> 16) & xp.uint32(1))) >> 16
+    nan = (bits & xp.uint32(0x7FFFFFFF)) > xp.uint32(0x7F800000)
+    return xp.where(nan, (bits >> 16) | xp.uint32(0x0040), rounded).astype(xp.uint16)
+
+
+def bfloat16_bits_to_float32(bits, xp=np):
+    """bf16 bit patterns -> float32, exactly (bf16 is float32's top half)."""
+    return (xp.asarray(bits).astype(xp.uint32) << 16).view(xp.float32)
+
+
+def to_float32(stored, dtype: str, xp=np):
+    """An fp16 array, or a uint16 array of bf16 patterns, as float32 (exact)."""
+    return bfloat16_bits_to_float32(stored, xp) if dtype == BFLOAT16 else stored.astype(xp.float32)
+
+
+def to_storage(x32, dtype: str, xp=np):
+    """float32 -> the storage array of `dtype` (fp16: float16; bf16: uint16 patterns), rounded to nearest even."""
+    return round_to_bfloat16_bits(x32, xp) if dtype == BFLOAT16 else x32.astype(xp.float16)
+
+
+def input_scale(dist: str, K: int) -> float:
+    """A factor for the inputs that keeps |C| well inside fp16's range (65504) at any K. Only the "wide"
+    distribution needs one: its magnitudes reach 10^3, so a single product can reach 10^6, and a sum of K
+    of them grows like sqrt(K). Scaling both A and B by 0.1 * K^(-1/4) keeps the largest single product
+    below 10^4 / sqrt(K) and the sums' spread near 400 whatever K is. (Small values land among fp16's
+    subnormals; the reference is computed from the rounded values, so that costs no accuracy.)"""
+    return 0.1 * K ** -0.25 if dist == "wide" else 1.0
+
+
+def _validate(M: int, N: int, K: int, pad: int, layout: str, dtype: str) -> None:
+    if min(M, N, K) < 1 or pad < 0:
+        raise LabError(f"gemm_tc needs M, N, K >= 1 and pad >= 0; got M={M} N={N} K={K} pad={pad}.")
+    if layout not in LAYOUTS:
+        raise LabError(f"gemm_tc layout must be one of {', '.join(LAYOUTS)} (B is K x N or N x K); got {layout!r}.")
+    if dtype not in DTYPES:
+        raise LabError(f"gemm_tc dtype must be one of {', '.join(DTYPES)}; got {dtype!r}.")
+
+
+def _aligned(problem: Problem, out) -> bool:
+    a, b = problem.inputs["A"][0], problem.inputs["B"][0]
+    lds = (problem.params["lda"], problem.params["ldb"], problem.params["ldc"])
+    return all(ld % 8 == 0 for ld in lds) and all(x.data.ptr % 16 == 0 for x in (a, b, out))
+
+
+class GemmTcFamily(Family):
+    name = "gemm_tc"
+    title = "Tensor-core GEMM (C = alpha*A@B + beta*C), fp16/bf16 in, fp32 accumulation"
+    metric = "TFLOP/s"
+    ceiling_name = "cublas_gemm"
+    ceiling_title = "cuBLAS (same type and layout)"
+    sweep_figure = "throughput"
+    profile_figure = "bank_conflicts"  # ldmatrix against padded (and, from rung 03, swizzled) tiles
+    rungs = (
+        _rung("01_mma_global", "gemm_tc_mma_global", "mma.sync, fragments loaded from global memory",
+              BF16=0, TN=0, WARPS_M=2, WARPS_N=2, THREADS=128),
+        _rung("02_ldmatrix_smem", "gemm_tc_ldmatrix_smem", "padded shared-memory tiles read with ldmatrix",
+              BF16=0, TN=0, BM=128, BN=128, BK=32, WM=64, WN=32, PAD=8, VEC=8, THREADS=256),
+    )
+    VEC_RUNGS = ("02_ldmatrix_smem",)
+
+    def __init__(self, accumulation_scale: float = 1.0):
+        # The share of the statistical part of the error bound a check allows (lab.bounds.
+        # tensor_core_matmul_bound): 1 for the checks, 0.5 for the GPU test of the bound's margin.
+        self.accumulation_scale = accumulation_scale
+
+    def _xp(self):
+        if self.array_module is not None:
+            return self.array_module
+        import cupy
+
+        return cupy
+
+    # --- problems -------------------------------------------------------------------------------
+    def make_problem(self, seed: int = 0, dist: str = "normal", M: int = 64, N: int = 64, K: int = 64,
+                     alpha: float = 1.0, beta: float = 0.0, pad: int = 0, layout: str = "TN",
+                     dtype: str = "float16", sets: int = 1) -> Problem:
+        """A (M x K), B (K x N for NN, N x K for TN) and, when beta != 0, C0, in `dtype`, with leading
+        dimensions width + pad. Random values are drawn in float32 and rounded to the type; the reference
+        uses the rounded values."""
+        from lab.check import random_array
+
+        xp = self._xp()
+        _validate(M, N, K, pad, layout, dtype)
+        scale = input_scale(dist, K)
+        lda, ldc = K + pad, N + pad
+        b_shape = (K, N + pad) if layout == "NN" else (N, K + pad)
+
+        def draw(shape, s):
+            return to_storage(random_array(shape, np.float32, s, dist, xp=xp) * np.float32(scale), dtype, xp)
+
+        a_sets = [draw((M, lda), seed + 11 * s) for s in range(sets)]
+        b_sets = [draw(b_shape, seed + 11 * s + 1) for s in range(sets)]
+        c0 = to_storage(random_array((M, ldc), np.float32, seed + 7, dist, xp=xp), dtype, xp) if beta != 0 else None
+        mask = xp.zeros((M, ldc), dtype=bool)
+        mask[:, :N] = True
+        label = (f"M={M} N={N} K={K} {layout} {dtype}"
+                 + (f" alpha={alpha:g} beta={beta:g}" if (alpha, beta) != (1, 0) else "")
+                 + (f" ld+{pad}" if pad else ""))
+        params = {"M": M, "N": N, "K": K, "layout": layout, "dtype": dtype, "alpha": alpha, "beta": beta,
+                  "pad": pad, "lda": lda, "ldb": b_shape[1], "ldc": ldc}
+        return Problem(label, {"A": a_sets, "B": b_sets}, (M, ldc), self.min_dram_bytes(params), params=params,
+                       dtype=STORAGE[dtype], out_init=c0, write_mask=mask, flops=2 * M * N * K)
+
+    @staticmethod
+    def _operands(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """A (M x K), B (K x N, whichever way it is stored) and, when beta != 0, C0 (M x N), as float64
+        values of the stored (rounded) inputs, without the padding."""
+        from lab.check import to_numpy
+
+        p = problem.params
+        dtype = p["dtype"]
+        a = to_float32(to_numpy(problem.inputs["A"][0])[:, :p["K"]], dtype).astype(np.float64)
+        b_stored = to_float32(to_numpy(problem.inputs["B"][0]), dtype).astype(np.float64)
+        b = b_stored[:, :p["N"]] if p["layout"] == "NN" else b_stored[:, :p["K"]].T
+        c0 = to_float32(to_numpy(problem.out_init)[:, :p["N"]], dtype).astype(np.float64) if p["beta"] else None
+        return a, b, c0
+
+    def reference(self, problem: Problem) -> np.ndarray:
+        p = problem.params
+        a, b, c0 = self._operands(problem)
+        ref = np.zeros((p["M"], p["ldc"]))
+        ref[:, :p["N"]] = p["alpha"] * (a @ b)
+        if c0 is not None:
+            ref[:, :p["N"]] += p["beta"] * c0
+        return ref
+
+    def error_bound(self, problem: Problem, reference: np.ndarray) -> np.ndarray:
+        """lab.bounds.tensor_core_matmul_bound (fp32 accumulation on tensor cores, output rounded to the
+        input type); 0 in the padding columns."""
+        from lab.bounds import tensor_core_matmul_bound
+
+        p = problem.params
+        a, b, c0 = self._operands(problem)
+        bound = np.zeros_like(reference)
+        out_dtype = BFLOAT16 if p["dtype"] == BFLOAT16 else np.float16
+        bound[:, :p["N"]] = tensor_core_matmul_bound(a, b, reference[:, :p["N"]], alpha=p["alpha"], beta=p["beta"],
+                                                     c0=c0, out_dtype=out_dtype,
+                                                     accumulation_scale=self.accumulation_scale)
+        return bound
+
+    def output_values(self, out):
+        """The output as the checks compare it: bf16 patterns widened to float32 (fp16 compares as it is)."""
+        if out.dtype == np.uint16:
+            return bfloat16_bits_to_float32(out, np if isinstance(out, np.ndarray) else self._xp())
+        return out
+
+    # --- launching ------------------------------------------------------------------------------
+    def variant(self, rung: Rung, problem: Problem, out=None) -> Rung:
+        """The rung built for this problem: its type and layout, and VEC from the alignment where it has one."""
+        p = problem.params
+        knobs = {"BF16": int(p["dtype"] == BFLOAT16), "TN": int(p["layout"] == "TN")}
+        if rung.key in self.VEC_RUNGS and out is not None:
+            knobs["VEC"] = 8 if _aligned(problem, out) else 1
+        return dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs))
+
+    def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
+        from lab.build import get_kernel
+
+        p = problem.params
+        a = problem.inputs["A"][set_index % len(problem.inputs["A"])]
+        b = problem.inputs["B"][set_index % len(problem.inputs["B"])]
+        rung = self.variant(rung, problem, out)
+        bm, bn = block_tile(rung)
+        grid = ((p["N"] + bn - 1) // bn, (p["M"] + bm - 1) // bm)
+        get_kernel(rung.spec)(grid, (_knobs(rung)["THREADS"],),
+                              (np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]), a,
+                               np.int32(p["lda"]), b, np.int32(p["ldb"]), np.float32(p["beta"]), out,
+                               np.int32(p["ldc"])))
+
+    def launch_ceiling(self, problem: Problem, out, set_index: int = 0) -> None:
+        """cuBLAS in the same type and layout, fp32 accumulation. fp16 with alpha = 1, beta = 0 and no
+        padding (every timed shape) goes through `cupy.matmul`, as a CuPy user would call it. bf16, which
+        cupy.matmul cannot take without ml_dtypes, and the other fp16 shapes call cublasGemmEx through
+        CuPy's binding (CUBLAS_COMPUTE_32F), with alpha, beta and the leading dimensions passed as they are
+        (beta = 0 never reads C, as in BLAS)."""
+        import cupy as cp
+
+        p = problem.params
+        a = problem.inputs["A"][set_index % len(problem.inputs["A"])]
+        b = problem.inputs["B"][set_index % len(problem.inputs["B"])]
+        if p["dtype"] == "float16" and (p["alpha"], p["beta"], p["pad"]) == (1, 0, 0):
+            cp.matmul(a, b if p["layout"] == "NN" else b.T, out=out)
+        else:
+            _cublas_gemm_ex(p, a, b, out)
+
+    def block_resources(self, rung: Rung) -> tuple[int, int]:
+        return _knobs(rung)["THREADS"], 0
+
+    def min_dram_bytes(self, params: dict) -> int:
+        """2 * (M*K + K*N + M*N) bytes: A and B read once and C written once (C read too when beta != 0)."""
+        M, N, K = params["M"], params["N"], params["K"]
+        return 2 * (M * K + K * N + M * N * (2 if params.get("beta") else 1))
+
+    def rungs_for(self, kind: str, params: dict, quick: bool = False) -> tuple[Rung, ...]:
+        """Rung 01 (the fragment-layout lesson, not a contender) stays out of the tail and of sweep sizes past
+        SLOW_RUNGS_MAX_SIDE; the headline sizes time every rung."""
+        if kind == "tail" or (kind == "sweep" and max(params.get("M", 0), params.get("N", 0)) > SLOW_RUNGS_MAX_SIDE):
+            return tuple(r for r in self.rungs if r.number >= 2)
+        return self.rungs
+
+    # --- shape families -------------------------------------------------------------------------
+    def check_cases(self) -> list[dict]:
+        """The shapes below, each in both layouts and both types."""
+        base = [{"M": n, "N": n, "K": n} for n in (1, 2, 16, 64, 128)]
+        base += [{"M": m, "N": m, "K": m} for m in (15, 17, 63, 65, 127, 129, 255, 257)]  # multiples +- 1
+        base += [{"M": 97, "N": 101, "K": 103}, {"M": 131, "N": 67, "K": 7}, {"M": 61, "N": 59, "K": 53}]  # primes
+        base += [{"M": 1, "N": 300, "K": 77}, {"M": 300, "N": 1, "K": 77}, {"M": 300, "N": 77, "K": 1}]
+        base += [{"M": 1024, "N": 16, "K": 64}, {"M": 16, "N": 1024, "K": 64}]  # tall-skinny, short-wide
+        base += [{"M": 64, "N": 64, "K": k} for k in (8, 9, 24, 33)]  # K below and around one k-tile
+        base += [{"M": 64, "N": 64, "K": 4096}, {"M": 33, "N": 65, "K": 4099}, {"M": 16, "N": 24, "K": 65536},
+                 {"M": 17, "N": 9, "K": 65535}]  # K much larger than M, N
+        base += [{"M": 130, "N": 140, "K": 150, "alpha": 0.5, "beta": -1.5},
+                 {"M": 128, "N": 128, "K": 128, "alpha": -2.0, "beta": 1.0}]
+        base += [{"M": 129, "N": 131, "K": 67, "pad": 3}, {"M": 128, "N": 128, "K": 64, "pad": 8},
+                 {"M": 100, "N": 100, "K": 100, "pad": 5, "beta": 0.25}, {"M": 64, "N": 64, "K": 64, "pad": 1}]
+        return [case | {"layout": layout, "dtype": dtype} for case in base for layout in LAYOUTS for dtype in DTYPES]
+
+    def sweep_params(self, max_bytes: int = 0) -> list[dict]:
+        return [{"M": n, "N": n, "K": n, "layout": "TN", "dtype": "float16"}
+                for n in (256, 512, 1024, 2048, 3072, 4096, 6144, 8192)]
+
+    def tail_params(self) -> list[dict]:
+        # N stepping by 1 across 4096 and the next tile boundaries (BN = 128), M = K = 4096, fp16 TN.
+        return [{"M": 4096, "N": n, "K": 4096, "layout": "TN", "dtype": "float16"}
+                for n in shapes.tail_range(4090, 140)]
+
+    def headline_params(self) -> list[dict]:
+        return [{"M": n, "N": n, "K": n, "layout": layout, "dtype": dtype}
+                for dtype in DTYPES for layout in ("TN", "NN") for n in (4096, 8192, 4095, 4097)]
+
+
+# --- the ceiling's cuBLAS call -------------------------------------------------------------------
+
+_CUDA_R_16F, _CUDA_R_16BF = 2, 14  # cudaDataType values (library_types.h)
+_CUBLAS_COMPUTE_32F = 68  # cublasComputeType_t
+_CUBLAS_GEMM_DEFAULT = -1
+_CUBLAS_OP_N, _CUBLAS_OP_T = 0, 1
+
+
+def _cublas_gemm_ex(p: dict, a, b, out) -> None:
+    """C = alpha * A @ B + beta * C in cuBLAS's column-major terms: a row-major M x N C is a column-major
+    N x M matrix, so cuBLAS computes C^T = B^T @ A^T. Row-major K x N B (NN) is B^T column-major as it is;
+    row-major N x K B (TN) is B column-major, which the transpose flag turns into B^T."""
+    import cupy as cp
+    from cupy_backends.cuda.libs import cublas
+
+    handle = cp.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
+    kind = _CUDA_R_16BF if p["dtype"] == BFLOAT16 else _CUDA_R_16F
+    alpha, beta = np.array(p["alpha"], np.float32), np.array(p["beta"], np.float32)
+    op_b = _CUBLAS_OP_N if p["layout"] == "NN" else _CUBLAS_OP_T
+    cublas.gemmEx(handle, op_b, _CUBLAS_OP_N, p["N"], p["M"], p["K"], alpha.ctypes.data, b.data.ptr, kind, p["ldb"],
+                  a.data.ptr, kind, p["lda"], beta.ctypes.data, out.data.ptr, kind, p["ldc"], _CUBLAS_COMPUTE_32F,
+                  _CUBLAS_GEMM_DEFAULT)

@@ -1,0 +1,91 @@
+"""What the notebooks share, split by concern; this package's namespace is the notebooks' API.
+
+- mode:        LIVE (a GPU here: check and measure now) or REPLAY (the reference GPU's records), and the banner
+- sources:     a rung's header, knobs, diff from the previous rung, compile reports and instruction mix
+- views:       records measured now or replayed, picked by rung and size: summaries, ratios, tails, figures
+- demos:       live-only checks and timing demonstrations
+- nsight:      Nsight Compute counters: bank conflicts, DRAM bytes against the minimum
+- predictions: a header's prediction and its numeric ranges held against the records; the FP32 peak
+- walk:        RungWalk, one call for the steps every rung repeats
+
+No figure in a notebook is typed in: every number these print is computed from records.
+"""
+
+from lab.lessons.common import Markdown, describe_provenance, md
+from lab.lessons.demos import (
+    check_ladder,
+    check_summary,
+    few_cases,
+    first_launch_versus_steady,
+    host_clock_versus_events,
+)
+from lab.lessons.mode import MODE_VARIABLE, Mode, compile_arch, describe_gpu, mode, mode_banner
+from lab.lessons.nsight import (
+    dram_change,
+    dram_plot,
+    dram_rate,
+    dram_summary,
+    dram_table,
+    profile_plot,
+    profile_records,
+    profile_status,
+    profile_value,
+)
+from lab.lessons.predictions import Claim, claims, fp32_peak, peak_status, prediction, prediction_check
+from lab.lessons.sources import (
+    compile_pair,
+    instruction_delta,
+    knobs_line,
+    operand_mix,
+    rung_diff,
+    rung_header,
+    rung_pair,
+    show_diff,
+    show_source,
+)
+from lab.lessons.views import (
+    REGIMES,
+    Ratio,
+    ceiling_name,
+    ceiling_summary,
+    cold_versus_warm,
+    copy_ceiling,
+    figure,
+    headline_sizes,
+    headline_summary,
+    headline_table,
+    ladder_records,
+    missing,
+    one_record,
+    plot,
+    provenance_fields,
+    ratio,
+    ratio_by_size,
+    record_fields,
+    records_status,
+    reference,
+    reference_path,
+    regime_bounds,
+    select,
+    size_change,
+    so_far,
+    spread_table,
+    tail_residues,
+    tail_sawtooth,
+    tail_steps,
+)
+from lab.lessons.walk import RungWalk
+
+__all__ = [
+    "Claim", "MODE_VARIABLE", "Markdown", "Mode", "REGIMES", "Ratio", "RungWalk", "ceiling_name",
+    "ceiling_summary", "check_ladder", "check_summary", "claims", "cold_versus_warm", "compile_arch",
+    "compile_pair", "copy_ceiling", "describe_gpu", "describe_provenance", "dram_change", "dram_plot",
+    "dram_rate", "dram_summary", "dram_table", "few_cases", "figure", "first_launch_versus_steady", "fp32_peak",
+    "headline_sizes", "headline_summary", "headline_table", "host_clock_versus_events", "instruction_delta",
+    "knobs_line", "ladder_records", "md", "missing", "mode", "mode_banner", "one_record", "operand_mix",
+    "peak_status", "plot", "prediction", "prediction_check", "profile_plot", "profile_records", "profile_status",
+    "profile_value", "provenance_fields", "ratio", "ratio_by_size", "record_fields", "records_status",
+    "reference", "reference_path", "regime_bounds", "rung_diff", "rung_header", "rung_pair", "select",
+    "show_diff", "show_source", "size_change", "so_far", "spread_table", "tail_residues", "tail_sawtooth",
+    "tail_steps",
+]

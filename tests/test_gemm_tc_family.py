@@ -1,0 +1,198 @@
+"""CPU: the tensor-core GEMM family (lab.families.gemm_tc): every rung compiles for every mma.sync arch in both
+types, both layouts and both VEC variants with no spills and with tensor-core SASS; the family's problems,
+reference, bound, output decoding and checks run end to end on NumPy stand-ins for the kernel; its shape
+families and launch plan cover the issue."""
+
+import numpy as np
+import pytest
+
+from lab import build
+from lab.errors import LabError
+from lab.families import families
+from lab.families.gemm_tc import (
+    BFLOAT16,
+    GemmTcFamily,
+    block_tile,
+    round_to_bfloat16_bits,
+    to_float32,
+    to_storage,
+)
+from lab.verify import check_case
+
+TC = GemmTcFamily()
+ARCHS = (80, 86, 89, 90)  # mma.sync m16n8k16 for fp16 and bf16 needs sm_80
+VARIANTS = [(r, arch, bf16, tn, vec) for r in TC.rungs for arch in ARCHS for bf16 in (0, 1) for tn in (0, 1)
+            for vec in ((1, 8) if r.key in TC.VEC_RUNGS else (None,))]
+
+
+def _id(v) -> str:
+    rung, arch, bf16, tn, vec = v
+    return f"{rung.key}-sm_{arch}-{'bf16' if bf16 else 'fp16'}-{'TN' if tn else 'NN'}" + (f"-VEC{vec}" if vec else "")
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=[_id(v) for v in VARIANTS])
+def test_every_rung_variant_compiles_without_spills_and_runs_on_tensor_cores(variant):
+    rung, arch, bf16, tn, vec = variant
+    spec = rung.spec.with_knobs(BF16=bf16, TN=tn, **({"VEC": vec} if vec else {}))
+    rep = build.compile_report(spec, arch)
+    assert rep.registers > 0 and rep.spill_store_bytes == 0 and rep.spill_load_bytes == 0
+    assert rep.stack_frame_bytes == 0, rep
+    assert rep.smem_static_bytes <= 48 * 1024
+    if rep.sass_available:
+        assert rep.instructions.get("HMMA", 0) > 0, rep.instructions
+        if rung.number >= 2:
+            assert rep.instructions.get("LDSM", 0) > 0, rep.instructions
+        if vec == 8:
+            assert rep.instructions.get("LDG.128", 0) > 0, rep.instructions
+
+
+def test_the_rungs_refuse_archs_without_bf16_mma():
+    with pytest.raises(LabError, match="needs sm_80"):
+        build.compile_cubin(TC.rungs[0].spec, 75)
+
+
+def test_the_family_is_not_in_the_catalogue_until_verified_on_a_gpu():
+    assert "gemm_tc" not in families()
+    assert [r.number for r in TC.rungs] == [1, 2]
+    assert all(r.spec.min_arch == 80 for r in TC.rungs)
+
+
+def test_block_tiles_match_the_kernels_geometry():
+    assert block_tile(TC.rung("01")) == (32, 32)
+    assert block_tile(TC.rung("02")) == (128, 128)
+
+
+# --- the pipeline on the CPU: problems, reference, bound, bf16 decoding, checks ----------------
+
+class NumpyStandIn(GemmTcFamily):
+    """The family on NumPy arrays, with the kernel replaced by NumPy: fp32 accumulation (NumPy's SGEMM),
+    alpha and beta in fp32, one rounding to the output type; or one of the ways a kernel goes wrong."""
+
+    array_module = np
+
+    def __init__(self, behaviour: str = "ok"):
+        super().__init__()
+        self.behaviour = behaviour
+
+    def launch(self, rung, problem, out, set_index=0):
+        p = problem.params
+        M, N, K, dtype = p["M"], p["N"], p["K"], p["dtype"]
+        a = to_float32(problem.inputs["A"][0][:, :K], dtype)
+        b_stored = to_float32(problem.inputs["B"][0], dtype)
+        b = b_stored[:, :N] if p["layout"] == "NN" else b_stored[:, :K].T
+        if self.behaviour == "fp16_accumulation":
+            acc = np.zeros((M, N), np.float16)
+            for k in range(K):
+                acc = (acc.astype(np.float32) + np.outer(a[:, k], b[k])).astype(np.float16)
+            acc = acc.astype(np.float32)
+        elif self.behaviour == "ignores_layout":  # reads a stored N x K B as if it were K x N
+            acc = a @ b_stored[:K, :N]
+        else:
+            acc = a @ b
+        r = np.float32(p["alpha"]) * acc
+        if p["beta"] != 0 or self.behaviour == "reads_c_when_beta_is_zero":
+            r = np.float32(p["beta"]) * to_float32(out[:, :N], dtype) + r
+        if self.behaviour == "one_element_off":
+            r[M - 1, N - 1] += np.float32(0.01) * (abs(r[M - 1, N - 1]) + 1)
+        out[:, :N] = to_storage(r.astype(np.float32), dtype)
+        if self.behaviour == "writes_padding" and out.shape[1] > N:
+            out[:, N:] = 0
+
+
+RUNG = TC.rungs[1]
+
+
+@pytest.mark.parametrize("case", [
+    {"M": 33, "N": 17, "K": 65, "layout": "NN", "dtype": "float16"},
+    {"M": 33, "N": 17, "K": 65, "layout": "TN", "dtype": BFLOAT16},
+    {"M": 20, "N": 30, "K": 300, "layout": "TN", "dtype": "float16", "alpha": -2.0, "beta": 0.5, "pad": 3},
+    {"M": 20, "N": 30, "K": 300, "layout": "NN", "dtype": BFLOAT16, "alpha": 0.5, "beta": -1.5, "pad": 8},
+    {"M": 4, "N": 5, "K": 16384, "layout": "TN", "dtype": "float16"},
+    {"M": 1, "N": 1, "K": 1, "layout": "NN", "dtype": BFLOAT16},
+])
+def test_a_correct_stand_in_passes_every_check(case):
+    result = check_case(NumpyStandIn(), RUNG, case, seed=5)
+    assert result.passed, result.reasons
+    assert 0 < result.worst_ratio <= 1
+
+
+@pytest.mark.parametrize("behaviour, case, why", [
+    ("fp16_accumulation", {"M": 16, "N": 16, "K": 512, "dtype": "float16"}, "wrong result"),
+    ("fp16_accumulation", {"M": 16, "N": 16, "K": 512, "dtype": BFLOAT16}, "wrong result"),
+    ("one_element_off", {"M": 40, "N": 24, "K": 96, "dtype": BFLOAT16, "layout": "NN"}, "wrong result"),
+    ("one_element_off", {"M": 40, "N": 24, "K": 96, "dtype": "float16"}, "wrong result"),
+    ("writes_padding", {"M": 8, "N": 8, "K": 8, "pad": 3}, "must leave alone"),
+    ("reads_c_when_beta_is_zero", {"M": 8, "N": 8, "K": 8, "dtype": "float16"}, "NaN"),
+    ("ignores_layout", {"M": 24, "N": 24, "K": 24, "layout": "TN"}, "wrong result"),
+])
+def test_a_wrong_stand_in_fails(behaviour, case, why):
+    result = check_case(NumpyStandIn(behaviour), RUNG, case, seed=6)
+    assert not result.passed
+    assert any(why in reason for reason in result.reasons), result.reasons
+
+
+def test_bf16_problems_hold_rounded_bit_patterns_and_the_reference_uses_them():
+    fam = NumpyStandIn()
+    p = fam.make_problem(seed=1, M=8, N=16, K=24, layout="TN", dtype=BFLOAT16)
+    a = p.inputs["A"][0]
+    assert a.dtype == np.uint16 and p.dtype == np.uint16 and p.inputs["B"][0].shape == (16, 24)
+    assert np.array_equal(round_to_bfloat16_bits(to_float32(a, BFLOAT16)), a)  # already bf16 values
+    b = to_float32(p.inputs["B"][0], BFLOAT16).astype(np.float64).T
+    ref = fam.reference(p)
+    assert np.array_equal(ref[:, :16], to_float32(a, BFLOAT16).astype(np.float64) @ b)
+
+
+def test_leading_dimensions_and_flops():
+    p = NumpyStandIn().make_problem(M=5, N=7, K=9, pad=3, layout="NN")
+    assert (p.params["lda"], p.params["ldb"], p.params["ldc"]) == (12, 10, 10)
+    assert p.inputs["B"][0].shape == (9, 10) and p.out_shape == (5, 10) and p.flops == 2 * 5 * 7 * 9
+    q = NumpyStandIn().make_problem(M=5, N=7, K=9, pad=3, layout="TN")
+    assert q.params["ldb"] == 12 and q.inputs["B"][0].shape == (7, 12)
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"layout": "NT"}, "layout"), ({"dtype": "float32"}, "dtype"), ({"K": 0}, "M, N, K >= 1"),
+])
+def test_bad_parameters_get_one_clear_sentence(bad, match):
+    with pytest.raises(LabError, match=match):
+        NumpyStandIn().make_problem(**({"M": 8, "N": 8, "K": 8} | bad))
+
+
+# --- shape families and plan ------------------------------------------------------------------
+
+def test_check_cases_cover_the_issue():
+    cases = TC.check_cases()
+    assert {(c["layout"], c["dtype"]) for c in cases} == {("NN", "float16"), ("NN", BFLOAT16), ("TN", "float16"),
+                                                          ("TN", BFLOAT16)}
+    dims = [(c["M"], c["N"], c["K"]) for c in cases]
+    assert (1, 1, 1) in dims and any(1 in d for d in dims if d != (1, 1, 1))
+    assert {15, 17, 63, 65, 127, 129, 255, 257} <= {c["M"] for c in cases}  # multiples of 16/64/128 +- 1
+    assert {97, 101, 103} <= {x for d in dims for x in d}  # primes
+    ks = {c["K"] for c in cases}
+    assert min(ks) == 1 and 8 in ks and 65536 in ks and 65535 in ks
+    assert all(c["M"] * c["N"] <= 1024 for c in cases if c["K"] >= 16384)  # large K stays small in M, N
+    assert any(c.get("beta") for c in cases) and any(c.get("alpha", 1) != 1 for c in cases)
+    assert {c.get("pad", 0) % 8 for c in cases if c.get("pad")} >= {0, 1, 3, 5}  # aligned and unaligned pads
+
+
+def test_headline_sweep_and_tail():
+    heads = TC.headline_params()
+    assert {(p["M"], p["dtype"], p["layout"]) for p in heads} >= {
+        (n, d, lay) for n in (4095, 4096, 4097, 8192) for d in ("float16", BFLOAT16) for lay in ("TN", "NN")}
+    assert all(p["M"] == p["N"] == p["K"] for p in heads)
+    tail = [p["N"] for p in TC.tail_params()]
+    assert tail == list(range(tail[0], tail[-1] + 1)) and tail[0] < 4096 < tail[-1]
+    assert max(p["M"] for p in TC.sweep_params()) == 8192
+
+
+def test_the_first_rung_stays_out_of_the_tail_and_the_largest_sweep_sizes():
+    numbers = lambda rungs: [r.number for r in rungs]  # noqa: E731
+    assert numbers(TC.rungs_for("headline", {"M": 8192, "N": 8192})) == [1, 2]
+    assert numbers(TC.rungs_for("sweep", {"M": 8192, "N": 8192})) == [2]
+    assert numbers(TC.rungs_for("sweep", {"M": 2048, "N": 2048})) == [1, 2]
+    assert numbers(TC.rungs_for("tail", {"M": 4096, "N": 4097})) == [2]
+
+
+def test_min_dram_bytes_counts_two_byte_elements():
+    assert TC.min_dram_bytes({"M": 2, "N": 3, "K": 4}) == 2 * (8 + 12 + 6)
+    assert TC.min_dram_bytes({"M": 2, "N": 3, "K": 4, "beta": 1.0}) == 2 * (8 + 12 + 12)

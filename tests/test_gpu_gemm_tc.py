@@ -1,0 +1,89 @@
+"""GPU: every tensor-core GEMM rung against a float64 reference computed from the fp16/bf16-rounded inputs, on
+the family's check cases (sizes 1, multiples of 16/64/128 +- 1, primes, K from 1 to 65536, tall-skinny and
+short-wide, alpha/beta, padded and unaligned leading dimensions; each in both layouts and both types), with
+guard zones and padding intact, outputs fully written, and C not read when beta = 0. The family is built
+directly: it joins lab.families.families() only after these tests pass on the reference GPU."""
+
+import pytest
+
+from lab.families.gemm_tc import BFLOAT16, GemmTcFamily
+
+pytestmark = pytest.mark.gpu
+
+TC = GemmTcFamily()
+SEEDS = (21, 22)
+
+
+@pytest.mark.parametrize("rung", TC.rungs, ids=lambda r: r.key)
+def test_gemm_tc_rung_correct_on_every_case(rung):
+    """Every element within its bound (lab.bounds.tensor_core_matmul_bound) on two seeds. Where the fp32 sum
+    is far more accurate than the output type, a correct element can use up to its whole bound (its one
+    rounding to fp16/bf16 is bounded exactly, with no margin to give), so the margin is tested below."""
+    from lab.verify import bound_margins
+
+    row = bound_margins(TC, rung, seeds=SEEDS)
+    assert not row["failed"], "\n".join(row["failed"])
+    assert 0 < row["worst_ratio"] <= 1, row
+
+
+@pytest.mark.parametrize("rung", TC.rungs, ids=lambda r: r.key)
+def test_the_sums_stay_within_half_the_statistical_part_of_the_bound(rung):
+    """The same checks with the accumulation part of the bound halved: a correct rung's fp32 sums keep a 2x
+    margin to the estimate they are judged by, so the check is not flaky."""
+    from lab.verify import bound_margins
+
+    row = bound_margins(GemmTcFamily(accumulation_scale=0.5), rung, seeds=SEEDS)
+    assert not row["failed"], "\n".join(row["failed"])
+
+
+@pytest.mark.parametrize("rung", [r for r in TC.rungs if r.key in TC.VEC_RUNGS], ids=lambda r: r.key)
+def test_both_vec_variants_run_on_the_cases_that_pick_them(rung):
+    """Aligned leading dimensions take VEC=8, odd ones VEC=1; both must be correct (the check cases hold both)."""
+    import cupy as cp
+
+    from lab.verify import check_rung
+
+    aligned = {"M": 128, "N": 136, "K": 72, "layout": "TN", "dtype": "float16"}
+    odd = {"M": 129, "N": 131, "K": 67, "pad": 1, "layout": "NN", "dtype": BFLOAT16}
+    for case, vec in ((aligned, 8), (odd, 1)):
+        problem = TC.make_problem(**case)
+        out = cp.empty(problem.out_shape, problem.dtype)
+        assert dict(TC.variant(rung, problem, out).spec.knobs)["VEC"] == vec
+    failures = [r.line() for r in check_rung(TC, rung, [aligned, odd], seed=23) if not r.passed]
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("case", [
+    {"M": 256, "N": 192, "K": 4096, "layout": "TN", "dtype": "float16"},  # cupy.matmul
+    {"M": 256, "N": 192, "K": 4096, "layout": "NN", "dtype": "float16"},
+    {"M": 256, "N": 192, "K": 4096, "layout": "TN", "dtype": BFLOAT16},  # cublasGemmEx
+    {"M": 130, "N": 140, "K": 150, "layout": "NN", "dtype": BFLOAT16, "alpha": 0.5, "beta": -1.5, "pad": 3},
+    {"M": 130, "N": 140, "K": 150, "layout": "TN", "dtype": "float16", "alpha": -2.0, "beta": 1.0, "pad": 5},
+], ids=lambda c: f"{c['layout']}-{c['dtype']}" + ("-alpha-beta-pad" if c.get("pad") else ""))
+def test_the_cublas_ceiling_computes_the_same_product(case):
+    """The ceiling accumulates in fp32 like the rungs (fp16 accumulation would fail this bound 10x over), in
+    the same layout, so the ratio against it compares like with like."""
+    import cupy as cp
+
+    from lab.verify import compare_output
+
+    problem = TC.make_problem(seed=3, **case)
+    out = cp.full(problem.out_shape, 0x7FC1, dtype=cp.uint16).view(problem.dtype)
+    if problem.out_init is not None:
+        out[...] = problem.out_init
+    TC.launch_ceiling(problem, out)
+    cp.cuda.get_current_stream().synchronize()
+    cmp = compare_output(TC, problem, out)
+    assert cmp.passed, cmp.describe()
+
+
+def test_gemm_tc_bench_reports_tflops_against_cublas():
+    from lab import bench
+
+    rs = bench.run(TC, bench.BenchPlan(kinds=("headline",), quick=True, min_time_ms=2))
+    recs = [r for r in rs.records if r.kind == "headline"]
+    assert {r.rung for r in recs} == {"cublas_gemm", "01_mma_global", "02_ldmatrix_smem"}
+    for r in recs:
+        assert r.metric == "TFLOP/s" and 0 < r.value < 2000 and r.ceiling == "cublas_gemm"
+        assert r.params["dtype"] == "float16" and r.params["layout"] == "TN" and r.params["M"] == 4096
+    assert next(r for r in recs if r.rung == "cublas_gemm").value > 100  # tensor cores, not a fallback
