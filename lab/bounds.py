@@ -98,6 +98,11 @@ def matmul_bound(a: np.ndarray, b: np.ndarray, reference: np.ndarray, *, alpha: 
 # always errs towards zero, so its errors do not cancel like round-to-nearest's: along K they drift with the
 # sign of the partial sum, growing like K rather than sqrt(K) (the module docstring's caveat).
 TRUNCATION = 2.0  # at most one ulp (2 * u) per rounding
+# One truncation per k-step of MMA_K products (one mma.m16n8k16): the products of a step are summed exactly
+# and added to the accumulator once. Measured on the H200 (scripts/gemm_tc_margin.py ->
+# results/h200/gemm_tc_margin.json), rungs 01-02 used at most 1.3% of a bound built on one truncation per
+# product, i.e. ~18% of this one: the hardware behaves like the per-step model, not the per-product one.
+MMA_K = 16
 
 
 def tensor_core_matmul_bound(a: np.ndarray, b: np.ndarray, reference: np.ndarray, *, alpha: float = 1.0,
@@ -107,9 +112,10 @@ def tensor_core_matmul_bound(a: np.ndarray, b: np.ndarray, reference: np.ndarray
     (np.float16 or "bfloat16"). Two parts, because they are of different kinds:
 
     E_ij = matmul_bound(acc_dtype=float32, out_dtype=float32)            the fp32 sum, as for an FFMA chain
-         + TRUNCATION * u_32 * K * (|alpha * P_ij| + |alpha| * S_ij)      one truncation per product, each at
-                                                                          most an ulp of a partial sum of size
-                                                                          about |P| + S (as above)
+         + TRUNCATION * u_32 * ceil(K / MMA_K) * (|alpha * P_ij| + |alpha| * S_ij)
+                                                                          one truncation per k-step of the
+                                                                          mma, each at most an ulp of a partial
+                                                                          sum of size about |P| + S (as above)
     bound_ij = accumulation_scale * E_ij
              + u_out * (|ref_ij| + E_ij) + half the output's subnormal spacing
 
@@ -119,13 +125,13 @@ def tensor_core_matmul_bound(a: np.ndarray, b: np.ndarray, reference: np.ndarray
     whole term: where the sum is far more accurate than the output type (small K), errors reach ~1.0 of
     this bound by construction and no margin can be asked of them. The margin is asked of E instead: the
     GPU tests check every rung again with accumulation_scale = 0.5 (the sums use at most half of E), and
-    tests/test_gemm_tc_bounds.py shows the same for NumPy models of truncating accumulators, and that fp16
-    accumulation and one wrong element still fail.
+    tests/test_gemm_tc_bounds.py shows the same for a NumPy model that truncates once per k-step, and that
+    fp16 accumulation, one truncation per product at large K, and one wrong element fail.
     """
     K = a.shape[1]
     alpha_p = np.abs(reference - (beta * c0 if (beta and c0 is not None) else 0.0))  # |alpha * P|
     spread = np.sqrt(np.square(a) @ np.square(b))  # S
     acc = matmul_bound(a, b, reference, alpha=alpha, beta=beta, c0=c0, acc_dtype=np.float32, out_dtype=np.float32)
-    acc += TRUNCATION * unit_roundoff(np.float32) * K * (alpha_p + abs(alpha) * spread)
+    acc += TRUNCATION * unit_roundoff(np.float32) * math.ceil(K / MMA_K) * (alpha_p + abs(alpha) * spread)
     rounding = unit_roundoff(out_dtype) * (np.abs(reference) + acc) + half_subnormal_spacing(out_dtype)
     return accumulation_scale * acc + rounding

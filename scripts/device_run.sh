@@ -15,8 +15,11 @@
 #   bash scripts/device_run.sh records         mem-records, then gemm_tc's error-bound margins and headline bench
 #   bash scripts/device_run.sh lessons         notebooks 00-02 executed live
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
+# Pass LAB_COMMIT=$(git rev-parse HEAD)[+dirty] from the development machine: the device machine's copy of .git
+# can be the session's starting commit, so records would name the wrong one (seen 2026-11-30).
 set -uo pipefail
 mode="${1:-smoke}"
+[ -n "${LAB_COMMIT:-}" ] || echo "warning: LAB_COMMIT is not set; records take their commit from this machine's .git" >&2
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 LAB_CACHE_DIR=/tmp/labcache
 OUT="${OUT:-/tmp/out}"; pack="$OUT/pack"; mkdir -p "$pack"
 log="$pack/log.txt"
@@ -65,16 +68,16 @@ gemm_records() {
         timeout 60 python3 -m lab verify "$fam" --seeds 5 --seed 100 --json "$pack/${fam}_bounds.json" | tail -12
       done ;;
     mem-records|records)
-      timeout 50 python3 -m pytest -m gpu -q -x -p no:cacheprovider tests/test_l2.py 2>&1 | tail -5
-      echo "== L2 sweep + probes"; timeout 90 python3 scripts/l2_sweep.py "$pack"
-      echo "== transpose variants"; timeout 40 python3 scripts/transpose_variants.py "$pack/transpose_variants.json"
-      echo "== lab bench transpose"; timeout 120 python3 -m lab bench transpose --json "$pack/transpose.json" | tail -20
+      timeout 40 python3 -m pytest -m gpu -q -x -p no:cacheprovider tests/test_l2.py 2>&1 | tail -5
+      echo "== L2 sweep + probes"; timeout 80 python3 scripts/l2_sweep.py "$pack"
+      echo "== transpose variants"; timeout 30 python3 scripts/transpose_variants.py "$pack/transpose_variants.json"
+      echo "== lab bench transpose"; timeout 100 python3 -m lab bench transpose --json "$pack/transpose.json" | tail -20
       echo "== lab profile transpose"
-      timeout 90 python3 -m lab profile transpose --json "$pack/transpose_profile.json" | tail -10
+      timeout 70 python3 -m lab profile transpose --json "$pack/transpose_profile.json" | tail -10
       if [ "$mode" = records ]; then
-        echo "== gemm_tc: share of the error bound used"; timeout 100 python3 scripts/gemm_tc_margin.py "$pack/gemm_tc_margin.json"
+        echo "== gemm_tc: share of the error bound used"; timeout 90 python3 scripts/gemm_tc_margin.py "$pack/gemm_tc_margin.json"
         echo "== gemm_tc headline bench"
-        timeout 100 python3 -c "
+        timeout 90 python3 -c "
 from lab import bench, records
 from lab.families.gemm_tc import GemmTcFamily
 rs = bench.run(GemmTcFamily(), bench.BenchPlan(kinds=('headline',), min_time_ms=10))
