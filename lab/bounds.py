@@ -99,9 +99,9 @@ def matmul_bound(a: np.ndarray, b: np.ndarray, reference: np.ndarray, *, alpha: 
 # sign of the partial sum, growing like K rather than sqrt(K) (the module docstring's caveat).
 TRUNCATION = 2.0  # at most one ulp (2 * u) per rounding
 # One truncation per k-step of MMA_K products (one mma.m16n8k16): the products of a step are summed exactly
-# and added to the accumulator once. Measured on the H200 (scripts/gemm_tc_margin.py ->
-# results/h200/gemm_tc_margin.json), rungs 01-02 used at most 1.3% of a bound built on one truncation per
-# product, i.e. ~18% of this one: the hardware behaves like the per-step model, not the per-product one.
+# and added to the accumulator once. Measured on the H200 (scripts/gemm_tc_margin.py): rungs 01-02 used at
+# most 1.3% of E with one truncation per product (results/h200/gemm_tc_margin_per_product.json) and 18% of
+# E with this term (results/h200/gemm_tc_margin.json): the hardware behaves like the per-step model.
 MMA_K = 16
 
 

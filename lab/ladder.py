@@ -127,6 +127,11 @@ class Family:
         its default knobs, for occupancy arithmetic; None when the family does not say."""
         return None
 
+    def in_readme(self, params: dict) -> bool:
+        """Whether a headline problem gets a row in the README's results table (all of them by default; a
+        family with many variants of one size shows a representative few)."""
+        return True
+
     def baselines(self) -> dict:
         """Extra library baselines timed beside the ceiling: name -> launch(problem, out, set_index)."""
         return {}

@@ -103,8 +103,13 @@ def readme_results(rs_by_family: dict[str, RecordSet]) -> str:
     lines = ["| ladder | size | best rung | throughput | ceiling (same run) | ratio | measured on |",
              "|---|---|---|---:|---:|---:|---|"]
     sentences = []
+    from lab.families import families
+
+    catalogue = families()
     for family, rs in rs_by_family.items():
-        rows = [r for r in rs.records if r.family == family and r.kind == "headline" and r.rung != r.ceiling]
+        shown = catalogue[family].in_readme if family in catalogue else (lambda params: True)
+        rows = [r for r in rs.records if r.family == family and r.kind == "headline" and r.rung != r.ceiling
+                and shown(r.params)]
         bests = []
         for size in dict.fromkeys(describe_params(r.params) for r in rows):
             group = [r for r in rows if describe_params(r.params) == size and r.rung[:2].isdigit()]

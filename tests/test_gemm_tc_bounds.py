@@ -4,8 +4,8 @@ The bound must be loose enough for any correct way of accumulating fp16/bf16 pro
 tensor core (not flaky) and tight enough to reject fp16 accumulation and one wrong element. The "kernels"
 here are NumPy models: exact sums rounded once; fp32 accumulators that truncate (round toward zero) after
 every product, every 8 or every 16 (the behaviour Fasi et al. measured on tensor cores, and the H200's
-errors fit); and an fp16 accumulator. `needed_scale` is the share of the statistical part E of the bound an output uses: <= 1
-passes, and correct models must stay below 0.5 (the margin the GPU tests ask for).
+errors fit); and an fp16 accumulator. `needed_scale` is the share of the statistical part E of the bound
+an output uses: <= 1 passes, and correct models must stay below 0.5 (the margin the GPU tests ask for).
 """
 
 import numpy as np

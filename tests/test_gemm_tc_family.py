@@ -3,6 +3,8 @@ types, both layouts and both VEC variants with no spills and with tensor-core SA
 reference, bound, output decoding and checks run end to end on NumPy stand-ins for the kernel; its shape
 families and launch plan cover the issue."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -23,6 +25,7 @@ TC = GemmTcFamily()
 ARCHS = (80, 86, 89, 90)  # mma.sync m16n8k16 for fp16 and bf16 needs sm_80
 VARIANTS = [(r, arch, bf16, tn, vec) for r in TC.rungs for arch in ARCHS for bf16 in (0, 1) for tn in (0, 1)
             for vec in ((1, 8) if r.key in TC.VEC_RUNGS else (None,))]
+MULTISTAGE = TC.rung("03")
 
 
 def _id(v) -> str:
@@ -42,8 +45,45 @@ def test_every_rung_variant_compiles_without_spills_and_runs_on_tensor_cores(var
         assert rep.instructions.get("HMMA", 0) > 0, rep.instructions
         if rung.number >= 2:
             assert rep.instructions.get("LDSM", 0) > 0, rep.instructions
-        if vec == 8:
+        if vec == 8 and "STAGES" in dict(rung.spec.knobs):  # cp.async straight to shared memory
+            assert any(op.startswith("LDGSTS") for op in rep.instructions), rep.instructions
+        elif vec == 8:
             assert rep.instructions.get("LDG.128", 0) > 0, rep.instructions
+
+
+STAGED = [(arch, bf16, tn, vec, stages) for arch in ARCHS for bf16 in (0, 1) for tn in (0, 1) for vec in (1, 8)
+          for stages in (2, 3)]  # STAGES = 4 (the default) is in VARIANTS above
+
+
+@pytest.mark.parametrize("variant", STAGED, ids=[f"sm_{a}-{'bf16' if b else 'fp16'}-{'TN' if t else 'NN'}-VEC{v}-"
+                                                 f"STAGES{s}" for a, b, t, v, s in STAGED])
+def test_the_multistage_rung_compiles_at_every_pipeline_depth(variant):
+    arch, bf16, tn, vec, stages = variant
+    rung = dataclasses.replace(MULTISTAGE, spec=MULTISTAGE.spec.with_knobs(BF16=bf16, TN=tn, VEC=vec, STAGES=stages))
+    rep = build.compile_report(rung.spec, arch, TC.dynamic_smem_bytes(rung))
+    assert rep.registers > 0 and rep.spill_store_bytes == 0 and rep.spill_load_bytes == 0 and rep.stack_frame_bytes == 0
+    assert rep.smem_static_bytes == 0  # every tile is in the dynamic buffer
+    if rep.sass_available:
+        assert rep.instructions.get("HMMA", 0) > 0 and rep.instructions.get("LDSM", 0) > 0, rep.instructions
+        cp_async = sum(n for op, n in rep.instructions.items() if op.startswith("LDGSTS"))
+        assert (cp_async > 0) == (vec == 8), rep.instructions  # VEC = 1 loads element by element, synchronously
+
+
+def test_the_multistage_rung_asks_for_its_dynamic_shared_memory():
+    """STAGES * (BM + BN) * BK halves, unpadded (the swizzle replaces rung 02's padding): 64 KB at the defaults,
+    above the 48 KB a launch gets without opting in; the other rungs use static shared memory only."""
+    assert TC.dynamic_smem_bytes(MULTISTAGE) == 4 * (128 + 128) * 32 * 2 == 65536
+    assert TC.block_resources(MULTISTAGE) == (128, 65536)
+    assert TC.dynamic_smem_bytes(TC.rung("02")) == 0 and TC.dynamic_smem_bytes(TC.rung("01")) == 0
+    shallow = dataclasses.replace(MULTISTAGE, spec=MULTISTAGE.spec.with_knobs(STAGES=2))
+    assert TC.dynamic_smem_bytes(shallow) == 32768
+
+
+def test_the_multistage_rung_traps_when_launched_with_too_little_shared_memory():
+    source = (build.KERNELS_DIR / MULTISTAGE.spec.source).read_text()
+    assert "if (dynamic_smem_size() < SMEM_BYTES) __trap();" in source
+    assert "#define SMEM_BYTES (STAGES * STAGE_BYTES)" in source
+    assert "#define STAGE_BYTES ((BM + BN) * BK * 2)" in source
 
 
 def test_the_rungs_refuse_archs_without_bf16_mma():
@@ -51,15 +91,17 @@ def test_the_rungs_refuse_archs_without_bf16_mma():
         build.compile_cubin(TC.rungs[0].spec, 75)
 
 
-def test_the_family_is_not_in_the_catalogue_until_verified_on_a_gpu():
-    assert "gemm_tc" not in families()
-    assert [r.number for r in TC.rungs] == [1, 2]
+def test_the_family_is_in_the_catalogue_with_its_sm80_rungs():
+    """Registered after its GPU tests passed on the H200 (results/h200/gemm_tc.json, gemm_tc_margin.json)."""
+    assert isinstance(families()["gemm_tc"], GemmTcFamily)
+    assert [r.number for r in TC.rungs] == [1, 2, 3]
     assert all(r.spec.min_arch == 80 for r in TC.rungs)
 
 
 def test_block_tiles_match_the_kernels_geometry():
     assert block_tile(TC.rung("01")) == (32, 32)
     assert block_tile(TC.rung("02")) == (128, 128)
+    assert block_tile(TC.rung("03")) == (128, 128)
 
 
 # --- the pipeline on the CPU: problems, reference, bound, bf16 decoding, checks ----------------
@@ -187,10 +229,10 @@ def test_headline_sweep_and_tail():
 
 def test_the_first_rung_stays_out_of_the_tail_and_the_largest_sweep_sizes():
     numbers = lambda rungs: [r.number for r in rungs]  # noqa: E731
-    assert numbers(TC.rungs_for("headline", {"M": 8192, "N": 8192})) == [1, 2]
-    assert numbers(TC.rungs_for("sweep", {"M": 8192, "N": 8192})) == [2]
-    assert numbers(TC.rungs_for("sweep", {"M": 2048, "N": 2048})) == [1, 2]
-    assert numbers(TC.rungs_for("tail", {"M": 4096, "N": 4097})) == [2]
+    assert numbers(TC.rungs_for("headline", {"M": 8192, "N": 8192})) == [1, 2, 3]
+    assert numbers(TC.rungs_for("sweep", {"M": 8192, "N": 8192})) == [2, 3]
+    assert numbers(TC.rungs_for("sweep", {"M": 2048, "N": 2048})) == [1, 2, 3]
+    assert numbers(TC.rungs_for("tail", {"M": 4096, "N": 4097})) == [2, 3]
 
 
 def test_min_dram_bytes_counts_two_byte_elements():

@@ -82,7 +82,7 @@ def test_gemm_tc_bench_reports_tflops_against_cublas():
 
     rs = bench.run(TC, bench.BenchPlan(kinds=("headline",), quick=True, min_time_ms=2))
     recs = [r for r in rs.records if r.kind == "headline"]
-    assert {r.rung for r in recs} == {"cublas_gemm", "01_mma_global", "02_ldmatrix_smem"}
+    assert {r.rung for r in recs} == {"cublas_gemm", "01_mma_global", "02_ldmatrix_smem", "03_swizzled_multistage"}
     for r in recs:
         assert r.metric == "TFLOP/s" and 0 < r.value < 2000 and r.ceiling == "cublas_gemm"
         assert r.params["dtype"] == "float16" and r.params["layout"] == "TN" and r.params["M"] == 4096

@@ -7,13 +7,14 @@ from __future__ import annotations
 from lab.errors import LabError
 from lab.families.copy import CopyFamily
 from lab.families.gemm import GemmFp32Family
+from lab.families.gemm_tc import GemmTcFamily
 from lab.families.transpose import TransposeFamily
 from lab.ladder import Family, Rung
 
 
 def families() -> dict[str, Family]:
     """Every ladder, in reading order (a fresh instance each call: families hold no state worth sharing)."""
-    return {f.name: f for f in (CopyFamily(), TransposeFamily(), GemmFp32Family())}
+    return {f.name: f for f in (CopyFamily(), TransposeFamily(), GemmFp32Family(), GemmTcFamily())}
 
 
 def get_family(name: str) -> Family:

@@ -48,6 +48,20 @@ def dynamic_smem_bytes(rung: Rung) -> int:
     return k["STAGES"] * (k["BK"] * (k["BM"] + 4) + k["BK"] * k["BN"]) * 4
 
 
+def product(a: np.ndarray, b: np.ndarray, c0: np.ndarray | None, alpha: float, beta: float) -> np.ndarray:
+    """alpha * a @ b + beta * c0 in float64 (c0 None: beta is 0 and C is not read)."""
+    ref = alpha * (a @ b)
+    return ref + beta * c0 if c0 is not None else ref
+
+
+def padded(values: np.ndarray, ld: int) -> np.ndarray:
+    """`values` (M x N) in an M x ld array whose padding columns hold 0: the reference, or the error bound,
+    of a C with leading dimension ld (the padding is checked separately: it must stay untouched)."""
+    out = np.zeros((values.shape[0], ld))
+    out[:, :values.shape[1]] = values
+    return out
+
+
 def _aligned(problem: Problem, out) -> bool:
     a, b = problem.inputs["A"][0], problem.inputs["B"][0]
     lds = (problem.params["lda"], problem.params["ldb"], problem.params["ldc"])
@@ -116,12 +130,7 @@ class GemmFp32Family(Family):
 
     def reference(self, problem: Problem) -> np.ndarray:
         p = problem.params
-        a, b, c0 = self._operands(problem)
-        ref = np.zeros((p["M"], p["ldc"]))
-        ref[:, :p["N"]] = p["alpha"] * (a @ b)
-        if c0 is not None:
-            ref[:, :p["N"]] += p["beta"] * c0
-        return ref
+        return padded(product(*self._operands(problem), p["alpha"], p["beta"]), p["ldc"])
 
     def error_bound(self, problem: Problem, reference: np.ndarray) -> np.ndarray:
         """lab.bounds.matmul_bound with fp32 accumulation and fp32 output; 0 in the padding columns."""
@@ -129,10 +138,8 @@ class GemmFp32Family(Family):
 
         p = problem.params
         a, b, c0 = self._operands(problem)
-        bound = np.zeros_like(reference)
-        bound[:, :p["N"]] = matmul_bound(a, b, reference[:, :p["N"]], alpha=p["alpha"], beta=p["beta"], c0=c0,
-                                         acc_dtype=np.float32, out_dtype=np.float32)
-        return bound
+        return padded(matmul_bound(a, b, reference[:, :p["N"]], alpha=p["alpha"], beta=p["beta"], c0=c0,
+                                   acc_dtype=np.float32, out_dtype=np.float32), p["ldc"])
 
     # --- launching ------------------------------------------------------------------------------
     def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:

@@ -32,6 +32,7 @@ from lab import shapes
 from lab.bounds import BFLOAT16
 from lab.build import KernelSpec
 from lab.errors import LabError
+from lab.families.gemm import DEFAULT_SMEM_LIMIT, padded, product
 from lab.ladder import Family, Problem, Rung
 
 DTYPES = ("float16", BFLOAT16)
@@ -48,6 +49,16 @@ def _rung(key: str, entry: str, title: str, **knobs: int) -> Rung:
 
 def _knobs(rung: Rung) -> dict:
     return dict(rung.spec.knobs)
+
+
+def dynamic_smem_bytes(rung: Rung) -> int:
+    """Dynamic shared memory of a multistage rung: STAGES * (BM + BN) * BK two-byte elements (unpadded,
+    swizzled A and B tiles; the formula in rung 03's Requires line), 0 for the rungs with static tiles.
+    The kernel traps at entry if it is given less."""
+    k = _knobs(rung)
+    if "STAGES" not in k:
+        return 0
+    return k["STAGES"] * (k["BM"] + k["BN"]) * k["BK"] * 2
 
 
 def block_tile(rung: Rung) -> tuple[int, int]:
@@ -123,8 +134,11 @@ class GemmTcFamily(Family):
               BF16=0, TN=0, WARPS_M=2, WARPS_N=2, THREADS=128),
         _rung("02_ldmatrix_smem", "gemm_tc_ldmatrix_smem", "padded shared-memory tiles read with ldmatrix",
               BF16=0, TN=0, BM=128, BN=128, BK=32, WM=64, WN=32, PAD=8, VEC=8, THREADS=256),
+        _rung("03_swizzled_multistage", "gemm_tc_swizzled_multistage",
+              "swizzled shared memory, STAGES-deep cp.async pipeline",
+              BF16=0, TN=0, BM=128, BN=128, BK=32, WM=64, WN=64, STAGES=4, VEC=8, THREADS=128),
     )
-    VEC_RUNGS = ("02_ldmatrix_smem",)
+    VEC_RUNGS = ("02_ldmatrix_smem", "03_swizzled_multistage")
 
     def __init__(self, accumulation_scale: float = 1.0):
         # The share of the statistical part of the error bound a check allows (lab.bounds.
@@ -185,12 +199,7 @@ class GemmTcFamily(Family):
 
     def reference(self, problem: Problem) -> np.ndarray:
         p = problem.params
-        a, b, c0 = self._operands(problem)
-        ref = np.zeros((p["M"], p["ldc"]))
-        ref[:, :p["N"]] = p["alpha"] * (a @ b)
-        if c0 is not None:
-            ref[:, :p["N"]] += p["beta"] * c0
-        return ref
+        return padded(product(*self._operands(problem), p["alpha"], p["beta"]), p["ldc"])
 
     def error_bound(self, problem: Problem, reference: np.ndarray) -> np.ndarray:
         """lab.bounds.tensor_core_matmul_bound (fp32 accumulation on tensor cores, output rounded to the
@@ -199,12 +208,10 @@ class GemmTcFamily(Family):
 
         p = problem.params
         a, b, c0 = self._operands(problem)
-        bound = np.zeros_like(reference)
         out_dtype = BFLOAT16 if p["dtype"] == BFLOAT16 else np.float16
-        bound[:, :p["N"]] = tensor_core_matmul_bound(a, b, reference[:, :p["N"]], alpha=p["alpha"], beta=p["beta"],
-                                                     c0=c0, out_dtype=out_dtype,
-                                                     accumulation_scale=self.accumulation_scale)
-        return bound
+        return padded(tensor_core_matmul_bound(a, b, reference[:, :p["N"]], alpha=p["alpha"], beta=p["beta"], c0=c0,
+                                               out_dtype=out_dtype, accumulation_scale=self.accumulation_scale),
+                      p["ldc"])
 
     def output_values(self, out):
         """The output as the checks compare it: bf16 patterns widened to float32 (fp16 compares as it is)."""
@@ -230,10 +237,14 @@ class GemmTcFamily(Family):
         rung = self.variant(rung, problem, out)
         bm, bn = block_tile(rung)
         grid = ((p["N"] + bn - 1) // bn, (p["M"] + bm - 1) // bm)
-        get_kernel(rung.spec)(grid, (_knobs(rung)["THREADS"],),
-                              (np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]), a,
-                               np.int32(p["lda"]), b, np.int32(p["ldb"]), np.float32(p["beta"]), out,
-                               np.int32(p["ldc"])))
+        kernel = get_kernel(rung.spec)
+        smem = dynamic_smem_bytes(rung)
+        if smem > DEFAULT_SMEM_LIMIT:  # above 48 KB a kernel must opt in to more dynamic shared memory
+            kernel.max_dynamic_shared_size_bytes = smem
+        kernel(grid, (_knobs(rung)["THREADS"],),
+               (np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]), a,
+                np.int32(p["lda"]), b, np.int32(p["ldb"]), np.float32(p["beta"]), out, np.int32(p["ldc"])),
+               shared_mem=smem)
 
     def launch_ceiling(self, problem: Problem, out, set_index: int = 0) -> None:
         """cuBLAS in the same type and layout, fp32 accumulation. fp16 with alpha = 1, beta = 0 and no
@@ -251,8 +262,15 @@ class GemmTcFamily(Family):
         else:
             _cublas_gemm_ex(p, a, b, out)
 
+    def dynamic_smem_bytes(self, rung: Rung) -> int:
+        return dynamic_smem_bytes(rung)
+
     def block_resources(self, rung: Rung) -> tuple[int, int]:
-        return _knobs(rung)["THREADS"], 0
+        return _knobs(rung)["THREADS"], dynamic_smem_bytes(rung)
+
+    def in_readme(self, params: dict) -> bool:
+        """The README shows the TN layout (a linear layer's weight), both types; the records hold NN too."""
+        return params.get("layout") == "TN"
 
     def min_dram_bytes(self, params: dict) -> int:
         """2 * (M*K + K*N + M*N) bytes: A and B read once and C written once (C read too when beta != 0)."""
