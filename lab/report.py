@@ -122,26 +122,33 @@ def readme_results(rs_by_family: dict[str, RecordSet]) -> str:
                          f"{best.ratio:.3f}x | "
                          f"{rs.provenance.get('device')}, {rs.provenance.get('date', '')[:10]} |")
         if bests:
-            sentences.append(best_rung_sentence(rs, family, max(bests, key=lambda r: r.ratio).rung))
+            sentences.append(best_rung_sentence(rs, family, bests))
     return "\n".join(lines + [""] + sentences)
 
 
-def best_rung_sentence(rs: RecordSet, family: str, rung: str) -> str:
-    """Where one rung stands against the ceiling, from the records: its range over the headline sizes,
-    and the sweep sizes (cold L2) at which it is faster or slower than the ceiling."""
-    heads = [r for r in rs.records if r.family == family and r.kind == "headline" and r.rung == rung]
-    text = f"{family}: {rung} runs at {min(r.ratio for r in heads):.3f}x-{max(r.ratio for r in heads):.3f}x " \
-           f"of {heads[0].ceiling} over the {len(heads)} headline sizes"
+def best_rung_sentence(rs: RecordSet, family: str, bests: list) -> str:
+    """Where the ladder stands against the ceiling, from the records: which rung is best at how many of the
+    table's headline sizes and in what range, then, for the rung best at the first size, the sweep sizes
+    (cold L2) at which it is faster or slower than the ceiling."""
+    ceiling = bests[0].ceiling
+    parts = []
+    for rung in dict.fromkeys(r.rung for r in bests):
+        mine = [r for r in bests if r.rung == rung]
+        lo, hi = min(r.ratio for r in mine), max(r.ratio for r in mine)
+        span = f"{lo:.3f}x" if len(mine) == 1 else f"{lo:.3f}x-{hi:.3f}x"
+        parts.append(f"{rung} is the best rung at {len(mine)} of the {len(bests)} sizes above ({span} of {ceiling})")
+    text = f"{family}: " + "; ".join(parts)
+    rung = bests[0].rung
     sweep = sorted((r for r in rs.records if r.family == family and r.kind == "sweep" and r.rung == rung
                     and r.l2 == "cold"), key=lambda r: r.bytes_moved)
     if sweep:
         faster = [r for r in sweep if r.ratio > 1]
         if faster:
-            text += (f"; in the size sweep (cold L2) it is faster than {heads[0].ceiling} at "
+            text += (f"; in the size sweep (cold L2) {rung} is faster than {ceiling} at "
                      + ", ".join(f"{describe_params(r.params)} ({r.ratio:.3f}x)" for r in faster)
                      + f" and slower at the other {len(sweep) - len(faster)} of {len(sweep)} sizes")
         else:
-            text += f"; in the size sweep (cold L2) it is slower than {heads[0].ceiling} at all {len(sweep)} sizes"
+            text += f"; in the size sweep (cold L2) {rung} is slower than {ceiling} at all {len(sweep)} sizes"
     return text + "."
 
 

@@ -419,3 +419,17 @@ def test_legends_sit_outside_the_axes_and_cover_no_data():
                         assert not box.contains(x, y), f"{name}: the legend covers a point of {line.get_label()}"
         finally:
             plt.close(fig)
+
+
+def test_the_readme_sentence_names_each_rung_that_is_best_somewhere():
+    """A ladder whose best rung depends on the shape (an aligned and a misaligned side) says so, with each
+    rung's range, instead of quoting one rung over sizes where another wins."""
+    recs = []
+    for n, (r3, r5) in {4096: (3800.0, 3600.0), 4095: (2500.0, 3300.0)}.items():
+        p = {"rows": n, "cols": n}
+        recs += [_record("transpose", "cupy_device_copy", "headline", p, 8 * n * n, "cold", 4000.0, 4000.0),
+                 _record("transpose", "03_padded", "headline", p, 8 * n * n, "cold", r3, 4000.0),
+                 _record("transpose", "05_sector_aligned", "headline", p, 8 * n * n, "cold", r5, 4000.0)]
+    text = report.readme_results({"transpose": RecordSet({"device": "X", "date": "2026-11-30"}, recs)})
+    assert "03_padded is the best rung at 1 of the 2 sizes above (0.950x of cupy_device_copy)" in text
+    assert "05_sector_aligned is the best rung at 1 of the 2 sizes above (0.825x of cupy_device_copy)" in text
