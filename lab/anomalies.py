@@ -173,17 +173,35 @@ def warm_cold_table(rs: RecordSet | None) -> str:
     return "\n".join(lines)
 
 
-def tail_parity(rs: RecordSet | None) -> str:
-    """Per rung and condition: median GB/s at even n, at odd n, and their ratio (1.00: no zigzag)."""
-    if rs is None:
-        return "(no probe records)"
-    lines = [f"{'rung':<18} {'condition':<16} {'even n':>8} {'odd n':>8} {'odd/even':>9}"]
+def _parities(rs: RecordSet) -> list[tuple[str, str, float, float]]:
+    """(rung, condition, median GB/s at even n, at odd n) for every rung and condition with both."""
+    found = []
     for rung in ("cupy_device_copy", *TAIL_RUNGS):
         for condition in CONDITIONS["tail_order"]:
             rows = _rows(rs, "tail_order", condition, rung)
             even = [r.value for r in rows if r.params["n"] % 2 == 0]
             odd = [r.value for r in rows if r.params["n"] % 2 == 1]
             if even and odd:
-                e, o = float(np.median(even)), float(np.median(odd))
-                lines.append(f"{rung:<18} {condition:<16} {e:8.0f} {o:8.0f} {o / e:9.3f}")
+                found.append((rung, condition, float(np.median(even)), float(np.median(odd))))
+    return found
+
+
+def tail_parity(rs: RecordSet | None) -> str:
+    """Per rung and condition: median GB/s at even n, at odd n, and their ratio (1.00: no zigzag)."""
+    if rs is None:
+        return "(no probe records)"
+    lines = [f"{'rung':<18} {'condition':<16} {'even n':>8} {'odd n':>8} {'odd/even':>9}"]
+    lines += [f"{rung:<18} {cond:<16} {e:8.0f} {o:8.0f} {o / e:9.3f}" for rung, cond, e, o in _parities(rs)]
     return "\n".join(lines)
+
+
+def tail_parity_spread(rs: RecordSet | None) -> str:
+    """The largest distance of any odd/even ratio from one, and the conditions where a rung's exceeds half of it."""
+    if rs is None:
+        return "(no probe records)"
+    found = [(rung, cond, o / e) for rung, cond, e, o in _parities(rs)]
+    if not found:
+        return "(no tail_order probes in these records)"
+    worst = max(abs(r - 1) for _, _, r in found)
+    marked = [f"{rung} {cond} ({r:.3f})" for rung, cond, r in found if abs(r - 1) > worst / 2]
+    return (f"every odd/even ratio is within {100 * worst:.1f}% of one; the largest ones: " + ", ".join(marked))

@@ -244,14 +244,20 @@ print(lessons.tail_sawtooth(COPY_RS, COPY))
 # (1.000: no zigzag). LIVE: measured now; REPLAY: the reference GPU's `l2_probes.json`.
 
 # %%
-print(anomalies.tail_parity(anomalies.lesson_records(MODE.live, "tail_order")))
+TAIL_PROBES = anomalies.lesson_records(MODE.live, "tail_order")
+print(anomalies.tail_parity(TAIL_PROBES))
 
 # %% [markdown]
-# If the zigzag flips its phase when the order of the runs is reversed and vanishes with reused
-# buffers, it follows the order of the runs, not `n`: it comes from where the allocator placed each
-# pair of buffers (which memory channels and L2 slices they map to), not from the kernels' tail
-# handling. On the reference H200 it does both (its size is the odd/even column's distance from one):
-# the copy's tail handling itself costs nothing measurable.
+# How to read it: a zigzag that came from the kernels' tail handling would show the same odd/even ratio in
+# every condition and every run. One that follows where the allocator placed each pair of buffers (which
+# memory channels and L2 slices they map to) changes with the order of the runs and with reused buffers.
+# The line below gives the largest distance from one and where it occurs. On the reference H200 every ratio
+# stays close to one, and which condition shows a zigzag changes from run to run (the notebook's live run
+# and the committed `l2_probes.json` disagree on it; neither shows it in all three). So the zigzag is the
+# size of placement noise, not a property of `n`: the copy's tail handling itself costs nothing measurable.
+
+# %%
+print(anomalies.tail_parity_spread(TAIL_PROBES))
 
 # %% [markdown]
 # ### The copy ladder, all together

@@ -81,6 +81,9 @@ def test_tail_parity_reads_even_and_odd_lengths():
     text = anomalies.tail_parity(RecordSet({}, rows))
     line = next(ln for ln in text.splitlines() if ln.startswith("04_unrolled"))
     assert line.split()[-1] == f"{3700 / 3600:.3f}"
+    spread = anomalies.tail_parity_spread(RecordSet({}, rows))
+    assert spread.startswith(f"every odd/even ratio is within {100 * (3700 / 3600 - 1):.1f}% of one")
+    assert "04_unrolled ascending (1.028)" in spread and "01_naive" not in spread
 
 
 # --- GPU ---------------------------------------------------------------------------------------------
