@@ -252,9 +252,10 @@ print(anomalies.tail_parity(TAIL_PROBES))
 # every condition and every run. One that follows where the allocator placed each pair of buffers (which
 # memory channels and L2 slices they map to) changes with the order of the runs and with reused buffers.
 # The line below gives the largest distance from one and where it occurs. On the reference H200 every ratio
-# stays close to one, and which condition shows a zigzag changes from run to run (the notebook's live run
-# and the committed `l2_probes.json` disagree on it; neither shows it in all three). So the zigzag is the
-# size of placement noise, not a property of `n`: the copy's tail handling itself costs nothing measurable.
+# stays close to one, and which conditions show a zigzag, and in which phase, changes from run to run
+# (compare the table with the committed `l2_probes.json`, or run the cell twice). A zigzag that changes
+# phase between runs over the same lengths is not a property of `n`: it is the size of placement noise,
+# and the copy's tail handling itself costs nothing measurable.
 
 # %%
 print(anomalies.tail_parity_spread(TAIL_PROBES))
