@@ -120,14 +120,8 @@ REFERENCE_FILE = "l2_probes.json"
 def lesson_records(live: bool, experiment: str) -> RecordSet | None:
     """For a notebook: one experiment measured now (live), else the reference GPU's records (None if absent)."""
     from lab import records
-    from lab.errors import LabError
 
-    if live:
-        return run(experiments=(experiment,))
-    try:
-        return records.load(records.reference_dir() / REFERENCE_FILE)
-    except LabError:
-        return None
+    return records.measured_or_reference(live, lambda: run(experiments=(experiment,)), REFERENCE_FILE)
 
 
 def _value(rs: RecordSet, rung: str, condition: str, size_mib: int) -> float | None:

@@ -105,14 +105,8 @@ REFERENCE_FILE = "l2.json"
 def lesson_records(live: bool) -> RecordSet | None:
     """For a notebook: measured now with the quick plan (live), else the reference GPU's records (None if absent)."""
     from lab import records
-    from lab.errors import LabError
 
-    if live:
-        return run(quick=True)
-    try:
-        return records.load(records.reference_dir() / REFERENCE_FILE)
-    except LabError:
-        return None
+    return records.measured_or_reference(live, lambda: run(quick=True), REFERENCE_FILE)
 
 
 def graph_versus_events_at_largest(rs: RecordSet | None) -> str:

@@ -166,6 +166,16 @@ def load(path: Path | str) -> RecordSet:
     return RecordSet(payload["provenance"], [Record(**r) for r in payload["records"]], replayed=True)
 
 
+def measured_or_reference(live: bool, measure, filename: str) -> RecordSet | None:
+    """For a notebook: `measure()` now (live), else the reference GPU's records in `filename` (None if absent)."""
+    if live:
+        return measure()
+    try:
+        return load(reference_dir() / filename)
+    except LabError:
+        return None
+
+
 def reference_records(family: str) -> RecordSet:
     """The committed reference-GPU records of a family, for replay where no GPU is present."""
     return load(reference_dir() / f"{family}.json")

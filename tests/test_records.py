@@ -126,3 +126,15 @@ def test_reference_dir_defaults_to_the_committed_results(monkeypatch):
 def test_git_commit_honours_lab_commit(monkeypatch):
     monkeypatch.setenv("LAB_COMMIT", "abc123")
     assert records.git_commit() == "abc123"
+
+
+def test_measured_or_reference_measures_live_and_replays_or_says_none_otherwise(tmp_path, monkeypatch):
+    from lab import records
+
+    monkeypatch.setattr(records, "reference_dir", lambda: tmp_path)
+    measured = records.RecordSet({"device": "now"}, [])
+    assert records.measured_or_reference(True, lambda: measured, "x.json") is measured
+    assert records.measured_or_reference(False, lambda: measured, "x.json") is None  # no file: nothing to replay
+    records.save(tmp_path / "x.json", records.RecordSet({"device": "then"}, []))
+    replayed = records.measured_or_reference(False, lambda: measured, "x.json")
+    assert replayed.provenance["device"] == "then" and replayed.replayed
