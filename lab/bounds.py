@@ -13,7 +13,9 @@ type with unit roundoff u_acc, stored in an output type with unit roundoff u_out
              + 2 * u_acc * (|alpha * P_ij| + |beta * C0_ij|)                 scaling by alpha, adding beta*C0
              + u_out * |ref_ij|                                              rounding to the output type
 
-with P = A @ B (exact, float64) and S_ij = sqrt(sum_k (A_ik * B_kj)^2), i.e. sqrt((A*A) @ (B*B)).
+with P = A @ B (exact, float64) and S_ij = sqrt(sum_k (A_ik * B_kj)^2), i.e. sqrt((A*A) @ (B*B)). One more
+term, K * |alpha| * (the accumulator's smallest normal number), allows products that underflow to be
+flushed to zero.
 
 Why this shape. Summing K terms, step k rounds its partial sum s_k with a relative error of at most
 u_acc; the total error is sum_k delta_k * s_k. Deterministically that is <= K * u_acc * sum_k |a_k b_k|
@@ -99,9 +101,9 @@ def matmul_bound(a: np.ndarray, b: np.ndarray, reference: np.ndarray, *, alpha: 
 # sign of the partial sum, growing like K rather than sqrt(K) (the module docstring's caveat).
 TRUNCATION = 2.0  # at most one ulp (2 * u) per rounding
 # One truncation per k-step of MMA_K products (one mma.m16n8k16): the products of a step are summed exactly
-# and added to the accumulator once. Measured on the H200 (scripts/gemm_tc_margin.py): rungs 01-02 used at
-# most 1.3% of E with one truncation per product (results/h200/gemm_tc_margin_per_product.json) and 18% of
-# E with this term (results/h200/gemm_tc_margin.json): the hardware behaves like the per-step model.
+# and added to the accumulator once. The H200's errors fit this per-step model, not one truncation per
+# product: scripts/gemm_tc_margin.py measures the share of E each rung uses under either term
+# (results/h200/gemm_tc_margin_per_product.json, then results/h200/gemm_tc_margin.json for this one).
 MMA_K = 16
 
 

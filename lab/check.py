@@ -134,7 +134,8 @@ class Comparison:
     def describe(self) -> str:
         at = f"element {self.worst_index}: got {self.worst_value:.9g}, reference {self.worst_reference:.9g}"
         if self.nonfinite:
-            return f"{self.nonfinite} NaN/Inf value(s) where the reference is finite (first at {at})"
+            return (f"{self.nonfinite} element(s) where the output and the reference disagree on NaN/Inf "
+                    f"(first at {at})")
         if self.worst_bound == 0:
             return f"{at} (must be bit-exact); max |err| {self.max_abs_error:.3g}"
         return (f"{at}, |error| {abs(self.worst_value - self.worst_reference):.3g} "
@@ -154,12 +155,16 @@ def compare(out, ref: np.ndarray, bound=0.0) -> Comparison:
         raise ValueError(f"output shape {got.shape} differs from the reference's {ref.shape}")
     bound = np.broadcast_to(np.asarray(bound, dtype=np.float64), ref.shape)
     finite_ref = np.isfinite(ref)
-    bad_nonfinite = ~np.isfinite(got) & finite_ref
+    # Where the reference is NaN or +-inf the output must be the same: NaN for NaN, the same infinity.
+    same_special = (np.isnan(ref) & np.isnan(got)) | (got == ref)
+    bad_nonfinite = (~np.isfinite(got) & finite_ref) | (~finite_ref & ~same_special)
     nonfinite = int(np.count_nonzero(bad_nonfinite))
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         diff = np.nan_to_num(np.where(finite_ref, np.abs(got - ref), 0.0), nan=np.inf)
         ratio = np.where(diff == 0, 0.0, diff / np.where(bound > 0, bound, 0.0))
     ratio = np.nan_to_num(ratio, nan=np.inf, posinf=np.inf)
+    # Bit-exact means the sign of a zero too: -0.0 where the reference holds +0.0 is a wrong element.
+    ratio = np.where((bound == 0) & finite_ref & (diff == 0) & (np.signbit(got) != np.signbit(ref)), np.inf, ratio)
     if nonfinite:
         worst_flat = int(np.argmax(bad_nonfinite))
     elif ratio.size and np.isinf(ratio).any():  # wrong where exactness was due: the largest such error

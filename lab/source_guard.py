@@ -51,9 +51,9 @@ def _strip_comments(text: str) -> str:
     while i < n:
         c = text[i]
         raw = c == '"' and re.search(r'(?:^|[^A-Za-z0-9_])(?:u8|[uUL])?R$', text[max(0, i - 4):i])
-        if raw:  # R"delim( ... )delim": nothing inside is a comment or an escape
-            m = re.compile(r'"([^ ()\\\t\v\f\n]{0,16})\(').match(text, i)
-            close = text.find(f"){m[1]}\"", m.end()) if m else -1
+        m = re.compile(r'"([^ ()\\\t\v\f\n]{0,16})\(').match(text, i) if raw else None
+        if m:  # R"delim( ... )delim": nothing inside is a comment or an escape
+            close = text.find(f"){m[1]}\"", m.end())
             j = n if close < 0 else close + len(m[1]) + 2
             out.append(text[i:j])
             i = j
@@ -79,6 +79,11 @@ def _strip_comments(text: str) -> str:
 
 
 _OPERAND = re.compile(r'(?:"(?P<q>[^"]*)"|<(?P<a>[^>]*)>)[ \t]*(?://.*|/\*.*)?')
+# A file-reading directive anywhere on a line, comments allowed between `#` and its name: the third reading,
+# which no misjudged literal or comment can hide (a C++14 digit separator, 1'2'R"(, once made the first two
+# readings see a raw string where the preprocessor saw a plain one).
+_ANYWHERE = re.compile(r'(?:#|%:|\?\?=)[ \t]*(?:/\*.*?\*/[ \t]*)*(?P<name>include_next|include|import|embed)\b'
+                       r'(?P<rest>.*)')
 
 
 def check_includes(source: str, shown: str, allowed: set[str]) -> None:
@@ -90,6 +95,14 @@ def check_includes(source: str, shown: str, allowed: set[str]) -> None:
     Either reading refusing is enough."""
     names = ", ".join(sorted(allowed)) or "none"
     spliced = splice_and_strip(source, strip_comments=False).split("\n")
+    for number, line in enumerate(spliced, start=1):
+        for m in _ANYWHERE.finditer(line):
+            literal = _OPERAND.match(m["rest"].strip())
+            header = (literal["q"] if literal["q"] is not None else literal["a"]) if literal else None
+            if header not in allowed:
+                raise CompileError(f"{shown}:{number}: `#{m['name']}{m['rest'][:40]}` is not allowed (even inside a "
+                                   f"comment or string): a kernel may include only the lab's headers ({names}), by "
+                                   "name in quotes, so that no other file on this machine can be read.")
     stripped = splice_and_strip(source).split("\n")
     for lines in (stripped, spliced):
         for number, line in enumerate(lines, start=1):

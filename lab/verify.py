@@ -95,7 +95,8 @@ def bound_margins(family: Family, rung: Rung, seeds: Iterable[int], cases: Itera
     bit-exact family that passed): the figure that shows a check is neither loose nor flaky."""
     cases = list(cases if cases is not None else family.check_cases())
     results = [r for s in seeds for r in check_rung(family, rung, cases, seed=s)]
-    worst = max(results, key=lambda r: r.worst_ratio, default=None)
+    # The margin of the checks that passed: a check stopped by a CUDA error has no ratio to speak of.
+    worst = max((r for r in results if r.passed), key=lambda r: r.worst_ratio, default=None)
     return {"family": family.name, "rung": rung.key, "checks": len(results),
             "failed": [r.line() for r in results if not r.passed],
             "worst_ratio": worst.worst_ratio if worst else 0.0, "worst_case": worst.case if worst else "",

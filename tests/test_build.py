@@ -325,6 +325,11 @@ INCLUDE_TRICKS = {
     "digraph_hash": '%:include "{canary}"\n',
     "relative_path": '#include "canary.h"\n',
     "parent_path": '#include "../{parent}/canary.h"\n',
+    # A C++14 digit separator before R": the preprocessor sees one number token then a plain string, so the
+    # line after it is code, not a raw string (found in review: the first two readings were fooled).
+    "digit_separator_raw_string": 'int v = 1\'2\'R"(";\n/**/#include "{canary}"\n// )"\n',
+    "digit_separator_block_comment": 'int v = 1\'2\'R"(";\n/*\n*/ #include "{canary}"\n// )"\n',
+    "raw_string_without_parenthesis": 'const char* s = R"x;\n#include "{canary}"\n',
 }
 KERNEL_TAIL = 'extern "C" __global__ void k(float* y) { y[0] = 1.0f; }\n'
 
@@ -384,12 +389,22 @@ def test_a_log_that_names_an_outside_file_is_never_shown(trick, canary, monkeypa
 @pytest.mark.parametrize("source", [
     '#include "lab_memory.cuh"  // the lab header\n',
     "# include <lab_memory.cuh>\n",
-    'const char* s = "#include \\"/etc/passwd\\"";\n',
-    "// #include \"/etc/passwd\" in a line comment\n",
     'auto r = R"x(/* )x";\n#include "lab_memory.cuh"\n// */\n',
+    "// see lab_memory.cuh for the helpers; #pragma unroll stays legal\n",
 ])
 def test_the_source_check_lets_lab_headers_and_text_through(source):
     build.source_guard.check_includes(source, "kernel.cu", {"lab_memory.cuh", "lab_cp_async.cuh"})
+
+
+@pytest.mark.parametrize("source", [
+    'const char* s = "#include \\"/etc/passwd\\"";\n',
+    "// #include \"/etc/passwd\" in a line comment\n",
+])
+def test_a_foreign_include_is_refused_even_in_a_string_or_comment(source):
+    """The third reading scans every line as written, whatever the first two took for a literal or a comment:
+    text that looks like a foreign #include is refused, with a sentence that says why, rather than trusted."""
+    with pytest.raises(CompileError, match="even inside a comment or string"):
+        build.source_guard.check_includes(source, "kernel.cu", {"lab_memory.cuh"})
 
 
 def test_a_raw_string_cannot_hide_an_include_behind_a_fake_comment():

@@ -114,3 +114,30 @@ def test_two_byte_poison_and_guard_are_nan_as_fp16_and_as_bf16():
         assert np.isnan(np.array([bits], np.uint16).view(np.float16))[0]
         assert (bits >> 7) & 0xFF == 0xFF and bits & 0x7F  # bf16: exponent all ones, mantissa not zero
         assert bits not in (0x7E00, 0x7FC0)  # not the canonical NaN either type's arithmetic produces
+
+
+@pytest.mark.parametrize("ref_value, got_value, ok", [
+    (np.inf, np.inf, True), (-np.inf, -np.inf, True), (np.nan, np.nan, True),
+    (np.inf, 0.0, False), (np.inf, np.nan, False), (np.inf, -np.inf, False), (np.nan, 5.0, False),
+    (np.nan, np.inf, False),
+])
+def test_a_nonfinite_reference_must_be_matched_exactly(ref_value, got_value, ok):
+    """A reference of NaN or +-inf is not a free pass: the output must hold the same special value."""
+    out, ref = _ref(10)
+    out, ref = out.copy(), ref.copy()
+    ref[4], out[4] = ref_value, got_value
+    cmp = compare(out, ref, np.full(ref.shape, 1e-3))
+    assert cmp.passed is ok
+    if not ok:
+        assert cmp.worst_index == (4,) and "NaN/Inf" in cmp.describe()
+
+
+def test_bit_exact_includes_the_sign_of_zero():
+    ref = np.array([1.0, 0.0, -2.0])
+    assert compare(np.array([1.0, 0.0, -2.0], np.float32), ref, 0.0).passed
+    cmp = compare(np.array([1.0, -0.0, -2.0], np.float32), ref, 0.0)
+    assert not cmp.passed and cmp.worst_index == (1,)
+
+
+def test_empty_arrays_compare_equal():
+    assert compare(np.zeros((0, 3), np.float32), np.zeros((0, 3)), 0.0).passed
