@@ -62,10 +62,12 @@ def padded(values: np.ndarray, ld: int) -> np.ndarray:
     return out
 
 
-def _aligned(problem: Problem, out) -> bool:
+def vectors_fit(problem: Problem, out, per_vector: int) -> bool:
+    """Whether 16-byte vectors of `per_vector` elements fit every row of A, B and C: each leading dimension
+    a multiple of it and every base pointer 16-byte aligned (the launchers' test for their VEC variant)."""
     a, b = problem.inputs["A"][0], problem.inputs["B"][0]
     lds = (problem.params["lda"], problem.params["ldb"], problem.params["ldc"])
-    return all(ld % 4 == 0 for ld in lds) and all(x.data.ptr % 16 == 0 for x in (a, b, out))
+    return all(ld % per_vector == 0 for ld in lds) and all(x.data.ptr % 16 == 0 for x in (a, b, out))
 
 
 class GemmFp32Family(Family):
@@ -147,7 +149,7 @@ class GemmFp32Family(Family):
         a = problem.inputs["A"][set_index % len(problem.inputs["A"])]
         b = problem.inputs["B"][set_index % len(problem.inputs["B"])]
         if rung.key in self.VEC_RUNGS:
-            rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(VEC=4 if _aligned(problem, out) else 1))
+            rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(VEC=4 if vectors_fit(problem, out, 4) else 1))
         self._launch_kernel(rung, p["M"], p["N"], p["K"], p["alpha"], a, p["lda"], b, p["ldb"], p["beta"], out,
                             p["ldc"])
 

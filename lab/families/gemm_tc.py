@@ -32,7 +32,7 @@ from lab import shapes
 from lab.bounds import BFLOAT16
 from lab.build import KernelSpec
 from lab.errors import LabError
-from lab.families.gemm import DEFAULT_SMEM_LIMIT, padded, product
+from lab.families.gemm import DEFAULT_SMEM_LIMIT, padded, product, vectors_fit
 from lab.ladder import Family, Problem, Rung
 
 DTYPES = ("float16", BFLOAT16)
@@ -113,12 +113,6 @@ def _validate(M: int, N: int, K: int, pad: int, layout: str, dtype: str) -> None
         raise LabError(f"gemm_tc layout must be one of {', '.join(LAYOUTS)} (B is K x N or N x K); got {layout!r}.")
     if dtype not in DTYPES:
         raise LabError(f"gemm_tc dtype must be one of {', '.join(DTYPES)}; got {dtype!r}.")
-
-
-def _aligned(problem: Problem, out) -> bool:
-    a, b = problem.inputs["A"][0], problem.inputs["B"][0]
-    lds = (problem.params["lda"], problem.params["ldb"], problem.params["ldc"])
-    return all(ld % 8 == 0 for ld in lds) and all(x.data.ptr % 16 == 0 for x in (a, b, out))
 
 
 class GemmTcFamily(Family):
@@ -225,7 +219,7 @@ class GemmTcFamily(Family):
         p = problem.params
         knobs = {"BF16": int(p["dtype"] == BFLOAT16), "TN": int(p["layout"] == "TN")}
         if rung.key in self.VEC_RUNGS and out is not None:
-            knobs["VEC"] = 8 if _aligned(problem, out) else 1
+            knobs["VEC"] = 8 if vectors_fit(problem, out, 8) else 1
         return dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs))
 
     def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
