@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lab import timing
-from lab.ladder import Family, Problem
+from lab.ladder import Family, Problem, runnable_rungs
 from lab.records import Record, RecordSet, provenance
 
 ROTATION_BUDGET = 1 << 30  # bytes of extra input sets when rotating inputs for cold runs
@@ -36,12 +36,16 @@ class BenchPlan:
         return self.tail_step or (8 if self.quick else 1)
 
 
-def _targets(family: Family, kind: str, params: dict, quick: bool = False) -> list[tuple[str, Callable]]:
-    """Everything timed on a problem: the ceiling first, library baselines, then the rungs."""
+def _targets(family: Family, kind: str, params: dict, quick: bool = False,
+             arch: int | None = None) -> list[tuple[str, Callable]]:
+    """Everything timed on a problem: the ceiling first, library baselines, then the rungs (those that run
+    on a GPU of `arch`, when one is given)."""
     targets = [(family.ceiling_name, family.launch_ceiling)]
     targets += list(family.baselines().items())
-    targets += [(r.key, (lambda rung: lambda p, out, i=0: family.launch(rung, p, out, i))(r))
-                for r in family.rungs_for(kind, params, quick)]
+    rungs = family.rungs_for(kind, params, quick)
+    if arch is not None:
+        rungs = runnable_rungs(rungs, arch)[0]
+    targets += [(r.key, (lambda rung: lambda p, out, i=0: family.launch(rung, p, out, i))(r)) for r in rungs]
     return targets
 
 
@@ -49,19 +53,23 @@ def _measure_problem(family: Family, problem: Problem, kind: str, l2: str, plan:
                      flusher) -> list[Record]:
     import cupy as cp
 
+    from lab import device
+
     out = cp.empty(problem.out_shape, dtype=problem.dtype)
     records: list[Record] = []
     ceiling_value = 0.0
-    for name, launch in _targets(family, kind, problem.params, plan.quick):
+    rungs = {r.key: r for r in family.rungs}
+    for name, launch in _targets(family, kind, problem.params, plan.quick, device.current().arch):
         t = timing.measure(lambda i, launch=launch, out=out: launch(problem, out, i), l2=l2, flusher=flusher,
                            min_time_ms=plan.min_time_ms / (3 if plan.quick else 1),
                            max_reps=100 if plan.quick else 500)
         value = family.throughput(problem, t.median_ms)
         if name == family.ceiling_name:
             ceiling_value = value
+        notes = family.launch_notes(rungs[name], problem, out) if name in rungs else {}
         records.append(Record(family.name, name, kind, dict(problem.params), problem.bytes_moved, l2, t.median_ms,
                               t.p10_ms, t.p90_ms, t.reps, family.metric, value, family.ceiling_name,
-                              ceiling_value))
+                              ceiling_value, extra=notes))
     return records
 
 

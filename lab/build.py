@@ -124,6 +124,19 @@ def arch_string(arch: int, suffix: str = "") -> str:
     return f"sm_{arch}{suffix}"
 
 
+def arch_refusal(spec: KernelSpec, arch: int) -> str | None:
+    """Why `spec` cannot run on a GPU of `arch` (one sentence), or None when it can. Drivers that walk a
+    ladder (sanitizer, profiler) list such rungs as skipped instead of failing on them."""
+    if arch < spec.min_arch:
+        return f"needs {arch_string(spec.min_arch, spec.arch_suffix)} or newer; this GPU is sm_{arch}"
+    # Arch-specific ("a") instructions of sm_90 and later (wgmma, setmaxnreg) exist on that arch alone:
+    # an sm_90a kernel does not build for sm_100a.
+    if spec.arch_suffix and spec.min_arch >= 90 and arch != spec.min_arch:
+        return (f"uses {arch_string(spec.min_arch, spec.arch_suffix)}-only instructions, which sm_{arch} "
+                "does not have")
+    return None
+
+
 def compile_options(spec: KernelSpec, arch: int, verbose_ptxas: bool = True) -> list[str]:
     opts = [
         f"--gpu-architecture={arch_string(arch, spec.arch_suffix if arch >= 90 else '')}",
@@ -202,7 +215,8 @@ def compile_cubin(spec: KernelSpec, arch: int, source: str | None = None) -> Com
     """Compile one entry point to a cubin for `arch` with NVRTC. Works with no GPU present."""
     source = read_source(spec) if source is None else source
     if arch < spec.min_arch:
-        raise LabError(f"{spec.source} needs sm_{spec.min_arch} or newer; sm_{arch} was asked for.")
+        raise LabError(f"{spec.source} needs {arch_string(spec.min_arch, spec.arch_suffix)} or newer; sm_{arch} was "
+                       "asked for.")
     supported = nvrtc.supported_archs()
     if arch not in supported:
         raise LabError(
@@ -249,7 +263,8 @@ def compile_cubin(spec: KernelSpec, arch: int, source: str | None = None) -> Com
 
 # SASS opcodes worth pointing out in a lesson: wide loads, async copies, tensor cores, barriers.
 NOTABLE_OPS = ("LDG", "STG", "LDS", "STS", "LDGSTS", "LDSM", "HMMA", "HGMMA", "FFMA", "BAR", "SHFL",
-               "LDL", "STL", "ATOMG", "RED")
+               "LDL", "STL", "ATOMG", "RED",
+               "UTMALDG", "SYNCS", "USETMAXREG")  # Hopper: TMA loads, mbarrier operations, setmaxnreg
 
 _PTXAS_FUNC = re.compile(r"Compiling entry function '(?P<name>[^']+)'")
 _PTXAS_FRAME = re.compile(
@@ -413,11 +428,10 @@ def get_kernel(spec: KernelSpec):
     from lab import device
 
     gpu = device.current()
-    if gpu.arch < spec.min_arch:
-        raise LabError(
-            f"{spec.source} needs sm_{spec.min_arch} or newer, but this GPU ({gpu.name}) is {gpu.sm}; "
-            "pick an earlier rung or run on a newer GPU."
-        )
+    why = arch_refusal(spec, gpu.arch)
+    if why:
+        raise LabError(f"{spec.source} cannot run here: it {why} ({gpu.name}); pick an earlier rung or run on a GPU "
+                       "it was written for (`lab inspect` still compiles it).")
     archs = nvrtc.supported_archs()
     arch = gpu.arch if gpu.arch in archs else max(a for a in archs if a <= gpu.arch)
     path, lowered = _cached_cubin(spec, arch)

@@ -145,11 +145,14 @@ def _knob(text: str) -> tuple[str, int]:
 def cmd_verify(args) -> int:
     from lab import device, records
     from lab.families import get_family
+    from lab.ladder import runnable_rungs
     from lab.verify import bound_margins
 
     fam = get_family(args.family)
     rungs = [fam.rung(args.rung)] if args.rung else fam.rungs
-    device.current()  # a sentence, not a CUDA traceback, when there is no GPU
+    rungs, skipped = runnable_rungs(rungs, device.current().arch)  # a sentence, not a traceback, with no GPU
+    for line in skipped:
+        console.print(f"[yellow]{line}[/yellow]")
     seeds = range(args.seed, args.seed + args.seeds)
     rows = []
     for rung in rungs:

@@ -223,12 +223,25 @@ def scalar_parameters(family: Family) -> set[str]:
     return {p for p in case_parameters(family) if isinstance(params[p].default, float)}
 
 
+def choice_parameters(family: Family) -> dict[str, set[str]]:
+    """The case keys that take a name (make_problem's str defaults: gemm_tc's layout and dtype), each with
+    the names it accepts: its default and every value of it in the family's own check cases, so that a
+    case can only ask for a variant the family verifies (and a typo fails when the exercise loads, not on
+    the grading GPU)."""
+    params = inspect.signature(family.make_problem).parameters
+    choices = {p: {params[p].default} for p in case_parameters(family) if isinstance(params[p].default, str)}
+    for case in family.check_cases() if choices else ():
+        for key in choices.keys() & case.keys():
+            choices[key].add(case[key])
+    return choices
+
+
 def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _validate_cases(family: Family, cases: list[dict], where: Path) -> None:
-    allowed, scalars = case_parameters(family), scalar_parameters(family)
+    allowed, scalars, choices = case_parameters(family), scalar_parameters(family), choice_parameters(family)
     for case in cases:
         unknown = set(case) - allowed
         if unknown:
@@ -237,8 +250,12 @@ def _validate_cases(family: Family, cases: list[dict], where: Path) -> None:
         bad_scalars = {k: v for k, v in case.items() if k in scalars and not _is_number(v)}
         if bad_scalars:
             raise LabError(f"{where}: case {case} needs finite numbers for {', '.join(sorted(bad_scalars))}.")
-        bad = {k: v for k, v in case.items()
-               if k not in scalars and (not isinstance(v, int) or isinstance(v, bool) or v < 0)}
+        for key in choices.keys() & case.keys():
+            if not isinstance(case[key], str) or case[key] not in choices[key]:
+                raise LabError(f"{where}: case {case} has {key}={case[key]!r}; {family.name} takes "
+                               f"{' or '.join(repr(c) for c in sorted(choices[key]))}.")
+        bad = {k: v for k, v in case.items() if k not in scalars and k not in choices
+               and (not isinstance(v, int) or isinstance(v, bool) or v < 0)}
         if bad or not case:
             raise LabError(f"{where}: case {case} needs non-negative integer values"
                            + (f" for {', '.join(sorted(bad))}." if bad else "."))

@@ -89,12 +89,30 @@ def _refill(problem, seed: int) -> None:
 
     Every refill in the process draws a new seed: had two timing loops ended on the same seed, a
     kernel that skips repeated launches would have left exactly the output the check expected
-    (seen on the H200 with tests/grading/submissions/skip_repeated_launches)."""
+    (seen on the H200 with tests/grading/submissions/skip_repeated_launches).
+
+    An array of integers holds bit patterns (gemm_tc keeps bf16 values in uint16), which random floats
+    cast to integers would turn into tiny subnormals: its own values are shuffled instead, so they stay
+    the family's values and distribution in new places."""
     from lab.check import random_array
 
     for arrays in problem.inputs.values():
         for a in arrays:
-            a[...] = random_array(a.shape, a.dtype, seed=seed + 7_919 * next(_REFILLS))
+            refill_seed = seed + 7_919 * next(_REFILLS)
+            if a.dtype.kind in "iub":
+                a[...] = _shuffled(a, refill_seed)
+            else:
+                a[...] = random_array(a.shape, a.dtype, seed=refill_seed)
+
+
+def _shuffled(a, seed: int):
+    """The values of `a` (a NumPy or CuPy array) in a random order, shaped as `a`."""
+    import cupy
+
+    xp = cupy.get_array_module(a)
+    flat = a.reshape(-1)
+    rng = xp.random.RandomState(seed % (1 << 32))  # RandomState: CuPy's Generator has no permutation
+    return flat[rng.permutation(flat.size)].reshape(a.shape)
 
 
 def _reset_output(problem, out) -> None:

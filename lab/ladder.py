@@ -135,3 +135,24 @@ class Family:
     def baselines(self) -> dict:
         """Extra library baselines timed beside the ceiling: name -> launch(problem, out, set_index)."""
         return {}
+
+    def launch_notes(self, rung: Rung, problem: Problem, out) -> dict:
+        """What a record of `rung` on `problem` should say about how it ran (the path a launcher chose for
+        the shape, say), stored in the record's `extra`; nothing unless a family says so."""
+        return {}
+
+
+def runnable_rungs(rungs, arch: int) -> tuple[list[Rung], list[str]]:
+    """The rungs that run on a GPU of `arch`, and one sentence for each that cannot (an sm_90a rung on an
+    sm_86 GPU, say): drivers skip those with the sentence instead of failing on them."""
+    from lab.build import arch_refusal
+
+    keep, skipped = [], []
+    for rung in rungs:
+        why = arch_refusal(rung.spec, arch)
+        if why:
+            skipped.append(f"{rung.family}/{rung.key} skipped: it {why} (`lab inspect {rung.family}` still "
+                           "compiles it).")
+        else:
+            keep.append(rung)
+    return keep, skipped

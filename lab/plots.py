@@ -250,6 +250,63 @@ def headline_by_size(rs: RecordSet, family: str, path: Path | None = None):
     return _save(fig, path)
 
 
+def _size_label(params: dict, drop: tuple[str, ...]) -> str:
+    """A headline size on a bar chart's axis: "4096^3" for a cube, else the params without the panel keys."""
+    if all(k in params for k in ("M", "N", "K")) and params["M"] == params["N"] == params["K"]:
+        rest = describe_params({k: v for k, v in params.items() if k not in ("M", "N", "K", *drop)})
+        return f"{params['M']}^3" + (f"\n{rest}" if rest else "")
+    return describe_params({k: v for k, v in params.items() if k not in drop})
+
+
+def _grid_panel(ax, recs: list, targets: list[str], ceiling: str, drop: tuple[str, ...]) -> None:
+    """One panel of ladder_grid: the headline sizes as groups of bars, one bar per target."""
+    sizes = list({describe_params(r.params): r.params for r in recs}.values())
+    width = 0.8 / len(targets)
+    for t, target in enumerate(targets):
+        is_ceiling = target == ceiling
+        color = series_style(target, ceiling)["color"]
+        for x, params in enumerate(sizes):
+            rec = next((r for r in recs if r.rung == target and r.params == params), None)
+            if rec is None:
+                continue
+            left = x - 0.4 + width * (t + 0.5)
+            ax.bar(left, rec.value, width, color="white" if is_ceiling else color, edgecolor=color,
+                   hatch="//" if is_ceiling else None, label=target if x == 0 else None)
+            if not is_ceiling:  # the rung's fraction of the ceiling timed on the same problem
+                ax.text(left, rec.value, f"{rec.ratio:.2f}", ha="center", va="bottom", fontsize=6, rotation=90)
+    ax.set_xticks(range(len(sizes)), [_size_label(p, drop) for p in sizes], fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    _plain_ticks(ax, "y")
+
+
+def ladder_grid(rs: RecordSet, family: str, path: Path | None = None,
+                panel_keys: tuple[str, str] = ("dtype", "layout")):
+    """Headline throughput of every target in a grid of panels, one per combination of the two `panel_keys`
+    (gemm_tc: fp16/bf16 x TN/NN), the headline sizes as groups of bars in each: the ceiling's bar hatched
+    black, each rung's in its colour and labelled with its fraction of the ceiling from the same run."""
+    recs = [r for r in rs.records if r.family == family and r.kind == "headline"]
+    if not recs or not all(k in recs[0].params for k in panel_keys):
+        return None
+    rows_of = list(dict.fromkeys(r.params[panel_keys[0]] for r in recs))
+    cols_of = list(dict.fromkeys(r.params[panel_keys[1]] for r in recs))
+    ceiling = recs[0].ceiling
+    targets = [ceiling] + [t for t in dict.fromkeys(r.rung for r in recs) if t != ceiling]
+    fig, axes = plt.subplots(len(rows_of), len(cols_of), figsize=(6.5 * len(cols_of), 3.6 * len(rows_of)),
+                             sharey=True, squeeze=False)
+    for i, row_value in enumerate(rows_of):
+        for j, col_value in enumerate(cols_of):
+            mine = [r for r in recs if r.params[panel_keys[0]] == row_value and r.params[panel_keys[1]] == col_value]
+            _grid_panel(axes[i][j], mine, targets, ceiling, panel_keys)
+            axes[i][j].set_title(f"{panel_keys[0]}={row_value}, {panel_keys[1]}={col_value}", fontsize=9)
+        axes[i][0].set_ylabel(recs[0].metric)
+    axes[0][0].set_ylim(0, max(r.value for r in recs) * 1.15)  # room for the ratio labels (the y axis is shared)
+    _legend_outside(axes[0][-1])
+    fig.suptitle(figure_title(family, f"headline sizes ({recs[0].l2} L2) against {ceiling}; "
+                              f"labels: fraction of {ceiling} in the same run", source=rs.label()), fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
 def profile_bars(rows: list[dict], metric: str, family: str, params: dict | None = None, source: str = "",
                  path: Path | None = None):
     """Bars of one Nsight Compute metric per rung (e.g. shared-memory bank conflicts), each labelled with

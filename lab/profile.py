@@ -24,6 +24,9 @@ METRICS = {
     "smem_bank_conflicts_ld": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
     "smem_bank_conflicts_st": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
     "smem_wavefronts_ld": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+    # ldmatrix (SASS LDSM) is counted apart from plain shared loads: the tensor-core ladder's reads.
+    "smem_bank_conflicts_ldsm": "sm__sass_l1tex_data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum",
+    "smem_wavefronts_ldsm": "sm__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_ldsm.sum",
 }
 _UNITS = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9}
 
@@ -71,28 +74,45 @@ def kernel_counters(family: str, rung: str, params: dict, timeout_s: int = 300) 
     return parse_ncu_csv(proc.stdout)
 
 
+def profile_plan(fam, params: dict | None = None, arch: int | None = None) -> dict:
+    """What `lab profile` runs for a family: the problem (`params`, else the family's first headline size),
+    the rungs ncu reads on a GPU of `arch`, and the rungs that GPU cannot run, with the reason."""
+    from lab.build import arch_refusal
+
+    refusals = {r.key: arch_refusal(r.spec, arch) if arch is not None else None for r in fam.rungs}
+    return {"params": params or fam.headline_params()[0],
+            "rungs": [r for r in fam.rungs if not refusals[r.key]],
+            "skipped": [{"rung": key, "reason": why} for key, why in refusals.items() if why]}
+
+
 def ladder_counters(family: str, params: dict | None = None, on_error=None) -> dict | None:
     """Counters for one launch of every rung of a family, as a payload with provenance.
 
-    None when ncu is absent or no rung could be read; `on_error(rung_key, LabError)` hears failures.
+    None when ncu is absent or no rung could be read; `on_error(rung_key, LabError)` hears failures and
+    the rungs this GPU cannot run (listed under "skipped" in the payload too).
     """
+    from lab import device
     from lab.families import get_family
     from lab.records import provenance
 
     fam = get_family(family)
     if find_ncu() is None:
         return None
-    params = params or fam.headline_params()[0]
+    plan = profile_plan(fam, params, device.current().arch)
     rows = []
-    for rung in fam.rungs:
+    for skipped in plan["skipped"]:
+        if on_error:
+            on_error(skipped["rung"], LabError(f"skipped: {skipped['reason']}"))
+    for rung in plan["rungs"]:
         try:
-            rows.append({"rung": rung.key, **kernel_counters(fam.name, rung.key, params)})
+            rows.append({"rung": rung.key, **kernel_counters(fam.name, rung.key, plan["params"])})
         except LabError as exc:
             if on_error:
                 on_error(rung.key, exc)
     if not rows:
         return None
-    return {"provenance": provenance(), "params": params, "rows": rows, "replayed": False}
+    payload = {"provenance": provenance(), "params": plan["params"], "rows": rows, "replayed": False}
+    return payload | ({"skipped": plan["skipped"]} if plan["skipped"] else {})
 
 
 def save(path: Path | str, payload: dict) -> Path:

@@ -68,17 +68,27 @@ def compile_markdown(reports: list[CompileReport]) -> str:
 
 def profile_markdown(payload: dict, min_dram_bytes: int | None = None) -> str:
     """Nsight Compute counters per rung as a Markdown table; with the problem's minimum DRAM traffic,
-    a last column holds each rung's DRAM bytes (read + write) over it."""
+    a last column holds each rung's DRAM bytes (read + write) over it. The load conflicts are shown
+    beside their share of all shared-load wavefronts too: a count alone grows with the problem."""
     extra = f" DRAM / minimum ({min_dram_bytes / 1e6:.1f} MB) |" if min_dram_bytes else ""
-    lines = ["| rung | smem ld conflicts | smem st conflicts | L2 hit % | DRAM read MB | DRAM write MB |" + extra,
-             "|---|---:|---:|---:|---:|---:|" + ("---:|" if extra else "")]
+    lines = ["| rung | smem ld conflicts | of ld wavefronts | smem st conflicts | L2 hit % | DRAM read MB | "
+             "DRAM write MB |" + extra, "|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if extra else "")]
     for r in payload["rows"]:
         dram = r.get("dram_read_bytes", 0) + r.get("dram_write_bytes", 0)
-        lines.append(f"| {r['rung']} | {r.get('smem_bank_conflicts_ld', 0):.0f} | "
+        lines.append(f"| {r['rung']} | {r.get('smem_bank_conflicts_ld', 0):.0f} | {conflict_share(r)} | "
                      f"{r.get('smem_bank_conflicts_st', 0):.0f} | {r.get('l2_hit_rate_pct', 0):.1f} | "
                      f"{r.get('dram_read_bytes', 0) / 1e6:.1f} | {r.get('dram_write_bytes', 0) / 1e6:.1f} |"
                      + (f" {dram / min_dram_bytes:.2f}x |" if extra else ""))
     return "\n".join(lines)
+
+
+def conflict_share(row: dict) -> str:
+    """Shared-load bank conflicts over shared-load wavefronts (each conflict is one extra wavefront), as a
+    percentage; "-" where the profile has no wavefronts (older files, or a rung with no shared loads)."""
+    wavefronts, conflicts = row.get("smem_wavefronts_ld"), row.get("smem_bank_conflicts_ld")
+    if not wavefronts or conflicts is None:
+        return "-"
+    return f"{conflicts / wavefronts:.1%}"
 
 
 def provenance_markdown(rs: RecordSet) -> str:

@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from lab import bench, build, device, plots, records, report
 from lab.errors import LabError
 from lab.families import families
-from lab.ladder import Family
+from lab.ladder import Family, runnable_rungs
 from lab.profile import reference_profile
 from lab.records import describe_params
 
@@ -58,10 +58,13 @@ def run_live(out: Path, console: Console, quick: bool, names: list[str], profile
     plan = bench.BenchPlan(quick=quick)
     for fam in fams:
         failures = []
+        here, skipped = runnable_rungs(fam.rungs, gpu.arch)
+        for line in skipped:
+            console.print(f"[yellow]{line}[/yellow]")
         with _progress(console) as prog:
             cases = fam.check_cases()[:: 4 if quick else 1]
-            task = prog.add_task(f"check {fam.name}", total=len(cases) * len(fam.rungs), step="")
-            for rung in fam.rungs:
+            task = prog.add_task(f"check {fam.name}", total=len(cases) * len(here), step="")
+            for rung in here:
                 for res in check_rung(fam, rung, cases):
                     prog.update(task, advance=1, step=res.case)
                     if not res.passed:

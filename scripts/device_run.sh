@@ -7,6 +7,7 @@
 #   bash scripts/device_run.sh gemm-lessons    exercise and grader GPU tests, notebook 02 executed live
 #   bash scripts/device_run.sh gemm-final      tuning round 5, then gemm-records, then notebook 02
 #   bash scripts/device_run.sh notebook02      notebook 02 executed live
+#   bash scripts/device_run.sh notebook03      notebook 03 (tensor cores) executed live (about 2 minutes on an H200)
 #   bash scripts/device_run.sh bounds          GEMM GPU tests and `lab verify gemm_fp32 --seeds 5` (error/bound ratios)
 #   bash scripts/device_run.sh quality         every GPU test (grader and exercise evidence), `lab verify` of every
 #                                              family on several seeds (error/bound ratios), gemm_tc's tests
@@ -14,6 +15,12 @@
 #                                              `lab profile` for transpose
 #   bash scripts/device_run.sh records         mem-records, then gemm_tc's error-bound margins and headline bench
 #   bash scripts/device_run.sh lessons         notebooks 00-02 executed live
+#   bash scripts/device_run.sh tc-knobs        gemm_tc knob probes at 4096 and 8192 (rungs: TC_RUNGS, default 05; others
+#                                              are verified first), and the repack's cost
+#   bash scripts/device_run.sh tc-final        exercise 05's and gemm_tc's GPU tests, then `lab bench gemm_tc` (every kind)
+#   bash scripts/device_run.sh tc-smoke        gemm_tc's Hopper rungs through `lab verify`, then the headline bench
+#   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
+#                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
 # Pass LAB_COMMIT=$(git rev-parse HEAD)[+dirty] from the development machine: the device machine's copy of .git
 # can be the session's starting commit, so records would name the wrong one (seen 2026-11-30).
@@ -60,6 +67,7 @@ gemm_records() {
       notebooks notebooks/02_gemm_fp32.py ;;
     gemm-records) gemm_records ;;
     notebook02) notebooks notebooks/02_gemm_fp32.py ;;
+    notebook03) notebooks notebooks/03_tensor_cores.py ;;
     quality)
       LAB_EXERCISE_SUMMARY="$pack/gemm_exercises.json" LAB_GRADER_SUMMARY="$pack/grader_summary.json" \
         gpu_tests 400 tests
@@ -85,6 +93,25 @@ records.save('$pack/gemm_tc.json', rs)
 for r in rs.records:
     print(r.rung, r.params['dtype'], r.params['layout'], r.params['M'], f'{r.value:.1f} TFLOP/s', f'{r.ratio:.3f}x')"
       fi ;;
+    tc-smoke)
+      for r in 04 05; do
+        echo "== lab verify gemm_tc --rung $r"
+        timeout 200 python3 -m lab verify gemm_tc --rung "$r" --seeds 1 --seed 100 --json "$pack/verify_$r.json" | tail -6
+      done
+      echo "== gemm_tc headline bench"; timeout 200 python3 scripts/gemm_tc_headline.py "$pack/gemm_tc_headline.json" ;;
+    tc-final)
+      LAB_EXERCISE_SUMMARY="$pack/gemm_tc_exercise.json" gpu_tests 120 tests/test_gpu_exercises.py -k "05_mma or tensor_core"
+      gpu_tests 330 tests/test_gpu_gemm_tc.py
+      echo "== lab bench gemm_tc (headline, sweep, tail)"
+      timeout 200 python3 -m lab bench gemm_tc --json "$pack/gemm_tc.json" | tail -40 ;;
+    tc-knobs)
+      for r in ${TC_RUNGS:-05}; do
+        [ "$r" = 05 ] || { echo "== lab verify gemm_tc --rung $r"; timeout 200 python3 -m lab verify gemm_tc --rung "$r" --seeds 1 --seed 100 | tail -4; }
+        for side in 4096 8192; do
+          echo "== rung $r knobs at $side"; timeout 120 python3 scripts/gemm_tc_knobs.py "$pack/gemm_tc_knobs_${r}_$side.json" "$r" "$side"
+        done
+      done
+      echo "== repack cost"; timeout 60 python3 scripts/gemm_tc_repack.py "$pack/gemm_tc_repack.json" ;;
     lessons) notebooks notebooks/00_setup_and_method.py notebooks/01_memory_bound.py notebooks/02_gemm_fp32.py ;;
     bounds)
       gpu_tests 200 tests/test_gpu_gemm.py
@@ -94,6 +121,10 @@ for r in rs.records:
       LAB_EXERCISE_SUMMARY="$pack/gemm_exercises.json" gpu_tests 200 tests/test_gpu_exercises.py
       LAB_GRADER_SUMMARY="$pack/grader_summary.json" gpu_tests 200 tests/test_gpu_grader.py
       notebooks notebooks/02_gemm_fp32.py ;;
+    tc-evidence)
+      echo "== gemm_tc under compute-sanitizer"
+      timeout 200 python3 scripts/gemm_tc_sanitize.py "$pack/gemm_tc_sanitize.json" --budget 180
+      echo "== lab profile gemm_tc"; timeout 150 python3 -m lab profile gemm_tc --json "$pack/gemm_tc_profile.json" ;;
     *) echo "unknown mode $mode"; exit 2 ;;
   esac
   nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv

@@ -14,7 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-SETTINGS = ({}, {"STAGES": 3}, {"STAGES": 2}, {"BN": 256, "THREADS": 256})
+SETTINGS = {  # per rung: the settings tried, the default first
+    "03": ({}, {"STAGES": 3}, {"STAGES": 2}, {"BN": 256, "THREADS": 256}),
+    "05": ({}, {"GROUP_M": 8}, {"GROUP_M": 16}, {"STAGES": 3}, {"STAGES": 3, "GROUP_M": 8}),
+    "06": ({}, {"GROUP_M": 16}, {"GROUP_M": 4}),
+}
 
 
 def main(out_path: str, rung_key: str = "03", side: int = 4096) -> None:
@@ -32,7 +36,7 @@ def main(out_path: str, rung_key: str = "03", side: int = 4096) -> None:
     flusher = timing.L2Flusher()
     ceiling = timing.measure(lambda i: fam.launch_ceiling(problem, out), l2="cold", flusher=flusher)
     rows = [{"setting": "cublas", "median_ms": ceiling.median_ms, "tflops": fam.throughput(problem, ceiling.median_ms)}]
-    for knobs in SETTINGS:
+    for knobs in SETTINGS[rung_key]:
         rung = dataclasses.replace(base, spec=base.spec.with_knobs(**knobs)) if knobs else base
         try:
             check = check_case(fam, rung, {"M": 131, "N": 257, "K": 203, "layout": "TN", "dtype": "float16"})

@@ -43,7 +43,7 @@ def _mix(family: str, key: str, arch: int) -> dict:
 def test_every_rung_compiles_without_spills_or_stack(rung_arch):
     rung, arch = rung_arch
     rep = compiled_report(rung, arch)
-    assert rep.arch == f"sm_{arch}"
+    assert rep.arch == build.arch_string(arch, rung.spec.arch_suffix if arch >= 90 else "")  # sm_90a for wgmma
     assert rep.source == rung.spec.source and rep.entry == rung.spec.entry
     assert rep.registers > 0, "ptxas reported no register count: the log was not parsed"
     assert rep.spill_store_bytes == 0 and rep.spill_load_bytes == 0, (
@@ -57,9 +57,10 @@ def test_every_rung_compiles_without_spills_or_stack(rung_arch):
 
 def test_ci_arch_list_covers_turing_to_hopper():
     assert set(build.ARCHS) == {75, 80, 86, 89, 90}
-    for rung in all_rungs():  # every rung is built for every arch it runs on: sm_75 up, or sm_80 up (mma.sync)
-        built = {a for r, a in RUNG_ARCHS if r == rung}
-        assert rung.spec.min_arch in (75, 80) and built == {a for a in build.ARCHS if a >= rung.spec.min_arch}
+    for rung in all_rungs():  # every rung is built for every arch it runs on: sm_75 up, sm_80 up (mma.sync), or
+        built = {a for r, a in RUNG_ARCHS if r == rung}  # sm_90a alone (wgmma, setmaxnreg)
+        assert rung.spec.min_arch in (75, 80, 90) and built == {a for a in build.ARCHS if a >= rung.spec.min_arch}
+        assert rung.spec.min_arch < 90 or (rung.spec.arch_suffix == "a" and built == {90})
     assert any(r.spec.min_arch == 80 for r in all_rungs()) and any(r.spec.min_arch == 75 for r in all_rungs())
 
 
@@ -432,3 +433,13 @@ def test_a_utf16_source_is_refused_with_a_sentence(tmp_path):
     kernel.write_bytes(KERNEL_TAIL.encode("utf-16"))
     with pytest.raises(CompileError, match=r"kernel.cu contains a NUL byte \(byte \d+\).*UTF-8"):
         build.compile_cubin(build.KernelSpec(str(kernel), "k"), 90)
+
+
+def test_arch_refusal_says_why_a_rung_cannot_run():
+    plain = build.KernelSpec("gemm_tc/02_ldmatrix_smem.cu", "k", min_arch=80)
+    hopper = build.KernelSpec("gemm_tc/04_tma_wgmma.cu", "k", min_arch=90, arch_suffix="a")
+    assert build.arch_refusal(plain, 80) is None and build.arch_refusal(plain, 90) is None
+    assert build.arch_refusal(plain, 75) == "needs sm_80 or newer; this GPU is sm_75"
+    assert build.arch_refusal(hopper, 90) is None
+    assert build.arch_refusal(hopper, 86) == "needs sm_90a or newer; this GPU is sm_86"
+    assert build.arch_refusal(hopper, 100) == "uses sm_90a-only instructions, which sm_100 does not have"

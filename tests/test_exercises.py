@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -15,8 +16,10 @@ from lab.errors import CompileError, LabError
 from lab.exercises import CheckGroup, Exercise, Performance, solution_regions, strip_solution
 from lab.families import get_family
 
-EXERCISE_IDS = ["01_vectorized_copy", "02_tiled_transpose", "03_smem_tiled_gemm", "04_register_tiled_gemm"]
-GEMM_IDS = ["03_smem_tiled_gemm", "04_register_tiled_gemm"]
+EXERCISE_IDS = ["01_vectorized_copy", "02_tiled_transpose", "03_smem_tiled_gemm", "04_register_tiled_gemm",
+                "05_mma_fragments"]
+GEMM_IDS = ["03_smem_tiled_gemm", "04_register_tiled_gemm", "05_mma_fragments"]
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "h200"
 
 
 @pytest.fixture(params=EXERCISE_IDS)
@@ -36,7 +39,7 @@ def _all_cases(exercise: Exercise) -> list[dict]:
 def test_all_exercises_are_found_in_order():
     found = exercises.all_exercises()
     assert [e.id for e in found] == EXERCISE_IDS
-    assert [e.number for e in found] == [1, 2, 3, 4]
+    assert [e.number for e in found] == [1, 2, 3, 4, 5]
     assert all(e.path == exercises.EXERCISES_DIR / e.id for e in found)
 
 
@@ -46,7 +49,7 @@ def test_load_accepts_number_folder_and_topic(name):
     assert exercises.load(name).id == "01_vectorized_copy"
 
 
-@pytest.mark.parametrize("name", ["5", "99", "copy", "gemm", "02_vectorized_copy", ""])
+@pytest.mark.parametrize("name", ["6", "99", "copy", "gemm", "02_vectorized_copy", ""])
 def test_unknown_exercise_names_the_known_ones(name):
     with pytest.raises(LabError) as err:
         exercises.load(name)
@@ -120,6 +123,98 @@ def test_gemm_exercises_are_the_issue_s_exercises(number, rung, entry, tile, tar
     assert e.performance == Performance(3, [{"M": 2048, "N": 2048, "K": 2048}], target)
     assert (e.time_limit_s, e.check_timeout_s) == (240, 40)
     assert e.max_points(include_hidden=False) == 10
+
+
+LAYOUTS_AND_TYPES = {(layout, dtype) for layout in ("TN", "NN") for dtype in ("float16", "bfloat16")}
+
+
+def test_mma_fragments_is_the_issue_s_exercise():
+    e = exercises.load("05")
+    assert (e.family, e.rung, e.entry, e.student_file) == ("gemm_tc", "02_ldmatrix_smem", "gemm_tc_ldmatrix_smem",
+                                                            "kernel.cu")
+    knobs = dict(e.reference_spec().knobs)
+    bm, bn, bk = knobs["BM"], knobs["BN"], knobs["BK"]
+    assert (bm, bn, bk, knobs["WM"], knobs["WN"], knobs["PAD"]) == (128, 128, 32, 64, 32, 8)
+    assert [(g.name, g.points) for g in e.checks] == [("friendly", 2), ("tails", 3), ("scaling_and_padding", 2)]
+    friendly, tails, scaling = (g.cases for g in e.checks)
+    # every group runs both layouts of B and both types, each case names its own
+    for group in e.checks + e.hidden_checks():
+        assert {(c["layout"], c["dtype"]) for c in group.cases} == LAYOUTS_AND_TYPES, group.name
+    # friendly: whole block tiles and k-tiles, C = A @ B, K up to a few thousand
+    assert all(m % bm == 0 and n % bn == 0 and k % bk == 0 for m, n, k in map(_dims, friendly))
+    assert all(set(c) == {"M", "N", "K", "layout", "dtype"} for c in friendly + tails)
+    # tails: 1 in each dimension and all of them, K below one mma k-step, one past and one short of the
+    # mma tile (16), the warp tile (64 x 32), the k-tile and the block tile, primes, a long K
+    assert any(_dims(c) == (1, 1, 1) for c in tails)
+    for axis in range(3):
+        assert any(_dims(c)[axis] == 1 and max(_dims(c)) > 1 for c in tails), axis
+    assert any(1 < k < 16 for *_, k in map(_dims, tails))
+    for tile in (16, 32, 64, bm):
+        assert any(x % tile == tile - 1 for c in tails for x in _dims(c)), tile
+        assert any(x % tile == 1 and x > 1 for c in tails for x in _dims(c)), tile
+    assert any(k % bk for *_, k in map(_dims, tails))
+    assert any(all(_is_prime(x) for x in _dims(c)) and min(_dims(c)) > 500 for c in tails)
+    assert any(k > 2048 for *_, k in map(_dims, tails))
+    # the 16-byte loads (every leading dimension a multiple of 8) and the element-by-element ones, on partial tiles
+    assert any(k % 8 == 0 and n % 8 == 0 and (m % bm or n % bn or k % bk) for m, n, k in map(_dims, tails))
+    # scaling and padding: alpha alone (beta = 0: C is never read), alpha with beta, padded leading
+    # dimensions with and without beta, a pad that keeps the 16-byte loads and pads that do not
+    assert any(c.get("alpha", 1) != 1 and not c.get("beta") for c in scaling)
+    assert any(c.get("alpha", 1) != 1 and "beta" in c and c["beta"] == 0 for c in scaling)
+    assert any(c.get("beta") and c.get("alpha", 1) != 1 for c in scaling)
+    assert any(c.get("beta", 0) < 0 for c in scaling)
+    assert any(c.get("pad") and not c.get("beta") for c in scaling)
+    assert any(c.get("pad") and c.get("beta") for c in scaling)
+    assert {c["pad"] % 8 == 0 for c in scaling if c.get("pad")} == {True, False}
+    assert e.performance == Performance(3, [{"M": 4096, "N": 4096, "K": 4096, "layout": "TN", "dtype": "float16"}],
+                                        0.16)
+    assert (e.time_limit_s, e.check_timeout_s) == (300, 60)
+    assert e.max_points(include_hidden=False) == 10
+
+
+def _recorded_ratios(exercise: Exercise) -> list[float]:
+    """The reference rung's speed as a fraction of the ceiling in results/h200 (cold L2) at each performance
+    shape: the figures the README quotes."""
+    from lab import records
+
+    recs = records.load(RESULTS / f"{exercise.family}.json").records
+    ratios = []
+    for params in exercise.performance.params:
+        found = [r.ratio for r in recs if r.rung == exercise.rung and r.l2 == "cold"
+                 and all(r.params.get(k) == v for k, v in params.items())]
+        assert found, f"no cold-L2 record of {exercise.rung} at {params} in results/h200/{exercise.family}.json"
+        ratios += found
+    return ratios
+
+
+def test_performance_targets_sit_below_the_reference_s_recorded_speed(ex):
+    # A target is a floor for a correct kernel: 10-25% under what the reference rung reached on the H200.
+    for ratio in _recorded_ratios(ex):
+        assert 0.75 * ratio <= ex.performance.target_of_ceiling <= 0.9 * ratio, (ex.id, ratio)
+    readme = (ex.path / "README.md").read_text()
+    if ex.family.startswith("gemm"):  # the GEMM READMEs quote the reference's ratio from the records
+        assert any(f"{ratio:.3f}x" in readme or f"{ratio:.2f}x" in readme for ratio in _recorded_ratios(ex)), ex.id
+
+
+@pytest.mark.parametrize("case, words", [
+    ({"M": 4, "N": 4, "K": 4, "layout": "NT"}, "layout='NT'; gemm_tc takes 'NN' or 'TN'"),
+    ({"M": 4, "N": 4, "K": 4, "dtype": "float32"}, "dtype='float32'; gemm_tc takes 'bfloat16' or 'float16'"),
+    ({"M": 4, "N": 4, "K": 4, "layout": 1}, "layout=1"),
+    ({"M": 4, "N": 4, "K": 4, "dtype": ["float16"]}, "dtype=\\['float16'\\]"),
+    ({"M": 4, "N": 4, "K": "4", "layout": "TN"}, "non-negative integer values for K"),
+])
+def test_gemm_tc_cases_name_a_layout_and_type_the_family_checks(tmp_path, monkeypatch, case, words):
+    root = _copy_exercises(tmp_path, monkeypatch)
+    spec = root / "05_mma_fragments" / "exercise.json"
+    _edit_json(spec, lambda d: d["checks"][0]["cases"].append(case))
+    with pytest.raises(LabError, match=words):
+        exercises.load("05")
+
+
+def test_choice_parameters_are_the_family_s_named_variants():
+    assert exercises.choice_parameters(get_family("gemm_tc")) == {"layout": {"NN", "TN"},
+                                                                  "dtype": {"float16", "bfloat16"}}
+    assert exercises.choice_parameters(get_family("gemm_fp32")) == {}
 
 
 @pytest.mark.parametrize("exercise_id", GEMM_IDS)
@@ -323,7 +418,8 @@ def test_reference_has_a_solution_region_and_the_starter_a_todo(ex):
 
 def test_starter_keeps_the_signature_and_the_knob_defines(ex):
     starter = ex.starter_text()
-    assert f'extern "C" __global__ void {ex.entry}(' in starter
+    # (gemm_tc's entry carries __launch_bounds__ between `void` and its name, on a line of its own)
+    assert re.search(rf'extern "C" __global__ void\s+(__launch_bounds__\(\w+\)\s+)?{ex.entry}\(', starter)
     for knob, _ in ex.reference_spec().knobs:
         assert f"#define {knob}" in starter
 
@@ -344,13 +440,15 @@ def test_case_keys_are_the_family_s_problem_parameters(ex):
     family = get_family(ex.family)
     signature = inspect.signature(family.make_problem)
     assert exercises.case_parameters(family) < set(signature.parameters)
-    scalars = exercises.scalar_parameters(family)
-    assert scalars == ({"alpha", "beta"} if ex.family == "gemm_fp32" else set())
+    scalars, choices = exercises.scalar_parameters(family), exercises.choice_parameters(family)
+    assert scalars == ({"alpha", "beta"} if ex.family.startswith("gemm") else set())
+    assert set(choices) == ({"layout", "dtype"} if ex.family == "gemm_tc" else set())
     for case in _all_cases(ex):
         signature.bind(**case)  # TypeError on an unknown key
         assert set(case) <= exercises.case_parameters(family)
-        assert all(isinstance(v, int) and v >= 0 for k, v in case.items() if k not in scalars)
+        assert all(isinstance(v, int) and v >= 0 for k, v in case.items() if k not in scalars | set(choices))
         assert all(isinstance(v, (int, float)) for k, v in case.items() if k in scalars)
+        assert all(v in choices[k] for k, v in case.items() if k in choices)
 
 
 def _elements(case: dict) -> int:
@@ -383,11 +481,14 @@ def test_cases_stay_moderate_for_a_check_of_a_few_seconds(ex):
 
 
 def test_gemm_visible_and_hidden_shapes_stay_in_their_budgets():
-    # Visible sides up to ~1024 (a student's `lab check` stays quick), hidden up to ~2048 except the
-    # skinny and huge-K shapes, whose products are small.
+    # Visible sides up to ~1024 (a student's `lab check` stays quick; K may run to a few thousand where
+    # the product stays under 512^3's), hidden up to ~2048 except the skinny and huge-K shapes, whose
+    # products are small.
     for exercise_id in GEMM_IDS:
         e = exercises.load(exercise_id)
-        assert all(max(_dims(c)) <= 1031 for g in e.checks for c in g.cases)
+        for c in (c for g in e.checks for c in g.cases):
+            m, n, k = _dims(c)
+            assert max(m, n) <= 1031 and (k <= 1031 or m * n * k <= 512 ** 3), c
         for group in e.hidden_checks():
             for c in group.cases:
                 assert max(_dims(c)) <= 2053 or _reference_flops(c) <= 2 * 2048 ** 3 // 16, (group.name, c)

@@ -15,15 +15,19 @@ from lab.families.gemm_tc import (
     BFLOAT16,
     GemmTcFamily,
     block_tile,
+    dynamic_smem_bytes,
     round_to_bfloat16_bits,
     to_float32,
     to_storage,
+    uses_tma,
 )
 from lab.verify import check_case
 
 TC = GemmTcFamily()
 ARCHS = (80, 86, 89, 90)  # mma.sync m16n8k16 for fp16 and bf16 needs sm_80
-VARIANTS = [(r, arch, bf16, tn, vec) for r in TC.rungs for arch in ARCHS for bf16 in (0, 1) for tn in (0, 1)
+SYNC_RUNGS = [r for r in TC.rungs if not uses_tma(r)]
+HOPPER_RUNGS = [r for r in TC.rungs if uses_tma(r)]
+VARIANTS = [(r, arch, bf16, tn, vec) for r in SYNC_RUNGS for arch in ARCHS for bf16 in (0, 1) for tn in (0, 1)
             for vec in ((1, 8) if r.key in TC.VEC_RUNGS else (None,))]
 MULTISTAGE = TC.rung("03")
 
@@ -91,17 +95,69 @@ def test_the_rungs_refuse_archs_without_bf16_mma():
         build.compile_cubin(TC.rungs[0].spec, 75)
 
 
-def test_the_family_is_in_the_catalogue_with_its_sm80_rungs():
+HOPPER_VARIANTS = [(r, bf16, tn) for r in HOPPER_RUNGS for bf16 in (0, 1) for tn in (0, 1)]
+
+
+@pytest.mark.parametrize("variant", HOPPER_VARIANTS, ids=[f"{r.key}-{'bf16' if b else 'fp16'}-{'TN' if t else 'NN'}"
+                                                          for r, b, t in HOPPER_VARIANTS])
+def test_the_hopper_rungs_compile_for_sm90a_with_tma_and_wgmma(variant):
+    """sm_90a only (wgmma and setmaxnreg exist in no other target): no spills, no local memory, and the SASS
+    holds what the headers promise: TMA loads (UTMALDG), mbarrier operations (SYNCS), warpgroup MMA (HGMMA),
+    no mma.sync and no ldmatrix; rungs 05 on also move registers between their roles (USETMAXREG)."""
+    rung, bf16, tn = variant
+    spec = rung.spec.with_knobs(BF16=bf16, TN=tn)
+    rep = build.compile_report(spec, 90, dynamic_smem_bytes(rung))
+    assert rep.arch == "sm_90a"
+    assert rep.spill_store_bytes == 0 and rep.spill_load_bytes == 0 and rep.stack_frame_bytes == 0, rep
+    if rep.sass_available:
+        ops = rep.instructions
+        assert ops.get("HGMMA", 0) + ops.get("HGMMA.64", 0) > 0 and ops.get("UTMALDG", 0) > 0, ops
+        assert ops.get("SYNCS", 0) > 0 and "HMMA" not in ops and "LDSM" not in ops, ops
+        assert (ops.get("USETMAXREG", 0) > 0) == (rung.number >= 5), ops
+
+
+@pytest.mark.parametrize("rung", HOPPER_RUNGS, ids=lambda r: r.key)
+@pytest.mark.parametrize("arch", (80, 86, 89))
+def test_the_hopper_rungs_refuse_older_archs_with_a_sentence(rung, arch):
+    with pytest.raises(LabError, match="needs sm_90a"):
+        build.compile_cubin(rung.spec, arch)
+
+
+def test_runnable_rungs_leave_the_hopper_rungs_out_below_sm90_with_a_sentence():
+    from lab.ladder import runnable_rungs
+
+    here, skipped = runnable_rungs(TC.rungs, 86)
+    assert here == SYNC_RUNGS and len(skipped) == len(HOPPER_RUNGS)
+    assert all("sm_90a" in line and "lab inspect gemm_tc" in line for line in skipped), skipped
+    assert runnable_rungs(TC.rungs, 90) == (list(TC.rungs), [])
+
+
+def test_the_hopper_rungs_ask_for_their_tiles_and_the_alignment_slack():
+    """STAGES * (BM + BN) * BK * 2 bytes of tiles plus 1024 to start them on the swizzle's 1024-byte period."""
+    assert TC.dynamic_smem_bytes(TC.rung("04")) == 4 * (128 + 128) * 64 * 2 + 1024 == 132096
+    assert TC.dynamic_smem_bytes(TC.rung("05")) == 4 * (128 + 256) * 64 * 2 + 1024 == 197632
+    assert TC.block_resources(TC.rung("05")) == (384, 197632)
+    for rung in HOPPER_RUNGS:
+        source = (build.KERNELS_DIR / rung.spec.source).read_text()
+        assert "#define SMEM_BYTES (STAGES * STAGE_BYTES + 1024)" in source
+        assert "if (dynamic_smem_size() < SMEM_BYTES) __trap();" in source
+
+
+def test_the_family_is_in_the_catalogue_with_its_rungs():
     """Registered after its GPU tests passed on the H200 (results/h200/gemm_tc.json, gemm_tc_margin.json)."""
     assert isinstance(families()["gemm_tc"], GemmTcFamily)
-    assert [r.number for r in TC.rungs] == [1, 2, 3]
-    assert all(r.spec.min_arch == 80 for r in TC.rungs)
+    assert [r.number for r in TC.rungs] == [1, 2, 3, 4, 5, 6]
+    assert all(r.spec.min_arch == 80 for r in SYNC_RUNGS)
+    assert all(r.spec.min_arch == 90 and r.spec.arch_suffix == "a" for r in HOPPER_RUNGS)
 
 
 def test_block_tiles_match_the_kernels_geometry():
     assert block_tile(TC.rung("01")) == (32, 32)
     assert block_tile(TC.rung("02")) == (128, 128)
     assert block_tile(TC.rung("03")) == (128, 128)
+    assert block_tile(TC.rung("04")) == (128, 128)
+    assert block_tile(TC.rung("05")) == (128, 256)
+    assert block_tile(TC.rung("06")) == (128, 256) and TC.PERSISTENT_RUNGS == ("06_persistent",)
 
 
 # --- the pipeline on the CPU: problems, reference, bound, bf16 decoding, checks ----------------
@@ -229,10 +285,10 @@ def test_headline_sweep_and_tail():
 
 def test_the_first_rung_stays_out_of_the_tail_and_the_largest_sweep_sizes():
     numbers = lambda rungs: [r.number for r in rungs]  # noqa: E731
-    assert numbers(TC.rungs_for("headline", {"M": 8192, "N": 8192})) == [1, 2, 3]
-    assert numbers(TC.rungs_for("sweep", {"M": 8192, "N": 8192})) == [2, 3]
-    assert numbers(TC.rungs_for("sweep", {"M": 2048, "N": 2048})) == [1, 2, 3]
-    assert numbers(TC.rungs_for("tail", {"M": 4096, "N": 4097})) == [2, 3]
+    assert numbers(TC.rungs_for("headline", {"M": 8192, "N": 8192})) == [1, 2, 3, 4, 5, 6]
+    assert numbers(TC.rungs_for("sweep", {"M": 8192, "N": 8192})) == [2, 3, 4, 5, 6]
+    assert numbers(TC.rungs_for("sweep", {"M": 2048, "N": 2048})) == [1, 2, 3, 4, 5, 6]
+    assert numbers(TC.rungs_for("tail", {"M": 4096, "N": 4097})) == [2, 3, 4, 5, 6]
 
 
 def test_min_dram_bytes_counts_two_byte_elements():

@@ -1,5 +1,6 @@
-"""GPU: the GEMM exercises (03 shared-memory tiled, 04 register-tiled) graded end to end through the
-grader, hidden checks included: worker processes, time limits, the performance check against cuBLAS.
+"""GPU: the GEMM exercises (03 shared-memory tiled, 04 register-tiled, 05 tensor-core fragments) graded
+end to end through the grader, hidden checks included: worker processes, time limits, the performance
+check against cuBLAS (SGEMM, or for 05 cuBLAS in the same type and layout).
 The reference rung must earn every correctness point and reach its performance target (chosen below
 the rung's predicted speed); the stripped starter must compile and earn nothing. The performance path
 is also checked directly on problems whose output is an input (beta != 0) and has padding.
@@ -22,7 +23,7 @@ from lab.exercises import load
 
 pytestmark = pytest.mark.gpu
 
-GEMM_EXERCISES = ["03_smem_tiled_gemm", "04_register_tiled_gemm"]
+GEMM_EXERCISES = ["03_smem_tiled_gemm", "04_register_tiled_gemm", "05_mma_fragments"]
 SEED = 4242
 _SUMMARY: dict = {}
 
@@ -77,10 +78,11 @@ def test_the_reference_earns_every_correctness_point_visible_and_hidden(graded):
 def test_the_reference_reaches_the_performance_target(graded):
     exercise, results = graded
     perf = results["reference"].check("performance")
-    assert "cuBLAS SGEMM" in perf.output and "TFLOP/s" in perf.output, perf.output
+    ceiling = exercise.family_object().ceiling_title
+    assert ceiling in perf.output and "TFLOP/s" in perf.output, perf.output
     ratio = perf.extra.get("ratio_of_ceiling")
     assert perf.passed and perf.score == exercise.performance.points, (
-        f"the reference rung reached {ratio}x of cuBLAS SGEMM, under the target "
+        f"the reference rung reached {ratio}x of {ceiling}, under the target "
         f"{exercise.performance.target_of_ceiling}x: lower target_of_ceiling in {exercise.path / 'exercise.json'} "
         f"(and the README) to about two thirds of the measured ratio.\n{perf.output}")
 
@@ -122,3 +124,30 @@ def test_the_timed_runs_check_outputs_that_are_inputs_and_padded(exercise_id, ca
         monkeypatch.setattr(grade_worker, "_reset_output", lambda problem, out: None)
         _, ok = grade_worker.time_fresh(family, problem, lambda p, o: family.launch(rung, p, o), seed=11)
         assert ok is False
+
+
+@pytest.mark.parametrize("case", [
+    {"M": 257, "N": 255, "K": 129, "alpha": 1.5, "beta": -0.5, "pad": 3, "layout": "NN", "dtype": "bfloat16"},
+    {"M": 512, "N": 512, "K": 512, "layout": "TN", "dtype": "bfloat16"},
+    {"M": 300, "N": 200, "K": 100, "beta": 1.0, "layout": "NN", "dtype": "float16"},
+], ids=["nn-bf16-alpha-beta-pad", "tn-bf16", "nn-fp16-beta"])
+def test_the_timed_runs_of_the_tensor_core_exercise_take_either_type_and_layout(case):
+    # A performance shape may name any layout and type: the rung and cuBLAS (cublasGemmEx for bf16) are
+    # checked on the last timed output, and the refilled bf16 inputs (uint16 patterns, shuffled by
+    # grade_worker._refill) are still the family's values, not floats cast to tiny integer patterns.
+    import cupy as cp
+
+    from lab import grade_worker
+    from lab.families.gemm_tc import to_float32
+
+    exercise = load("05_mma_fragments")
+    family = exercise.family_object()
+    rung = exercise.reference_rung()
+    problem = family.make_problem(seed=13, **case)
+    _, ok = grade_worker.time_fresh(family, problem, lambda p, o: family.launch(rung, p, o), seed=13)
+    assert ok is True
+    _, ok = grade_worker.time_fresh(family, problem, family.launch_ceiling, seed=13, check=True)
+    assert ok is True
+    for name in ("A", "B"):
+        values = to_float32(problem.inputs[name][0], case["dtype"], xp=cp)
+        assert 0.5 < float(cp.abs(values).max()) < 100, name  # N(0, 1) values; cast ones would be ~1e-40

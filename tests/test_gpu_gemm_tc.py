@@ -6,7 +6,7 @@ directly: it joins lab.families.families() only after these tests pass on the re
 
 import pytest
 
-from lab.families.gemm_tc import BFLOAT16, GemmTcFamily
+from lab.families.gemm_tc import BFLOAT16, GemmTcFamily, uses_tma
 
 pytestmark = pytest.mark.gpu
 
@@ -53,6 +53,26 @@ def test_both_vec_variants_run_on_the_cases_that_pick_them(rung):
     assert not failures, "\n".join(failures)
 
 
+TMA_RUNGS = [r for r in TC.rungs if uses_tma(r)]
+
+
+@pytest.mark.parametrize("rung", TMA_RUNGS, ids=lambda r: r.key)
+def test_the_tma_rungs_read_aligned_operands_directly_and_repack_the_others(rung):
+    """Leading dimensions that are multiples of 8 go straight to TMA; odd ones (and K = 4095-like shapes) are
+    repacked first. Both paths must be correct, and launch_notes must say which one ran."""
+    import cupy as cp
+
+    from lab.verify import check_rung
+
+    aligned = {"M": 200, "N": 264, "K": 136, "layout": "TN", "dtype": "float16"}
+    odd = {"M": 129, "N": 131, "K": 67, "pad": 0, "layout": "NN", "dtype": BFLOAT16, "beta": 0.5}
+    for case, path in ((aligned, "tma"), (odd, "repack+tma")):
+        problem = TC.make_problem(**case)
+        assert TC.launch_notes(rung, problem, cp.empty(problem.out_shape, problem.dtype))["path"] == path
+    failures = [r.line() for r in check_rung(TC, rung, [aligned, odd], seed=24) if not r.passed]
+    assert not failures, "\n".join(failures)
+
+
 @pytest.mark.parametrize("case", [
     {"M": 256, "N": 192, "K": 4096, "layout": "TN", "dtype": "float16"},  # cupy.matmul
     {"M": 256, "N": 192, "K": 4096, "layout": "NN", "dtype": "float16"},
@@ -78,11 +98,14 @@ def test_the_cublas_ceiling_computes_the_same_product(case):
 
 
 def test_gemm_tc_bench_reports_tflops_against_cublas():
-    from lab import bench
+    from lab import bench, device
+    from lab.ladder import runnable_rungs
 
     rs = bench.run(TC, bench.BenchPlan(kinds=("headline",), quick=True, min_time_ms=2))
     recs = [r for r in rs.records if r.kind == "headline"]
-    assert {r.rung for r in recs} == {"cublas_gemm", "01_mma_global", "02_ldmatrix_smem", "03_swizzled_multistage"}
+    here = runnable_rungs(TC.rungs, device.current().arch)[0]
+    assert {r.rung for r in recs} == {"cublas_gemm"} | {r.key for r in here}
+    assert all(r.extra.get("path") for r in recs if r.rung != "cublas_gemm")  # which path each rung took
     for r in recs:
         assert r.metric == "TFLOP/s" and 0 < r.value < 2000 and r.ceiling == "cublas_gemm"
         assert r.params["dtype"] == "float16" and r.params["layout"] == "TN" and r.params["M"] == 4096

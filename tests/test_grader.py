@@ -375,6 +375,28 @@ def test_timed_runs_start_from_out_init_when_the_output_is_also_an_input():
     assert (out == 7.0).all()
 
 
+def test_a_refill_of_bit_patterns_shuffles_them_instead_of_casting_floats():
+    # gemm_tc keeps bf16 in uint16: floats cast to integers would be 0..3, subnormal bf16 patterns. A
+    # refill must keep the family's own values (and draw a new order every time). The float path draws
+    # on the GPU (random_array), so only the integer path runs here, on NumPy arrays.
+    import numpy as np
+
+    from lab import grade_worker
+    from lab.families.gemm_tc import round_to_bfloat16_bits
+    from lab.ladder import Problem
+
+    values = round_to_bfloat16_bits(np.random.default_rng(0).standard_normal((64, 40)).astype(np.float32))
+    a, b = values.copy(), values[:, :24].copy()
+    problem = Problem("bf16", {"A": [a], "B": [b]}, (64, 24), 0)
+    grade_worker._refill(problem, seed=5)
+    first = a.copy()
+    assert a.dtype == np.uint16 and a.shape == (64, 40) and not np.array_equal(a, values)
+    assert np.array_equal(np.sort(a, axis=None), np.sort(values, axis=None))  # the same values, moved
+    assert np.array_equal(np.sort(b, axis=None), np.sort(values[:, :24], axis=None))
+    grade_worker._refill(problem, seed=5)  # the same seed again: still a new order
+    assert not np.array_equal(a, first)
+
+
 # ----------------------------------------------------------------------------------------------
 # Hardening: links, includes, encodings, the seed
 # ----------------------------------------------------------------------------------------------

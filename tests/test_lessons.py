@@ -310,3 +310,153 @@ def test_claims_read_percentages_increments_and_lower_bounds():
                    "ceiling (>= 0.98x); 1.1-1.5x rung 02")
     ranges = {(c.against, round(c.lo, 3), c.hi if math.isinf(c.hi) else round(c.hi, 3)) for c in found}
     assert ranges == {("ceiling", 0.85, 0.95), ("02", 1.05, 1.1), ("ceiling", 0.98, math.inf), ("02", 1.1, 1.5)}
+
+
+# ----------------------------------------------------------------------------------------------
+# The tensor-core notebook's helpers: rungs a GPU cannot run, the mma instruction mix, ldmatrix bank
+# conflicts, records by kind and by launch path, knob probes, and rungs walked without a written section
+# ----------------------------------------------------------------------------------------------
+
+def _fake_family():
+    """Two rungs of an imaginary family: one for sm_80 and later, one that needs sm_90a exactly."""
+    from lab.build import KernelSpec
+    from lab.ladder import Family, Rung
+
+    class Fake(Family):
+        name, title = "fake", "a test family"
+        rungs = (Rung("fake", "01_any", KernelSpec("copy/01_naive.cu", "a", min_arch=80), "any sm_80+"),
+                 Rung("fake", "02_hopper", KernelSpec("copy/01_naive.cu", "b", min_arch=90, arch_suffix="a"),
+                      "sm_90a only"))
+
+    return Fake()
+
+
+def test_rungs_a_gpu_cannot_run_are_compile_only_with_a_sentence(monkeypatch):
+    import importlib
+
+    mode_module = importlib.import_module("lab.lessons.mode")  # the module; lessons.mode is its function
+    fake = _fake_family()
+    any_arch, hopper = fake.rungs
+    assert lessons.runs_on(any_arch, 80) and lessons.runs_on(hopper, 90)
+    assert not lessons.runs_on(hopper, 80) and not lessons.runs_on(hopper, 100)  # sm_90a code runs on sm_90 only
+    live = lessons.Mode(True, "test GPU")
+    monkeypatch.setattr(mode_module, "live_arch", lambda current: 80 if current.live else None)
+    note = lessons.arch_note(fake, "02", live)
+    assert note.startswith("COMPILE-ONLY HERE: 02_hopper needs sm_90a and this GPU is sm_80")
+    assert lessons.arch_note(fake, "01", live) == ""
+    replay = lessons.Mode(False, "no GPU")
+    assert "compiled here for sm_90a only" in lessons.arch_note(fake, "02", replay)
+    listing = lessons.rung_listing(fake, live)
+    assert "02_hopper" in listing and "COMPILE-ONLY here (this GPU is sm_80)" in listing
+    assert "checked and measured here" in listing
+    assert "(not checked here: this GPU cannot run 02_hopper" in lessons.check_summary({"01_any": []}, fake, "02")
+
+
+def test_compile_pair_keeps_a_familys_vec_knob_and_its_dynamic_shared_memory():
+    from lab.families import get_family
+    from lab.families.gemm_tc import dynamic_smem_bytes
+
+    tc = get_family("gemm_tc")
+    reports = lessons.compile_pair(tc, "03", device.REFERENCE_ARCH)  # VEC=8 is gemm_tc's own: never forced to 4
+    assert [r.knobs["VEC"] for r in reports] == [8, 8]
+    assert reports[1].smem_dynamic_bytes == dynamic_smem_bytes(tc.rung("03")) > 0
+    hopper = [r for r in tc.rungs if r.spec.arch_suffix]
+    if hopper:  # a Hopper rung asked for on an older arch is compiled for the arch it needs
+        report = lessons.compile_pair(tc, hopper[0].key, 80)[-1]
+        assert report.arch == f"sm_{hopper[0].spec.min_arch}{hopper[0].spec.arch_suffix}"
+
+
+def test_mma_mix_counts_tensor_core_instructions_against_what_feeds_them():
+    from types import SimpleNamespace
+
+    sync = SimpleNamespace(source="s.cu", sass_available=True,
+                           instructions={"HMMA": 64, "LDSM": 16, "LDGSTS.128": 64, "FFMA": 192})
+    direct = SimpleNamespace(source="d.cu", sass_available=True, instructions={"HMMA": 2, "LDG.U16": 24})
+    hopper = SimpleNamespace(source="h.cu", sass_available=True,
+                             instructions={"HGMMA.64": 12, "UTMALDG": 25, "SYNCS": 16, "SYNCS.64": 8, "USETMAXREG": 2})
+    text = lessons.mma_mix([sync, direct, hopper])
+    assert "mma.sync (HMMA) x64; 4.0 HMMA per ldmatrix (LDSM x16); cp.async copies (LDGSTS) x64" in text
+    assert "no ldmatrix: fragments from global memory (LDG x24)" in text
+    assert "wgmma (HGMMA) x12" in text and "TMA copies (UTMALDG) x25" in text
+    assert "mbarrier operations (SYNCS) x24" in text and "setmaxnreg (USETMAXREG) x2" in text
+
+
+def test_ldmatrix_conflicts_are_shown_beside_their_own_wavefronts():
+    prof = {"provenance": {}, "params": {"M": 64, "N": 64, "K": 64},
+            "rows": [{"rung": "02_ldmatrix_smem", "smem_bank_conflicts_ld": 0.0, "smem_wavefronts_ld": 10.0,
+                      "smem_bank_conflicts_ldsm": 30.0, "smem_wavefronts_ldsm": 120.0}],
+            "skipped": [{"rung": "04_tma_wgmma", "reason": "needs sm_90a"}]}
+    assert lessons.conflict_metrics(prof) == ["smem_bank_conflicts_ld", "smem_bank_conflicts_ldsm"]
+    assert lessons.conflict_metrics(None) == ["smem_bank_conflicts_ld"]
+    line = lessons.profile_value(prof, "gemm_tc", "02", "smem_bank_conflicts_ldsm")
+    assert "smem_bank_conflicts_ldsm = 30 (25.0% of 120 ldmatrix wavefronts)" in line
+    assert "Not profiled: 04_tma_wgmma (needs sm_90a)." in lessons.profile_status(prof, "gemm_tc")
+
+
+def _tc(rung, value, N=4096, kind="headline", layout="TN", dtype="float16", ceiling_value=700.0, path=None):
+    n = 4096
+    params = {"M": n, "N": N, "K": n, "layout": layout, "dtype": dtype, "alpha": 1.0, "beta": 0.0, "pad": 0,
+              "lda": n, "ldb": n, "ldc": N}
+    ms = 2 * n * n * N / (value * 1e12) * 1e3
+    return Record("gemm_tc", rung, kind, params, 2 * (2 * n * n + 2 * n * N), "warm" if kind == "tail" else "cold",
+                  ms, ms, ms, 5,
+                  "TFLOP/s", value, "cublas_gemm", ceiling_value, {"path": path} if path else {})
+
+
+def test_records_by_kind_by_path_and_the_best_rung():
+    recs = [_tc("cublas_gemm", 700.0), _tc("02_ldmatrix_smem", 140.0), _tc("03_swizzled_multistage", 400.0),
+            _tc("03_swizzled_multistage", 380.0, layout="NN"), _tc("cublas_gemm", 700.0, layout="NN")]
+    recs += [_tc("03_swizzled_multistage", 300.0, N=4090 + i, kind="tail",
+                 path="cp.async 16-byte" if (4090 + i) % 8 == 0 else "element loads") for i in range(9)]
+    rs = RecordSet(PROVENANCE, recs, replayed=True)
+    status = lessons.kinds_status(rs, "gemm_tc")
+    assert "headline  5 records, 3 targets, 2 problems" in status
+    assert "sweep     NOT IN THESE RECORDS" in status and "lab bench gemm_tc --json" in status
+    assert lessons.kinds_status(None, "gemm_tc").startswith("NO RECORDS for gemm_tc")
+    paths = lessons.launch_paths(rs, "gemm_tc")
+    assert "cp.async 16-byte" in paths and "at 1 problems (N=4096)" in paths and "element loads" in paths
+    assert lessons.launch_paths(RecordSet(PROVENANCE, recs[:5]), "gemm_tc") == "(no tail records)"
+    assert lessons.best_rung(rs, "gemm_tc") == "03_swizzled_multistage" and lessons.best_rung(None, "gemm_tc") is None
+    assert [p["layout"] for p in lessons.headline_sizes(rs, layout="NN")] == ["NN"]
+    assert len(lessons.headline_sizes(rs)) == 2
+
+
+def test_a_prediction_check_names_what_tells_records_of_one_size_apart():
+    rs = RecordSet(PROVENANCE, [_tc("cublas_gemm", 700.0), _tc("02_ldmatrix_smem", 140.0)], replayed=True)
+    text = lessons.prediction_check(rs, "gemm_tc", "02")
+    assert "at 4096^3 layout=TN, dtype=float16: predicted" in text
+
+
+def test_knob_probe_and_bound_margin_tables(monkeypatch, tmp_path):
+    import json
+
+    from lab import knob_records
+
+    monkeypatch.setenv("LAB_REFERENCE_RESULTS", str(tmp_path))
+    assert knob_records.probe_table().startswith("(no knob probe")
+    assert knob_records.margin_table().startswith("(no bound margins")
+    prov = {"device": "TEST GPU", "date": "2000-01-01T00:00:00", "commit": "abc"}
+    (tmp_path / "gemm_tc_knobs.json").write_text(json.dumps({"provenance": prov, "rung": "03_x", "side": 64, "rows": [
+        {"setting": "cublas", "median_ms": 1.0, "tflops": 100.0},
+        {"setting": {"STAGES": 2}, "checked": True, "median_ms": 2.0, "tflops": 50.0, "x_cublas": 0.5},
+        {"setting": {"BN": 512}, "error": "static assertion failed"}]}))
+    (tmp_path / "gemm_tc_margin.json").write_text(json.dumps({"provenance": prov, "rows": [
+        {"rung": "03_x", "worst_share_of_E": 0.25, "worst_case": "M=1 N=1 K=1"}]}))
+    probe = knob_records.probe_table()
+    assert "knob probe of 03_x at 64^3" in probe and "STAGES=2" in probe and "0.500x cuBLAS" in probe
+    assert "refused: static assertion failed" in probe and "REPLAYED: TEST GPU" in probe
+    assert "03_x                     0.250 of E  at M=1 N=1 K=1" in knob_records.margin_table()
+
+
+def test_a_rung_without_a_written_section_gets_a_heading_its_header_and_the_walk(capsys):
+    from lab.families import get_family
+
+    tc = get_family("gemm_tc")
+    assert lessons.mostly_rewritten(tc, "03") and not lessons.mostly_rewritten(tc, "01")
+    assert not lessons.mostly_rewritten("transpose", "03")
+    walk = lessons.RungWalk(tc, device.REFERENCE_ARCH, None, None, mma_mix=True, mode=lessons.Mode(False, "test"))
+    reports = walk.chapter("03")
+    out = capsys.readouterr().out
+    assert len(reports) == 2 and "### Rung 03 — " in out and "The header of `kernels/gemm_tc/03_" in out
+    assert "```cuda" in out and "```diff" not in out  # rewritten: the whole source
+    assert "HMMA per ldmatrix" in out and "NO RECORDS for gemm_tc" in out

@@ -24,7 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 SCRIPT = REPO / "scripts" / "execute_notebooks.py"
 # The family whose records each notebook replays first (its banner names it; "NO RECORDS for" it when absent).
-FAMILY = {"00_setup_and_method": "copy", "01_memory_bound": "copy", "02_gemm_fp32": "gemm_fp32"}
+FAMILY = {"00_setup_and_method": "copy", "01_memory_bound": "copy", "02_gemm_fp32": "gemm_fp32",
+          "03_tensor_cores": "gemm_tc"}
 
 pytest.importorskip("nbclient", reason="nbclient is not installed: pip install -e '.[test]'")
 pytest.importorskip("jupytext", reason="jupytext is not installed: pip install -e '.[test]'")
@@ -127,8 +128,64 @@ def _synthetic_gemm_records(rng: random.Random) -> list[dict]:
     return out
 
 
+def _synthetic_gemm_tc_records(rng: random.Random) -> list[dict]:
+    """gemm_tc records of every kind for every rung the family has (so rungs added later are covered too): each
+    rung a fixed fraction of a synthetic cuBLAS curve that grows with the rung's number, a cliff for cuBLAS and
+    the element-load path of the 16-byte rungs where N is not a multiple of 8, and the launch path each record
+    took (the family's launch_notes)."""
+    from lab.families import get_family
+
+    fam = get_family("gemm_tc")
+    jobs = [("headline", p, "cold") for p in fam.headline_params()]
+    jobs += [("sweep", p, l2) for p in fam.sweep_params() for l2 in ("cold", "warm")]
+    jobs += [("tail", p, "warm") for p in fam.tail_params()]
+    out = []
+    for kind, shape, l2 in jobs:
+        M, N, K = shape["M"], shape["N"], shape["K"]
+        params = shape | {"alpha": 1.0, "beta": 0.0, "pad": 0, "lda": K, "ldb": K if shape["layout"] == "TN" else N,
+                          "ldc": N}
+        flops, bytes_moved = 2 * M * N * K, 2 * (M * K + K * N + M * N)
+        side = (M * N * K) ** (1 / 3)
+        ceiling = 700.0 * side**3 / (side**3 + 1024**3) * (1.0 if N % 8 == 0 else 0.2)
+        targets = [(fam.ceiling_name, 1.0, {})]
+        for r in fam.rungs_for(kind, shape):
+            factor, path = min(0.9, 0.02 * 3.0 ** (r.number - 1)), "fragments from global memory"
+            if r.key in fam.VEC_RUNGS:
+                path = "16-byte loads" if N % 8 == 0 else "element loads"
+                factor *= 1.0 if N % 8 == 0 else 0.2
+            elif r.spec.min_arch >= 90:
+                path = "tma"
+            targets.append((r.key, factor, {"path": path}))
+        for target, factor, extra in targets:
+            value = ceiling * factor * (rng.uniform(0.97, 1.0) if target != fam.ceiling_name else 1.0)
+            median_ms = flops / (value * 1e12) * 1e3
+            out.append({"family": "gemm_tc", "rung": target, "kind": kind, "params": params,
+                        "bytes_moved": bytes_moved, "l2": l2, "median_ms": median_ms,
+                        "p10_ms": median_ms * 0.99, "p90_ms": median_ms * 1.02, "reps": 20,
+                        "metric": "TFLOP/s", "value": value, "ceiling": fam.ceiling_name,
+                        "ceiling_value": ceiling, "extra": extra})
+    return out
+
+
+def _synthetic_gemm_tc_profile() -> dict:
+    """Bank conflicts (plain loads and ldmatrix) and DRAM bytes per gemm_tc rung: made-up values."""
+    from lab.families import get_family
+
+    fam = get_family("gemm_tc")
+    params = fam.headline_params()[0]
+    minimum = fam.min_dram_bytes(params)
+    rows = []
+    for r in fam.rungs:
+        padded_or_swizzled = r.number >= 2
+        rows.append({"rung": r.key, "smem_bank_conflicts_ld": 0.0, "smem_wavefronts_ld": 2.0 ** 20,
+                     "smem_bank_conflicts_ldsm": 0.0 if padded_or_swizzled else 2.0 ** 24,
+                     "smem_wavefronts_ldsm": 2.0 ** 25, "dram_read_bytes": 2.0 * minimum / r.number,
+                     "dram_write_bytes": minimum / 4, "l2_hit_rate_pct": 60.0})
+    return {"provenance": SYNTHETIC_PROVENANCE, "params": params, "rows": rows}
+
+
 def write_synthetic_reference(directory: Path) -> Path:
-    """Synthetic copy, transpose and gemm_fp32 records and profiles in `directory` (never results/)."""
+    """Synthetic copy, transpose, gemm_fp32 and gemm_tc records and profiles in `directory` (never results/)."""
     directory = Path(directory)
     if directory.resolve().is_relative_to((REPO / "results").resolve()):
         raise ValueError("synthetic records must never be written under results/")
@@ -148,6 +205,9 @@ def write_synthetic_reference(directory: Path) -> Path:
              "l2_hit_rate_pct": 50.0} for k, v in _GEMM_DRAM.items()]
     profile = {"provenance": SYNTHETIC_PROVENANCE, "params": {"M": 4096, "N": 4096, "K": 4096}, "rows": rows}
     (directory / "gemm_fp32_profile.json").write_text(json.dumps(profile))
+    payload = {"schema": 1, "provenance": SYNTHETIC_PROVENANCE, "records": _synthetic_gemm_tc_records(rng)}
+    (directory / "gemm_tc.json").write_text(json.dumps(payload))
+    (directory / "gemm_tc_profile.json").write_text(json.dumps(_synthetic_gemm_tc_profile()))
     return directory
 
 
@@ -187,7 +247,8 @@ def _output_text(output: dict) -> str:
 
 
 def test_notebooks_exist():
-    assert [p.name for p in NOTEBOOKS][:3] == ["00_setup_and_method.py", "01_memory_bound.py", "02_gemm_fp32.py"]
+    assert [p.name for p in NOTEBOOKS][:4] == ["00_setup_and_method.py", "01_memory_bound.py", "02_gemm_fp32.py",
+                                               "03_tensor_cores.py"]
     assert set(FAMILY) == {p.stem for p in NOTEBOOKS}, "name the family each new notebook replays in FAMILY"
 
 
@@ -201,6 +262,14 @@ def test_notebooks_execute_replaying_the_committed_reference_records(tmp_path, m
         if not (REPO / "results" / "h200" / f"{FAMILY[name]}.json").is_file():
             assert "NO RECORDED RESULTS" in text, f"{name} did not say that the records are missing"
             assert f"NO RECORDS for {FAMILY[name]}" in text, name
+    # Notebook 03 says which kinds of gemm_tc records, and whether the profile, are not recorded yet.
+    tc = texts["03_tensor_cores"]
+    reference = REPO / "results" / "h200" / "gemm_tc.json"
+    if reference.is_file():
+        kinds = {r["kind"] for r in json.loads(reference.read_text())["records"]}
+        for kind in ("sweep", "tail"):
+            assert (f"{kind:9s} NOT IN THESE RECORDS" in tc) == (kind not in kinds), kind
+    assert ("NO PROFILE for gemm_tc" in tc) == (not (REPO / "results" / "h200" / "gemm_tc_profile.json").is_file())
 
 
 @pytest.mark.slow
@@ -213,6 +282,9 @@ def test_notebooks_execute_with_no_records_at_all(tmp_path, monkeypatch):
     assert "NO PROFILE for transpose" in texts["01_memory_bound"]
     assert "NO PROFILE for gemm_fp32" in texts["02_gemm_fp32"]
     assert "FP32 peak: unknown here" in texts["02_gemm_fp32"]
+    tc = texts["03_tensor_cores"]
+    assert "NO PROFILE for gemm_tc" in tc and "no knob probe" in tc and "no bound margins" in tc
+    assert "ldmatrix.x4 with the rungs' row addresses delivers exactly the mma A fragment: True" in tc
 
 
 @pytest.mark.slow
@@ -227,6 +299,11 @@ def test_notebooks_execute_on_synthetic_records(tmp_path, monkeypatch):
     assert "FP32 peak" in gemm and "datasheet boost clock" in gemm
     assert "the prediction's ranges against the records" in gemm and "the minimum" in gemm
     assert "FFMA per LDS instruction" in gemm
+    tc = texts["03_tensor_cores"]
+    assert "NOT IN THESE RECORDS" not in tc and "(nothing to plot" not in tc
+    assert "smem_bank_conflicts_ldsm" in tc and "HMMA per ldmatrix" in tc and "| total / minimum |" in tc
+    assert "launch paths, tail records" in tc and "element loads" in tc
+    assert "tail sizes by N mod 8" in tc and "is faster than cublas_gemm at" in tc
 
 
 # ----------------------------------------------------------------------------------------------

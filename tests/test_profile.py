@@ -110,3 +110,65 @@ def test_find_ncu_uses_the_path(tmp_path, monkeypatch):
     ncu = _fake_ncu(tmp_path, "exit 0\n")
     monkeypatch.setenv("PATH", str(tmp_path))
     assert profile.find_ncu() == str(ncu)
+
+
+# --- what `lab profile` runs, and the table it prints ----------------------------------------------
+
+def test_profile_plan_for_gemm_tc_on_the_h200():
+    from lab.families import get_family
+
+    fam = get_family("gemm_tc")
+    plan = profile.profile_plan(fam, arch=90)
+    assert plan["params"] == {"M": 4096, "N": 4096, "K": 4096, "layout": "TN", "dtype": "float16"}
+    assert [r.key for r in plan["rungs"]] == [r.key for r in fam.rungs] and plan["skipped"] == []
+    assert profile.profile_plan(fam, {"M": 512, "N": 512, "K": 512}, 90)["params"] == {"M": 512, "N": 512, "K": 512}
+
+
+def test_profile_plan_skips_what_the_gpu_cannot_run():
+    from lab.families import get_family
+
+    fam = get_family("gemm_tc")
+    plan = profile.profile_plan(fam, arch=80)
+    assert [r.key for r in plan["rungs"]] == [r.key for r in fam.rungs if r.spec.min_arch <= 80]
+    assert [s["rung"] for s in plan["skipped"]] == [r.key for r in fam.rungs if r.spec.min_arch > 80]
+    assert all(s["reason"].startswith("needs sm_") for s in plan["skipped"])
+    assert profile.profile_plan(fam)["skipped"] == [], "no arch given: nothing is refused"
+
+
+def test_ladder_counters_reads_every_runnable_rung_of_gemm_tc(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from lab import device, records
+    from lab.families import get_family
+
+    fam = get_family("gemm_tc")
+    (tmp_path / "out.txt").write_text(NCU_OUTPUT)
+    ncu = _fake_ncu(tmp_path, f'printf "%s\\n" "$@" >> "{tmp_path}/argv.txt"\ncat "{tmp_path}/out.txt"\n')
+    monkeypatch.setattr(profile, "find_ncu", lambda: str(ncu))
+    monkeypatch.setattr(device, "current", lambda: SimpleNamespace(arch=80))
+    monkeypatch.setattr(records, "provenance", lambda: {"device": "fake"})
+    heard = []
+    payload = profile.ladder_counters("gemm_tc", on_error=lambda key, exc: heard.append((key, str(exc))))
+    runnable = [r for r in fam.rungs if r.spec.min_arch <= 80]
+    assert [r["rung"] for r in payload["rows"]] == [r.key for r in runnable]
+    assert payload["rows"][0]["smem_bank_conflicts_ld"] == EXPECTED["smem_bank_conflicts_ld"]
+    assert payload["params"] == fam.headline_params()[0] and payload["provenance"] == {"device": "fake"}
+    skipped = [r.key for r in fam.rungs if r.spec.min_arch > 80]
+    assert [s["rung"] for s in payload.get("skipped", [])] == skipped
+    assert [key for key, _ in heard] == skipped and all("skipped: needs sm_" in msg for _, msg in heard)
+    argv = (tmp_path / "argv.txt").read_text().splitlines()
+    names = [argv[i + 1] for i, a in enumerate(argv) if a == "--kernel-name"]
+    assert names == [r.spec.entry for r in runnable]
+    assert argv.count(json.dumps(fam.headline_params()[0])) == len(runnable)
+
+
+def test_the_profile_table_shows_the_conflicts_share_of_load_wavefronts():
+    from lab import report
+
+    rows = [{"rung": "02_ldmatrix_smem", "smem_bank_conflicts_ld": 1_048_576, "smem_wavefronts_ld": 4_194_304},
+            {"rung": "03_swizzled_multistage", "smem_bank_conflicts_ld": 0, "smem_wavefronts_ld": 2_097_152},
+            {"rung": "old_file", "smem_bank_conflicts_ld": 12}]
+    assert [report.conflict_share(r) for r in rows] == ["25.0%", "0.0%", "-"]
+    table = report.profile_markdown({"rows": rows}).splitlines()
+    assert "of ld wavefronts" in table[0] and table[0].count("|") == table[1].count("|") == table[2].count("|")
+    assert "| 02_ldmatrix_smem | 1048576 | 25.0% |" in table[2]

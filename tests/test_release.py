@@ -135,6 +135,22 @@ def test_the_gemm_exercises_ship_as_starters_and_their_tile_code_nowhere(bundle)
     assert not [p for p in _files(bundle) if tile_load.encode() in p.read_bytes()]
 
 
+def test_the_tensor_core_exercise_ships_as_a_starter_and_its_fragment_code_nowhere(bundle):
+    # Exercise 05's three regions (A fragments, B fragments in both layouts, the mma calls) become three
+    # TODOs; rung 03 repeats the mma loop inside its own region, so no shipped rung hands it over.
+    fragment_code = ("ldmatrix_x4(a[mi], a_base + 2 * ((wr + 16 * mi + lane % 16) * A_STRIDE + kk + 8 * (lane / 16)));",
+                     "ldmatrix_x4(r, b_base + 2 * (n * B_STRIDE + k));",
+                     "ldmatrix_x4_trans(r, b_base + 2 * (k * B_STRIDE + n));",
+                     "for (int ni = 0; ni < NI; ++ni) mma_m16n8k16<BF16>(acc[mi][ni], a[mi], b[ni]);")
+    starter = (bundle / "exercises" / "05_mma_fragments" / "starter.cu").read_text()
+    assert starter.count("// TODO: ") == 3
+    assert starter == (bundle / "kernels" / "gemm_tc" / "02_ldmatrix_smem.cu").read_text()
+    reference = (REPO / "kernels" / "gemm_tc" / "02_ldmatrix_smem.cu").read_text()
+    for line in fragment_code:
+        assert line in reference
+        assert not [p for p in _files(bundle) if line.encode() in p.read_bytes()], line
+
+
 def test_leak_check_finds_a_planted_line(tmp_path):
     line = "for (long long v = tid; v < n_vec; v += stride) yv[v] = xv[v];"
     (tmp_path / "notes.md").write_text(f"look:\n    {line}\n")
@@ -202,7 +218,8 @@ def test_the_bundle_s_lab_finds_its_own_exercises_without_hidden_checks(bundle):
                          check=True).stdout.splitlines()
     assert out[0] == str(bundle / "lab" / "__init__.py")
     assert out[1] == ("[('01_vectorized_copy', 0, 10.0), ('02_tiled_transpose', 0, 8.0), "
-                      "('03_smem_tiled_gemm', 0, 10.0), ('04_register_tiled_gemm', 0, 10.0)]")
+                      "('03_smem_tiled_gemm', 0, 10.0), ('04_register_tiled_gemm', 0, 10.0), "
+                      "('05_mma_fragments', 0, 10.0)]")
     assert out[2] == "True"
 
 

@@ -433,3 +433,41 @@ def test_the_readme_sentence_names_each_rung_that_is_best_somewhere():
     text = report.readme_results({"transpose": RecordSet({"device": "X", "date": "2026-11-30"}, recs)})
     assert "03_padded is the best rung at 1 of the 2 sizes above (0.950x of cupy_device_copy)" in text
     assert "05_sector_aligned is the best rung at 1 of the 2 sizes above (0.825x of cupy_device_copy)" in text
+
+
+def _tc_headline() -> RecordSet:
+    """Headline records shaped like gemm_tc's (two types x two layouts x two sizes), values made up."""
+    recs = []
+    for dtype in ("float16", "bfloat16"):
+        for layout in ("TN", "NN"):
+            for n in (4096, 4095):
+                p = {"M": n, "N": n, "K": n, "layout": layout, "dtype": dtype}
+                ceiling = 700.0 if n % 8 == 0 else 150.0
+                for rung, factor in (("cublas_gemm", 1.0), ("01_mma_global", 0.02), ("03_swizzled_multistage", 0.5)):
+                    ms = 2 * n**3 / (ceiling * factor * 1e12) * 1e3
+                    recs.append(Record("gemm_tc", rung, "headline", p, 6 * n * n, "cold", ms, ms, ms, 5, "TFLOP/s",
+                                       ceiling * factor, "cublas_gemm", ceiling))
+    return RecordSet(dict(PROVENANCE), recs)
+
+
+def test_ladder_grid_draws_a_panel_per_type_and_layout(tmp_path):
+    import matplotlib.pyplot as plt
+
+    fig = plots.ladder_grid(_tc_headline(), "gemm_tc")
+    try:
+        titles = [ax.get_title() for ax in fig.axes]
+        assert titles == ["dtype=float16, layout=TN", "dtype=float16, layout=NN", "dtype=bfloat16, layout=TN",
+                          "dtype=bfloat16, layout=NN"]
+        labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+        assert labels == ["4096^3", "4095^3"]
+        ratios = sorted(t.get_text() for t in fig.axes[0].texts)
+        assert ratios == ["0.02", "0.02", "0.50", "0.50"]  # each rung's fraction of cuBLAS at each size
+    finally:
+        plt.close(fig)
+    path = plots.ladder_grid(_tc_headline(), "gemm_tc", tmp_path / "grid.png")
+    assert path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_ladder_grid_returns_none_without_headline_records_or_panel_keys():
+    assert plots.ladder_grid(RecordSet(dict(PROVENANCE), []), "gemm_tc") is None
+    assert plots.ladder_grid(synthetic("copy"), "copy") is None  # copy's params have no dtype or layout

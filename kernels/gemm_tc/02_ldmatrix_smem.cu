@@ -149,10 +149,12 @@ __device__ __forceinline__ void compute_tile(float (&acc)[MI][NI][4], unsigned a
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 16) {
         unsigned a[MI][4], b[NI][2];
-        // BEGIN SOLUTION: the MI A fragments and NI B fragments of this k-step with ldmatrix (TN: plain; NN: .trans), then the MI x NI mma.sync.
+        // BEGIN SOLUTION: the MI A fragments of this k-step into a[mi], one ldmatrix_x4 per 16x16 tile.
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
             ldmatrix_x4(a[mi], a_base + 2 * ((wr + 16 * mi + lane % 16) * A_STRIDE + kk + 8 * (lane / 16)));
+        // END SOLUTION
+        // BEGIN SOLUTION: the NI B fragments into b[ni], two per ldmatrix_x4 (TN: plain on Bs[n][k]; NN: .trans on Bs[k][n]).
 #pragma unroll
         for (int p = 0; p < NI / 2; ++p) {
             unsigned r[4];
@@ -165,6 +167,8 @@ __device__ __forceinline__ void compute_tile(float (&acc)[MI][NI][4], unsigned a
 #endif
             b[2 * p][0] = r[0], b[2 * p][1] = r[1], b[2 * p + 1][0] = r[2], b[2 * p + 1][1] = r[3];
         }
+        // END SOLUTION
+        // BEGIN SOLUTION: the MI x NI mma_m16n8k16<BF16> calls, acc[mi][ni] += a[mi] * b[ni].
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll

@@ -18,8 +18,18 @@ shape.
 The error bound is lab.bounds.tensor_core_matmul_bound: the FP32 family's bound with fp32 accumulation and
 the output type's rounding, widened for the truncating accumulation of tensor cores (see lab/bounds.py).
 
+The Hopper rungs (04 on, sm_90a) read A and B through TMA tensor maps instead of pointers:
+    gemm_tc_<name>(TensorMap map_a, TensorMap map_b, int M, int N, int K, float alpha, float beta, uint16* C,
+                   int ldc)
+TMA needs 16-byte-aligned bases and leading dimensions that are multiples of 8 elements (lab/tma.py). An
+operand that breaks this (4095 x 4095 with no padding, say) is first repacked into a scratch buffer with
+its leading dimension rounded up to a multiple of 8, inside the launch and so inside the timing: that is
+the generic fallback, and `launch_notes` says which path a launch took (benchmarks store it in each
+record's `extra`).
+
 STATUS: rungs 01-03 verified by tests/test_gpu_gemm_tc.py on the H200 (14 passed at commit aa4ca4e); in the
-catalogue. Records: results/h200/gemm_tc.json.
+catalogue. Rungs 04-05 compile for sm_90a (CPU CI); their GPU status is in the closing notes of issue 9.
+Records: results/h200/gemm_tc.json.
 """
 
 from __future__ import annotations
@@ -28,7 +38,7 @@ import dataclasses
 
 import numpy as np
 
-from lab import shapes
+from lab import shapes, tma
 from lab.bounds import BFLOAT16
 from lab.build import KernelSpec
 from lab.errors import LabError
@@ -39,12 +49,19 @@ DTYPES = ("float16", BFLOAT16)
 LAYOUTS = ("NN", "TN")
 STORAGE = {"float16": np.dtype(np.float16), BFLOAT16: np.dtype(np.uint16)}
 MIN_ARCH = 80  # mma.sync m16n8k16 for fp16 and bf16
+HOPPER_ARCH = 90  # TMA, wgmma and setmaxnreg; the last two only in the arch-specific sm_90a target
 SLOW_RUNGS_MAX_SIDE = 4096  # rung 01 (scalar fragment loads) leaves sweep sizes past this side and the tail
 
 
-def _rung(key: str, entry: str, title: str, **knobs: int) -> Rung:
-    spec = KernelSpec(f"gemm_tc/{key}.cu", entry, tuple(sorted(knobs.items())), min_arch=MIN_ARCH)
+def _rung(key: str, entry: str, title: str, min_arch: int = MIN_ARCH, arch_suffix: str = "", **knobs: int) -> Rung:
+    spec = KernelSpec(f"gemm_tc/{key}.cu", entry, tuple(sorted(knobs.items())), min_arch=min_arch,
+                      arch_suffix=arch_suffix)
     return Rung("gemm_tc", key, spec, title)
+
+
+def uses_tma(rung: Rung) -> bool:
+    """The Hopper rungs: operands through TMA tensor maps (their own launch signature)."""
+    return rung.spec.min_arch >= HOPPER_ARCH
 
 
 def _knobs(rung: Rung) -> dict:
@@ -53,12 +70,13 @@ def _knobs(rung: Rung) -> dict:
 
 def dynamic_smem_bytes(rung: Rung) -> int:
     """Dynamic shared memory of a multistage rung: STAGES * (BM + BN) * BK two-byte elements (unpadded,
-    swizzled A and B tiles; the formula in rung 03's Requires line), 0 for the rungs with static tiles.
-    The kernel traps at entry if it is given less."""
+    swizzled A and B tiles; the formula in rung 03's Requires line), plus 1024 bytes on the TMA rungs to
+    align the tiles to the 128-byte swizzle's 1024-byte period; 0 for the rungs with static tiles. The
+    kernel traps at entry if it is given less."""
     k = _knobs(rung)
     if "STAGES" not in k:
         return 0
-    return k["STAGES"] * (k["BM"] + k["BN"]) * k["BK"] * 2
+    return k["STAGES"] * (k["BM"] + k["BN"]) * k["BK"] * 2 + (1024 if uses_tma(rung) else 0)
 
 
 def block_tile(rung: Rung) -> tuple[int, int]:
@@ -131,7 +149,18 @@ class GemmTcFamily(Family):
         _rung("03_swizzled_multistage", "gemm_tc_swizzled_multistage",
               "swizzled shared memory, STAGES-deep cp.async pipeline",
               BF16=0, TN=0, BM=128, BN=128, BK=32, WM=64, WN=64, STAGES=4, VEC=8, THREADS=128),
+        _rung("04_tma_wgmma", "gemm_tc_tma_wgmma", "TMA into swizzled shared memory, mbarrier pipeline, wgmma",
+              min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=128, BK=64, STAGES=4, THREADS=256),
+        _rung("05_warp_specialized", "gemm_tc_warp_specialized",
+              "warp-specialized: a TMA producer, two wgmma consumers (setmaxnreg), 128 x 256 tiles",
+              min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64, STAGES=4, GROUP_M=8,
+              THREADS=384),
+        _rung("06_persistent", "gemm_tc_persistent",
+              "persistent: one block per SM, the next tile's loads during the stores",
+              min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64, STAGES=4, GROUP_M=8,
+              THREADS=384),
     )
+    PERSISTENT_RUNGS = ("06_persistent",)  # a 1-D grid of min(tiles, SMs) blocks
     VEC_RUNGS = ("02_ldmatrix_smem", "03_swizzled_multistage")
 
     def __init__(self, accumulation_scale: float = 1.0):
@@ -231,14 +260,56 @@ class GemmTcFamily(Family):
         rung = self.variant(rung, problem, out)
         bm, bn = block_tile(rung)
         grid = ((p["N"] + bn - 1) // bn, (p["M"] + bm - 1) // bm)
+        if rung.key in self.PERSISTENT_RUNGS:
+            from lab import device
+
+            grid = (min(grid[0] * grid[1], device.current().sm_count),)
         kernel = get_kernel(rung.spec)
         smem = dynamic_smem_bytes(rung)
         if smem > DEFAULT_SMEM_LIMIT:  # above 48 KB a kernel must opt in to more dynamic shared memory
             kernel.max_dynamic_shared_size_bytes = smem
-        kernel(grid, (_knobs(rung)["THREADS"],),
-               (np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]), a,
-                np.int32(p["lda"]), b, np.int32(p["ldb"]), np.float32(p["beta"]), out, np.int32(p["ldc"])),
-               shared_mem=smem)
+        if uses_tma(rung):
+            (map_a, map_b), a, b = self._tensor_maps(rung, p, a, b)  # a, b: what the maps point at
+            args = (map_a, map_b, np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]),
+                    np.float32(p["beta"]), out, np.int32(p["ldc"]))
+        else:
+            args = (np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]), a,
+                    np.int32(p["lda"]), b, np.int32(p["ldb"]), np.float32(p["beta"]), out, np.int32(p["ldc"]))
+        kernel(grid, (_knobs(rung)["THREADS"],), args, shared_mem=smem)
+
+    def _tensor_maps(self, rung: Rung, p: dict, a, b):
+        """TMA maps of A (M x K, k contiguous; boxes BK x BM) and B (TN: N x K, boxes BK x BN; NN: K x N, boxes
+        of 64 columns x BK rows), each operand repacked first when TMA cannot read it as it is. Returns the
+        maps and the arrays they point at, which the caller keeps alive until the kernel is enqueued."""
+        k = _knobs(rung)
+        a, lda = tma_operand(a, p["M"], p["K"], p["lda"])
+        maps = [tma.TensorMap2D(a.data.ptr, p["K"], p["M"], 2 * lda, k["BK"], k["BM"])]
+        if p["layout"] == "TN":
+            b, ldb = tma_operand(b, p["N"], p["K"], p["ldb"])
+            maps.append(tma.TensorMap2D(b.data.ptr, p["K"], p["N"], 2 * ldb, k["BK"], k["BN"]))
+        else:
+            b, ldb = tma_operand(b, p["K"], p["N"], p["ldb"])
+            maps.append(tma.TensorMap2D(b.data.ptr, p["N"], p["K"], 2 * ldb, 64, k["BK"]))
+        # Once the kernel is enqueued, dropping a scratch copy is safe: CuPy's pool hands its memory out
+        # again only to work later in the same stream.
+        return tuple(tma.encode(m) for m in maps), a, b
+
+    def launch_notes(self, rung: Rung, problem: Problem, out) -> dict:
+        """Which path a launch of `rung` on `problem` takes, for the records: the TMA rungs say whether they
+        read the operands directly or repacked them first (and why); the others which loads they use."""
+        p = problem.params
+        if uses_tma(rung):
+            a, b = problem.inputs["A"][0], problem.inputs["B"][0]
+            why = {name: tma.refusal(x.data.ptr, ld) for name, x, ld in (("A", a, p["lda"]), ("B", b, p["ldb"]))}
+            repacked = {name: reason for name, reason in why.items() if reason}
+            if not repacked:
+                return {"path": "tma"}
+            return {"path": "repack+tma", "repacked": repacked}
+        if rung.key in self.VEC_RUNGS:
+            vec = _knobs(self.variant(rung, problem, out))["VEC"]
+            return {"path": "cp.async 16-byte" if rung.key == "03_swizzled_multistage" and vec == 8
+                    else "16-byte loads" if vec == 8 else "element loads"}
+        return {"path": "fragments from global memory"}
 
     def launch_ceiling(self, problem: Problem, out, set_index: int = 0) -> None:
         """cuBLAS in the same type and layout, fp32 accumulation. fp16 with alpha = 1, beta = 0 and no
@@ -307,6 +378,28 @@ class GemmTcFamily(Family):
     def headline_params(self) -> list[dict]:
         return [{"M": n, "N": n, "K": n, "layout": layout, "dtype": dtype}
                 for dtype in DTYPES for layout in ("TN", "NN") for n in (4096, 8192, 4095, 4097)]
+
+
+REPACK = KernelSpec("common/repack_rows.cu", "lab_repack_rows", min_arch=MIN_ARCH)
+REPACK_THREADS = 256
+
+
+def tma_operand(x, rows: int, cols: int, ld: int):
+    """(array, leading dimension) TMA can read for a row-major rows x cols operand: `x` itself when its
+    address and stride allow it, else a scratch copy (kernels/common/repack_rows.cu) whose leading dimension
+    is `cols` rounded up to a multiple of 8, the extra columns zero (the tensor map's width stays `cols`)."""
+    if tma.refusal(x.data.ptr, ld) is None:
+        return x, ld
+    import cupy as cp
+
+    from lab.build import get_kernel
+
+    ld8 = -(-cols // 8) * 8
+    packed = cp.empty((rows, ld8), dtype=x.dtype)
+    chunks = rows * (ld8 // 8)
+    get_kernel(REPACK)(((chunks + REPACK_THREADS - 1) // REPACK_THREADS,), (REPACK_THREADS,),
+                       (x, np.int64(ld), packed, np.int64(ld8), np.int32(rows), np.int32(cols)))
+    return packed, ld8
 
 
 # --- the ceiling's cuBLAS call -------------------------------------------------------------------

@@ -7,6 +7,8 @@
 - nsight:      Nsight Compute counters: bank conflicts, DRAM bytes against the minimum
 - predictions: a header's prediction and its numeric ranges held against the records; the FP32 peak
 - walk:        RungWalk, one call for the steps every rung repeats
+- layouts:     the tensor-core ladder's index arithmetic (fragments, ldmatrix, bank groups, pipelines)
+- diagrams:    figures drawn from that arithmetic, not from records (imported as lab.lessons.diagrams)
 
 No figure in a notebook is typed in: every number these print is computed from records.
 """
@@ -19,8 +21,19 @@ from lab.lessons.demos import (
     first_launch_versus_steady,
     host_clock_versus_events,
 )
-from lab.lessons.mode import MODE_VARIABLE, Mode, compile_arch, describe_gpu, mode, mode_banner
+from lab.lessons.mode import (
+    MODE_VARIABLE,
+    Mode,
+    arch_note,
+    compile_arch,
+    describe_gpu,
+    mode,
+    mode_banner,
+    rung_listing,
+    runs_on,
+)
 from lab.lessons.nsight import (
+    conflict_metrics,
     dram_change,
     dram_plot,
     dram_rate,
@@ -36,6 +49,8 @@ from lab.lessons.sources import (
     compile_pair,
     instruction_delta,
     knobs_line,
+    mma_mix,
+    mostly_rewritten,
     operand_mix,
     rung_diff,
     rung_header,
@@ -46,6 +61,7 @@ from lab.lessons.sources import (
 from lab.lessons.views import (
     REGIMES,
     Ratio,
+    best_rung,
     ceiling_name,
     ceiling_summary,
     cold_versus_warm,
@@ -54,7 +70,9 @@ from lab.lessons.views import (
     headline_sizes,
     headline_summary,
     headline_table,
+    kinds_status,
     ladder_records,
+    launch_paths,
     missing,
     one_record,
     plot,
@@ -77,15 +95,16 @@ from lab.lessons.views import (
 from lab.lessons.walk import RungWalk
 
 __all__ = [
-    "Claim", "MODE_VARIABLE", "Markdown", "Mode", "REGIMES", "Ratio", "RungWalk", "ceiling_name",
-    "ceiling_summary", "check_ladder", "check_summary", "claims", "cold_versus_warm", "compile_arch",
-    "compile_pair", "copy_ceiling", "describe_gpu", "describe_provenance", "dram_change", "dram_plot",
-    "dram_rate", "dram_summary", "dram_table", "few_cases", "figure", "first_launch_versus_steady", "fp32_peak",
-    "headline_sizes", "headline_summary", "headline_table", "host_clock_versus_events", "instruction_delta",
-    "knobs_line", "ladder_records", "md", "missing", "mode", "mode_banner", "one_record", "operand_mix",
-    "peak_status", "plot", "prediction", "prediction_check", "profile_plot", "profile_records", "profile_status",
-    "profile_value", "provenance_fields", "ratio", "ratio_by_size", "record_fields", "records_status",
-    "reference", "reference_path", "regime_bounds", "rung_diff", "rung_header", "rung_pair", "select",
-    "show_diff", "show_source", "size_change", "so_far", "spread_table", "tail_residues", "tail_sawtooth",
-    "tail_steps",
+    "Claim", "MODE_VARIABLE", "Markdown", "Mode", "REGIMES", "Ratio", "RungWalk", "arch_note", "best_rung",
+    "ceiling_name", "ceiling_summary", "check_ladder", "check_summary", "claims", "cold_versus_warm", "compile_arch",
+    "compile_pair", "conflict_metrics", "copy_ceiling", "describe_gpu", "describe_provenance", "dram_change",
+    "dram_plot", "dram_rate", "dram_summary", "dram_table", "few_cases", "figure", "first_launch_versus_steady",
+    "fp32_peak", "headline_sizes", "headline_summary", "headline_table", "host_clock_versus_events",
+    "instruction_delta", "kinds_status", "knobs_line", "ladder_records", "launch_paths", "md", "missing",
+    "mma_mix", "mode", "mode_banner", "mostly_rewritten", "one_record", "operand_mix", "peak_status", "plot",
+    "prediction", "prediction_check", "profile_plot", "profile_records", "profile_status", "profile_value",
+    "provenance_fields", "ratio", "ratio_by_size", "record_fields", "records_status", "reference",
+    "reference_path", "regime_bounds", "rung_diff", "rung_header", "rung_listing", "rung_pair", "runs_on",
+    "select", "show_diff", "show_source", "size_change", "so_far", "spread_table", "tail_residues",
+    "tail_sawtooth", "tail_steps",
 ]

@@ -22,10 +22,15 @@ def few_cases(family: str | Family, count: int = 8) -> list[dict]:
 
 def check_ladder(family: str | Family, cases: list[dict]) -> dict:
     """lab.verify.check_rung for every rung; raises LabError (stopping the notebook) if any fails."""
+    from lab import device
+    from lab.ladder import runnable_rungs
     from lab.verify import check_rung
 
     fam = family_of(family)
-    results = {rung.key: check_rung(fam, rung, cases) for rung in fam.rungs}
+    here, skipped = runnable_rungs(fam.rungs, device.current().arch)
+    for line in skipped:
+        print(line)
+    results = {rung.key: check_rung(fam, rung, cases) for rung in here}
     failed = [r.line() for rs in results.values() for r in rs if not r.passed]
     if failed:
         raise LabError(f"{len(failed)} check(s) failed in {fam.name}; fix them before measuring:\n" +
@@ -38,7 +43,10 @@ def check_summary(results: dict | None, family: str | Family, key: str) -> str:
     if results is None:
         return (f"(not run: checks need a GPU. LIVE mode runs lab.verify.check_rung on {fam.name}/"
                 f"{fam.rung(key).key} here before anything is measured.)")
-    mine = results[fam.rung(key).key]
+    mine = results.get(fam.rung(key).key)
+    if mine is None:
+        return (f"(not checked here: this GPU cannot run {fam.rung(key).key}; it is compile-only on this machine, "
+                "see the line above its compile report)")
     lines = [r.line() for r in mine]
     passed = sum(r.passed for r in mine)
     worst = max(mine, key=lambda r: r.worst_ratio, default=None)

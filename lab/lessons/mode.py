@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from lab import device
 from lab.errors import LabError
-from lab.lessons.common import describe_provenance
+from lab.ladder import Family, Rung
+from lab.lessons.common import describe_provenance, family_of
 from lab.lessons.views import reference, reference_path
 from lab.records import RecordSet, format_bytes
 
@@ -56,6 +57,52 @@ def compile_arch(current: Mode | None = None) -> int:
     arch = device.current().arch
     supported = nvrtc.supported_archs()
     return arch if arch in supported else max(a for a in supported if a <= arch)
+
+
+def runs_on(rung: Rung, arch: int) -> bool:
+    """Whether a GPU of compute capability `arch` can run the rung: at least its min_arch, and exactly it
+    for arch-specific code (sm_90a's wgmma and setmaxnreg run on sm_90 only, not on later archs)."""
+    from lab.build import arch_refusal
+
+    return arch_refusal(rung.spec, arch) is None
+
+
+def live_arch(current: Mode) -> int | None:
+    """This GPU's compute capability in LIVE mode; None in REPLAY (nothing runs here)."""
+    return device.current().arch if current.live else None
+
+
+def arch_note(family: str | Family, key: str, current: Mode) -> str:
+    """A sentence for a rung this machine cannot run ('' for one it can): LIVE on too old (or too new) a
+    GPU, or REPLAY of a rung that needs a specific arch. Says what is shown instead."""
+    fam = family_of(family)
+    rung = fam.rung(key)
+    spec = rung.spec
+    needs = f"sm_{spec.min_arch}{spec.arch_suffix}"
+    arch = live_arch(current)
+    if arch is not None and not runs_on(rung, arch):
+        return (f"COMPILE-ONLY HERE: {rung.key} needs {needs} and this GPU is sm_{arch}. Its header, diff and "
+                f"compile report (for {needs}) are shown; it is not checked or measured on this machine, and "
+                f"its numbers below are missing (the reference H200's records are in results/h200/).")
+    if arch is None and spec.arch_suffix:
+        return (f"{rung.key} needs {needs} (Hopper): compiled here for {needs} only; any numbers below are "
+                f"replayed from the reference GPU's records.")
+    return ""
+
+
+def rung_listing(family: str | Family, current: Mode) -> str:
+    """The ladder's rungs, each with the arch it needs and whether this machine runs it (LIVE), can only
+    compile it, or replays it (REPLAY)."""
+    fam = family_of(family)
+    arch = live_arch(current)
+    lines = [f"{fam.name}: {fam.title}"]
+    for rung in fam.rungs:
+        spec = rung.spec
+        needs = f"sm_{spec.min_arch}{spec.arch_suffix}" + ("" if spec.arch_suffix else "+")
+        where = ("compiled here, numbers from the replayed records" if arch is None else
+                 "checked and measured here" if runs_on(rung, arch) else f"COMPILE-ONLY here (this GPU is sm_{arch})")
+        lines.append(f"  {rung.key:26s} needs {needs:8s} {where}: {rung.title}")
+    return "\n".join(lines)
 
 
 def _box(lines: list[str], char: str = "#") -> str:

@@ -40,8 +40,16 @@ def profile_status(prof: dict | None, family: str) -> str:
                 "so the Nsight Compute cells show nothing. On a GPU with Nsight Compute, "
                 f"`lab profile {family} --json {_profile_file(family)}` (or `lab tour`) writes it.")
     loud = "REPLAYED, NOT MEASURED HERE: " if prof.get("replayed") else "measured now: "
-    return (f"{loud}Nsight Compute counters at {describe_params(prof.get('params') or {})} for {len(prof['rows'])} "
+    line = (f"{loud}Nsight Compute counters at {describe_params(prof.get('params') or {})} for {len(prof['rows'])} "
             f"rungs, {describe_provenance(prof.get('provenance', {}))}.")
+    skipped = prof.get("skipped") or []
+    if skipped:  # rungs the profiling GPU could not run (lab.profile lists them with the reason)
+        line += " Not profiled: " + "; ".join(f"{s['rung']} ({s['reason']})" for s in skipped) + "."
+    return line
+
+
+# The wavefronts each bank-conflict counter is a share of (each conflict costs one extra wavefront).
+WAVEFRONTS = {"smem_bank_conflicts_ld": "smem_wavefronts_ld", "smem_bank_conflicts_ldsm": "smem_wavefronts_ldsm"}
 
 
 def profile_value(prof: dict | None, family: str | Family, key: str,
@@ -54,10 +62,20 @@ def profile_value(prof: dict | None, family: str | Family, key: str,
     if row is None or metric not in row:
         return f"{rung}: no {metric} in the profile"
     line = f"{rung}: {metric} = {row[metric]:.0f}"
-    wavefronts = row.get("smem_wavefronts_ld")
-    if wavefronts and metric == "smem_bank_conflicts_ld":
-        line += f" ({row[metric] / wavefronts:.1%} of {wavefronts:.0f} shared-load wavefronts)"
+    wavefronts = row.get(WAVEFRONTS.get(metric, ""))
+    if wavefronts:
+        what = "ldmatrix" if metric.endswith("ldsm") else "shared-load"
+        line += f" ({row[metric] / wavefronts:.1%} of {wavefronts:.0f} {what} wavefronts)"
     return line + f"  [{_tag(prof)}]"
+
+
+def conflict_metrics(prof: dict | None) -> list[str]:
+    """The bank-conflict counters a profile holds: plain shared loads (LDS) always, ldmatrix (LDSM) where the
+    profile read them."""
+    found = ["smem_bank_conflicts_ld"]
+    if prof is not None and any("smem_bank_conflicts_ldsm" in r for r in prof["rows"]):
+        found.append("smem_bank_conflicts_ldsm")
+    return found
 
 
 def profile_plot(prof: dict | None, family: str, metric: str = "smem_bank_conflicts_ld") -> None:

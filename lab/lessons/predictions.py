@@ -99,7 +99,10 @@ def prediction_check(rs: RecordSet | None, family: str | Family, key: str) -> st
     if not mine:
         return "\n".join(lines) if sides else f"{rung}: no headline records ({rs.label()})"
     for rec in mine:
-        at = f"{rec.params['M']}^3" if sides else describe_params(rec.params)
+        at = describe_params(rec.params)
+        if sides:  # "4096^3", plus whatever else tells the records at that size apart (layout, dtype)
+            rest = describe_params({k: v for k, v in rec.params.items() if k not in ("M", "N", "K")})
+            at = f"{rec.params['M']}^3" + (f" {rest}" if rest else "")
         for c in found:
             if c.against == "":
                 value, unit = rec.value, f" {rec.metric}"

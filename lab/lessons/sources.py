@@ -45,6 +45,18 @@ def rung_diff(family: str | Family, key: str, context: int = 3) -> str:
                                         tofile=pair[1].spec.source, n=context))
 
 
+def mostly_rewritten(family: str | Family, key: str, share: float = 0.5) -> bool:
+    """Whether the rung changes more than `share` of the previous rung's lines: then its whole source reads
+    better than a diff (a Hopper rung after an mma.sync one). False for a ladder's first rung."""
+    pair = rung_pair(family, key)
+    if len(pair) == 1:
+        return False
+    before = read_source(pair[0].spec).splitlines()
+    changed = sum(1 for line in rung_diff(family, key, 0).splitlines()
+                  if line.startswith("-") and not line.startswith("---"))
+    return changed > share * len(before)
+
+
 def show_source(family: str | Family, key: str) -> Markdown:
     rung = family_of(family).rung(key)
     return md(f"`kernels/{rung.spec.source}`\n\n```cuda\n{read_source(rung.spec).rstrip()}\n```")
@@ -58,15 +70,28 @@ def show_diff(family: str | Family, key: str, context: int = 3) -> Markdown:
     return md(f"```diff\n{diff.rstrip()}\n```")
 
 
+def report_arch(rung: Rung, arch: int) -> int:
+    """The arch a rung's compile report is made for: `arch` where the rung runs there, else the one it needs
+    (a Hopper-only sm_90a rung is compiled for sm_90a on any machine, compile-only where it cannot run)."""
+    from lab.lessons.mode import runs_on
+
+    return arch if runs_on(rung, arch) else rung.spec.min_arch
+
+
 def compile_pair(family: str | Family, key: str, arch: int) -> list:
     """Compile reports of the previous rung and this one (just this one for a ladder's first rung), each
-    as the family launches it: a rung with a VEC knob in its 16-byte variant when the family has one."""
+    as the family launches it (a rung with a VEC knob in its 16-byte variant when the family has one: the
+    family's own VEC default, else VEC=4), with the dynamic shared memory its launch asks for, and for the
+    arch it needs where `arch` is too old for it (report_arch)."""
     from lab.build import compile_report
 
     fam = family_of(family)
     vec_rungs = getattr(fam, "VEC_RUNGS", ())
-    return [compile_report(r.spec.with_knobs(VEC=4) if r.key in vec_rungs else r.spec, arch)
-            for r in rung_pair(fam, key)]
+    reports = []
+    for r in rung_pair(fam, key):
+        spec = r.spec.with_knobs(VEC=4) if r.key in vec_rungs and "VEC" not in dict(r.spec.knobs) else r.spec
+        reports.append(compile_report(spec, report_arch(r, arch), fam.dynamic_smem_bytes(r)))
+    return reports
 
 
 def instruction_delta(reports: list) -> str:
@@ -122,4 +147,33 @@ def operand_mix(reports: list) -> str:
         if async_copies:
             line += f"; async global->shared copies (LDGSTS) x{async_copies}"
         lines.append(line)
+    return "\n".join(lines)
+
+
+def mma_mix(reports: list) -> str:
+    """Tensor-core instructions against what feeds them, from each compile report's SASS (static counts):
+    mma.sync (HMMA) per ldmatrix (LDSM), cp.async (LDGSTS) and TMA (UTMALDG) copies, warpgroup MMA
+    (HGMMA, which reads its operands from shared memory itself), mbarrier operations (SYNCS) and
+    setmaxnreg (USETMAXREG)."""
+    lines = []
+    for r in reports:
+        if not r.sass_available:
+            lines.append(f"{r.source}: (nvdisasm is not installed: no instruction mix)")
+            continue
+        def count(base: str, mix: dict = r.instructions) -> int:  # every width of one opcode: HGMMA.64, ...
+            return sum(v for k, v in mix.items() if k.split(".")[0] == base)
+
+        hmma, hgmma, ldsm = count("HMMA"), count("HGMMA"), count("LDSM")
+        parts = []
+        if hmma:
+            parts.append(f"mma.sync (HMMA) x{hmma}")
+            parts.append(f"{hmma / ldsm:.1f} HMMA per ldmatrix (LDSM x{ldsm})" if ldsm else
+                         f"no ldmatrix: fragments from global memory (LDG x{count('LDG')})")
+        if hgmma:
+            parts.append(f"wgmma (HGMMA) x{hgmma}, operands read from shared memory by the tensor cores")
+        for base, what in (("LDGSTS", "cp.async copies (LDGSTS)"), ("UTMALDG", "TMA copies (UTMALDG)"),
+                           ("SYNCS", "mbarrier operations (SYNCS)"), ("USETMAXREG", "setmaxnreg (USETMAXREG)")):
+            if count(base):
+                parts.append(f"{what} x{count(base)}")
+        lines.append(f"{r.source}: " + ("; ".join(parts) if parts else "no tensor-core instructions"))
     return "\n".join(lines)

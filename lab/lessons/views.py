@@ -113,11 +113,74 @@ def so_far(rs: RecordSet | None, family: str | Family, key: str) -> RecordSet | 
     return select(rs, fam, list(dict.fromkeys(keep)))
 
 
-def headline_sizes(rs: RecordSet | None) -> list[dict]:
-    """The params of the headline problems in these records, in the order they were run ([] for None)."""
+def headline_sizes(rs: RecordSet | None, **match) -> list[dict]:
+    """The params of the headline problems in these records, in the order they were run ([] for None);
+    with `match` (layout="TN", dtype="float16"), only the problems whose params have those values."""
     if rs is None:
         return []
-    return list({describe_params(r.params): r.params for r in rs.records if r.kind == "headline"}.values())
+    found = {describe_params(r.params): r.params for r in rs.records if r.kind == "headline"
+             and all(r.params.get(k) == v for k, v in match.items())}
+    return list(found.values())
+
+
+def best_rung(rs: RecordSet | None, family: str | Family, kind: str = "headline") -> str | None:
+    """The rung with the highest median fraction of the ceiling over the records of one kind (None when no
+    rung has such records): the rung a summary cell names, whichever rungs the records hold."""
+    fam = family_of(family)
+    if rs is None:
+        return None
+    ratios = {}
+    for rung in fam.rungs:
+        mine = [r.ratio for r in rs.where(kind=kind, rung=rung.key) if math.isfinite(r.ratio)]
+        if mine:
+            ratios[rung.key] = statistics.median(mine)
+    return max(ratios, key=ratios.get) if ratios else None
+
+
+def kinds_status(rs: RecordSet | None, family: str | Family, kinds: Iterable[str] = ("headline", "sweep", "tail")
+                 ) -> str:
+    """One line per kind of measurement: how many records of it these records hold, or, loudly, that they
+    hold none (so the cells that plot it show nothing) and what would produce them."""
+    fam = family_of(family)
+    if rs is None:
+        return missing(fam.name)
+    lines = [f"{fam.name} records by kind ({rs.label()}):"]
+    for kind in kinds:
+        mine = [r for r in rs.records if r.kind == kind]
+        if mine:
+            targets = len({r.rung for r in mine})
+            lines.append(f"  {kind:9s} {len(mine)} records, {targets} targets, "
+                         f"{len({describe_params(r.params) for r in mine})} problems")
+        else:
+            lines.append(f"  {kind:9s} NOT IN THESE RECORDS: its cells below show nothing. On a GPU, this notebook "
+                         f"in LIVE mode measures them, and `lab bench {fam.name} --json {reference_path(fam.name)}` "
+                         "records them for replay.")
+    return "\n".join(lines)
+
+
+def launch_paths(rs: RecordSet | None, family: str | Family, kind: str = "tail") -> str:
+    """Which path each rung's launcher took (the records' extra["path"], where a family notes it: 16-byte or
+    element loads, TMA or repack + TMA) over the problems of one kind, with the sizes on each path."""
+    fam = family_of(family)
+    if rs is None:
+        return missing(fam.name)
+    if not any(r.kind == kind for r in rs.records):
+        return f"(no {kind} records)"
+    recs = [r for r in rs.records if r.kind == kind and r.extra.get("path")]
+    if not recs:
+        return (f"(these {kind} records do not say which path each launch took: records made before the family "
+                "noted it, or a family that does not)")
+    key = tail_key(recs) if kind == "tail" else None
+    lines = [f"launch paths, {kind} records ({rs.label()}):"]
+    for rung in dict.fromkeys(r.rung for r in recs):
+        by_path: dict[str, list] = {}
+        for r in recs:
+            if r.rung == rung:
+                by_path.setdefault(r.extra["path"], []).append(r.params[key] if key else describe_params(r.params))
+        for path, where in by_path.items():
+            shown = ", ".join(map(str, where[:6])) + (", ..." if len(where) > 6 else "")
+            lines.append(f"  {rung:24s} {path:22s} at {len(where)} problems ({key + '=' if key else ''}{shown})")
+    return "\n".join(lines)
 
 
 def one_record(rs: RecordSet | None, **conditions) -> Record | None:

@@ -11,9 +11,18 @@ from dataclasses import dataclass
 from lab.ladder import Family
 from lab.lessons.common import Markdown, md
 from lab.lessons.demos import check_summary
-from lab.lessons.nsight import dram_summary, profile_value
+from lab.lessons.mode import Mode, arch_note
+from lab.lessons.nsight import conflict_metrics, dram_summary, profile_value
 from lab.lessons.predictions import prediction, prediction_check
-from lab.lessons.sources import compile_pair, instruction_delta, knobs_line, operand_mix, show_diff, show_source
+from lab.lessons.sources import (
+    compile_pair,
+    instruction_delta,
+    knobs_line,
+    mma_mix,
+    operand_mix,
+    show_diff,
+    show_source,
+)
 from lab.lessons.views import headline_summary, plot, select, so_far
 from lab.records import RecordSet
 
@@ -51,6 +60,8 @@ class RungWalk:
     peak: float | None = None  # in the records' metric (TFLOP/s), for compute-bound ladders
     peak_label: str = "FP32 peak"
     operand_mix: bool = False  # FFMA per shared/global load from the SASS (compute-bound ladders)
+    mma_mix: bool = False  # tensor-core instructions against what feeds them (the tensor-core ladder)
+    mode: Mode | None = None  # LIVE or REPLAY: says so for a rung this machine can only compile
 
     def steps(self, key: str, source: bool = False) -> list:
         """What the walk shows for a rung, in order: Markdown, text, or a callable that draws a figure.
@@ -60,20 +71,27 @@ class RungWalk:
         reports = compile_pair(fam, key, self.arch)
         first = fam.rungs.index(fam.rung(key)) == 0
         out: list = [show_source(fam, key) if first or source else show_diff(fam, key),
-                     f"Predicted: {prediction(fam, key)}\n{knobs_line(fam, key)}",
-                     md(_compile_markdown(reports))]
-        occupancy = _occupancy_lines(fam, key, reports, self.arch)
+                     f"Predicted: {prediction(fam, key)}\n{knobs_line(fam, key)}"]
+        note = arch_note(fam, key, self.mode) if self.mode is not None else ""
+        if note:
+            out.append(note)
+        out.append(md(_compile_markdown(reports)))
+        occupancy = _occupancy_lines(fam, key, reports)
         if occupancy:
             out.append(occupancy)
         if not first:
             out.append(instruction_delta(reports))
         if self.operand_mix:
             out.append(operand_mix(reports if first else reports[-1:]))
+        if self.mma_mix:
+            out.append(mma_mix(reports if first else reports[-1:]))
         out += [check_summary(self.checks, fam, key),
                 headline_summary(rs, fam, key, peak=self.peak, peak_name=self.peak_label)]
         if self.profile is not None:  # the counters the family's profile figure is about
-            out.append(profile_value(self.profile, fam, key) if fam.profile_figure == "bank_conflicts"
-                       else dram_summary(self.profile, fam, key))
+            if fam.profile_figure == "bank_conflicts":
+                out.append("\n".join(profile_value(self.profile, fam, key, m) for m in conflict_metrics(self.profile)))
+            else:
+                out.append(dram_summary(self.profile, fam, key))
         if fam.sweep_figure == "bandwidth":
             from lab import plots
 
@@ -86,6 +104,17 @@ class RungWalk:
 
         extra = {"peak": self.peak, "peak_label": self.peak_label} if self.peak else {}
         plot(plots.ladder_bars, so_far(self.records, self.family, key), self.family.name, **extra)
+
+    def chapter(self, key: str) -> list:
+        """A rung with no hand-written section (a rung added to the family after the notebook was written):
+        a heading, the rung's header as its author wrote it, then the walk, with the whole source instead of
+        the diff where the rung rewrote most of the previous one."""
+        from lab.lessons.sources import mostly_rewritten, rung_header
+
+        rung = self.family.rung(key)
+        _show(md(f"### Rung {rung.number:02d} — {rung.title}\n\nThe header of `kernels/{rung.spec.source}`:\n\n"
+                 f"```text\n{rung_header(self.family, key)}\n```"))
+        return self(key, source=mostly_rewritten(self.family, key))
 
     def __call__(self, key: str, source: bool = False) -> list:
         """Show the rung's steps; returns its compile reports (previous rung's first) for later cells."""
@@ -100,9 +129,10 @@ def _compile_markdown(reports: list) -> str:
     return report.compile_markdown(reports)
 
 
-def _occupancy_lines(fam: Family, key: str, reports: list, arch: int) -> str:
+def _occupancy_lines(fam: Family, key: str, reports: list) -> str:
     """Blocks per SM of each rung in the pair at its registers and shared memory (lab.occupancy), where the
     family says its block size and the arch is in the occupancy table; '' otherwise."""
+    from lab.device import arch_number
     from lab.lessons.sources import rung_pair
     from lab.occupancy import occupancy
 
@@ -112,10 +142,10 @@ def _occupancy_lines(fam: Family, key: str, reports: list, arch: int) -> str:
         if resources is None:
             return ""
         threads, dynamic = resources
-        try:
-            occ = occupancy(arch, threads, rep.registers, rep.smem_static_bytes + dynamic)
+        try:  # at the arch each report was made for (sm_90a for a Hopper-only rung, whatever GPU is here)
+            occ = occupancy(arch_number(rep.arch), threads, rep.registers, rep.smem_static_bytes + dynamic)
         except ValueError:  # an arch lab.occupancy has no limits for
             return ""
         lines.append(f"{rung.key}: {threads} threads, {rep.registers} registers, "
-                     f"{rep.smem_static_bytes + dynamic} B shared memory a block -> {occ} on sm_{arch}")
+                     f"{rep.smem_static_bytes + dynamic} B shared memory a block -> {occ} on {rep.arch}")
     return "\n".join(lines)

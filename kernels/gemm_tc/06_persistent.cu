@@ -1,0 +1,228 @@
+// gemm_tc / rung 06 — persistent: one block per SM walks the tiles, so the producer loads the next tile's
+// first k-tiles while the consumers are still storing the last one.
+//
+// What changed (vs rung 05):
+//   1. Grid: min(tiles, SMs) blocks; block b takes tiles b, b + gridDim.x, ... (in rung 05's GROUP_M order),
+//      so the blocks that run together still cover neighbouring tiles.
+//   2. The pipeline runs across tiles: producer and consumers count k-tiles with one running index `it`
+//      (stage it % STAGES, phase (it / STAGES) & 1) instead of restarting at each tile, and the consumers
+//      release a tile's last stage too (wait_group 0, then arrive), so the producer can refill it.
+//   3. Barriers are initialized, tensor maps prefetched and registers reassigned once per block, not once
+//      per tile.
+// Why: in rung 05 every tile starts with an empty pipeline (the first TMA round trip, about a microsecond,
+//   with idle tensor cores) and ends with the tensor cores idle while C is stored and the next block is
+//   launched into the freed SM. Here the next tile's loads are already in flight during the epilogue.
+//   What stays exposed: the consumers' own store time (both consumer warpgroups store at once; CUTLASS's
+//   "ping-pong" schedule would let one compute while the other stores).
+// Prediction (4096^3 and 8192^3 fp16 TN, H200; written before any GPU run): 1.02-1.05x over rung 05 at 4096
+//   (4 tiles per SM, each with a fill of about 1-2 us saved out of about 50 us), about 1.01x at 8192.
+// Tensor maps, tails and the epilogue as rung 04 (its header says why the maps are __grid_constant__).
+// Requires: sm_90a (wgmma, setmaxnreg); A and B as rung 04 (the launcher repacks otherwise). Launch:
+//   THREADS = 128 * (1 + BM / 64) threads, a 1-D grid of min(ceil(M / BM) * ceil(N / BN), SM count) blocks,
+//   dynamic shared memory SMEM_BYTES = STAGES * (BM + BN) * BK * 2 + 1024 (197632 bytes at the defaults).
+// Knobs: BF16 (0/1), TN (0/1), BM (128), BN (256), BK (64), STAGES (4), GROUP_M (8), THREADS.
+// Knob probe (results/h200/gemm_tc_knobs_06_{4096,8192}.json, fp16 TN, cold L2, cuBLAS in the same run):
+//   GROUP_M 8 / 16 / 4 gave 0.907 / 0.904 / 0.905x of cuBLAS at 4096^3 and 0.943 / 0.943 / 0.919x at 8192^3.
+// Results: results/h200/gemm_tc.json.
+// Ideas: CUTLASS's persistent tile schedulers for sm90, and Pranjal Shankhdhar's worklog "Outperforming
+//   cuBLAS on H100" (2024); code is this lab's own.
+#include "lab_cp_async.cuh"
+#include "lab_hopper.cuh"
+#include "lab_mma.cuh"
+
+#ifndef BF16
+#define BF16 0
+#endif
+#ifndef TN
+#define TN 1
+#endif
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 256
+#endif
+#ifndef BK
+#define BK 64
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8  // 0: tiles in row-major order; G: G tile-rows at a time, column by column (L2 reuse)
+#endif
+#ifndef THREADS
+#define THREADS (128 * (1 + BM / 64))  // a producer warpgroup, then the consumers
+#endif
+
+#define ACC (BN / 2)                          // fp32 accumulators per thread: a 64 x BN tile over 128 threads
+#define A_TILE_BYTES (BM * BK * 2)
+#define STAGE_BYTES ((BM + BN) * BK * 2)      // what TMA delivers per stage (and the full barrier expects)
+#define SMEM_BYTES (STAGES * STAGE_BYTES + 1024)
+#define CONSUMERS (BM / 64)                  // consumer warpgroups
+#define PRODUCER_REGS 40
+#define CONSUMER_REGS 232
+#define ROW_BYTES 128                         // BK = 64 two-byte elements: one 128-byte swizzle row
+
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "gemm_tc rung 06 needs sm_90a (wgmma, setmaxnreg): build it with -arch=sm_90a"
+#endif
+static_assert(BF16 == 0 || BF16 == 1, "BF16 is 0 (fp16) or 1 (bf16)");
+static_assert(TN == 0 || TN == 1, "TN is 0 (B is K x N) or 1 (B is N x K)");
+static_assert(BK == 64, "one k-tile row is one 128-byte swizzle row");
+static_assert(BM % 64 == 0 && THREADS == 128 * (1 + CONSUMERS), "a producer and one consumer warpgroup per 64 rows");
+static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "the register file holds both roles");
+static_assert(BN == 128 || BN == 256, "wgmma m64n128k16 or m64n256k16");
+static_assert(BM <= 256 && BN <= 256, "a TMA box has at most 256 rows");
+static_assert(STAGES >= 2, "a pipeline needs at least two stages");
+
+typedef unsigned short half_bits;
+
+// d (+)= one k-step: the right wgmma for BN.
+__device__ __forceinline__ void wgmma_step(float (&d)[ACC], unsigned long long da, unsigned long long db) {
+#if BN == 256
+    wgmma_m64n256k16<BF16, 1 - TN>(d, da, db, 1);
+#else
+    wgmma_m64n128k16<BF16, 1 - TN>(d, da, db, 1);
+#endif
+}
+
+// Stage s's A tile starts at tiles + s * STAGE_BYTES, its B tile A_TILE_BYTES later.
+__device__ __forceinline__ void issue_stage(unsigned tiles, unsigned full, const TensorMap* map_a,
+                                            const TensorMap* map_b, int s, int kt, int row0, int col0) {
+    const unsigned a = tiles + s * STAGE_BYTES, b = a + A_TILE_BYTES, bar = full + 8 * s;
+    mbar_arrive_expect_tx(bar, STAGE_BYTES);
+    tma_load_2d(a, map_a, kt * BK, row0, bar);  // A[row0 .. +BM][k0 .. +BK], k-major rows
+#if TN
+    tma_load_2d(b, map_b, kt * BK, col0, bar);  // Bt[col0 .. +BN][k0 .. +BK]: k-major rows, as A
+#else
+#pragma unroll
+    for (int j = 0; j < BN / 64; ++j)  // B[k0 .. +BK][col0 + 64j .. +64]: n-major, one box per 64 columns
+        tma_load_2d(b + j * BK * ROW_BYTES, map_b, col0 + 64 * j, kt * BK, bar);
+#endif
+}
+
+// C[row][col, col+1] = alpha * acc + beta * C rounded once to the output type, only inside M x N; C is
+// not read when beta == 0. `pairs`: ldc even and C 4-byte aligned, so both go in one 4-byte access.
+__device__ __forceinline__ void store_pair(half_bits* __restrict__ C, int ldc, bool pairs, int row, int col, int M,
+                                           int N, float alpha, float beta, float acc0, float acc1) {
+    if (row >= M || col >= N) return;
+    half_bits* p = C + (long long)row * ldc + col;
+    float r0 = alpha * acc0, r1 = alpha * acc1;
+    if (pairs && col + 1 < N) {
+        if (beta != 0.0f) {
+            const unsigned c = *reinterpret_cast<const unsigned*>(p);
+            r0 = fmaf(beta, half_bits_to_float<BF16>(half_bits(c & 0xffff)), r0);
+            r1 = fmaf(beta, half_bits_to_float<BF16>(half_bits(c >> 16)), r1);
+        }
+        *reinterpret_cast<unsigned*>(p) = pack_half2(float_to_half_bits<BF16>(r0), float_to_half_bits<BF16>(r1));
+        return;
+    }
+    p[0] = float_to_half_bits<BF16>(beta != 0.0f ? fmaf(beta, half_bits_to_float<BF16>(p[0]), r0) : r0);
+    if (col + 1 < N) p[1] = float_to_half_bits<BF16>(beta != 0.0f ? fmaf(beta, half_bits_to_float<BF16>(p[1]), r1) : r1);
+}
+
+// The origin of tile `tile` (0 .. tiles_m * tiles_n - 1) in C, in rung 05's order: GROUP_M tile-rows at a time,
+// column by column inside a group (row-major when GROUP_M is 0).
+__device__ __forceinline__ void tile_origin(int tile, int tiles_m, int tiles_n, int& row0, int& col0) {
+    int tile_m = tile / tiles_n, tile_n = tile % tiles_n;
+#if GROUP_M
+    const int per_group = GROUP_M * tiles_n;
+    const int first = (tile / per_group) * GROUP_M, rows = min(tiles_m - first, GROUP_M);
+    tile_m = first + (tile % per_group) % rows;
+    tile_n = (tile % per_group) / rows;
+#endif
+    row0 = tile_m * BM;
+    col0 = tile_n * BN;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+gemm_tc_persistent(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, int M,
+                   int N, int K, float alpha, float beta, half_bits* __restrict__ C, int ldc) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    __shared__ __align__(8) unsigned long long full_bars[STAGES], empty_bars[STAGES];
+    if (dynamic_smem_size() < SMEM_BYTES) __trap();  // launched with too little: stop, do not overrun it
+
+    const unsigned tiles_smem = (smem_u32addr(smem) + 1023) & ~1023u;  // the 128-byte swizzle repeats every 1024
+    const unsigned full = smem_u32addr(full_bars), empty = smem_u32addr(empty_bars);
+    const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
+    const int k_tiles = (K + BK - 1) / BK;
+
+    if (threadIdx.x == 0) {
+        prefetch_tensor_map(&map_a);
+        prefetch_tensor_map(&map_b);
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(full + 8 * s, 1);                  // the producer's arrive_expect_tx, then the bytes
+            mbar_init(empty + 8 * s, 4 * CONSUMERS);     // one arrival per consumer warp
+        }
+        fence_barrier_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {  // the producer warpgroup: one thread issues every load, the rest just give registers back
+        setmaxnreg_dec<PRODUCER_REGS>();
+        if (threadIdx.x == 0) {
+            int it = 0;  // k-tiles issued so far, over all of this block's tiles
+            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                int row0, col0;
+                tile_origin(tile, tiles_m, tiles_n, row0, col0);
+                for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                    const int s = it % STAGES;
+                    if (it >= STAGES) mbar_wait(empty + 8 * s, ((it - STAGES) / STAGES) & 1);  // its last reader is done
+                    issue_stage(tiles_smem, full, &map_a, &map_b, s, kt, row0, col0);
+                }
+            }
+        }
+        return;
+    }
+
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int c = wg - 1;  // this consumer's 64 rows of each block tile
+    const int g = lane / 4, t = lane % 4;
+    const bool pairs = (ldc % 2 == 0) && (reinterpret_cast<unsigned long long>(C) % 4 == 0);
+    int it = 0;  // k-tiles consumed so far, over all of this block's tiles
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int row0, col0;
+        tile_origin(tile, tiles_m, tiles_n, row0, col0);
+        float acc[ACC];
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
+
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+            const int s = it % STAGES;
+            mbar_wait(full + 8 * s, (it / STAGES) & 1);  // k-tile `it` has landed
+            const unsigned a = tiles_smem + s * STAGE_BYTES + c * 64 * ROW_BYTES;
+            const unsigned b = tiles_smem + s * STAGE_BYTES + A_TILE_BYTES;
+            wgmma_fence();
+            fence_accumulators(acc);
+#pragma unroll
+            for (int ks = 0; ks < BK / 16; ++ks) {
+                const unsigned long long da = wgmma_desc(a + 32 * ks, 16, 8 * ROW_BYTES);
+#if TN
+                const unsigned long long db = wgmma_desc(b + 32 * ks, 16, 8 * ROW_BYTES);
+#else
+                const unsigned long long db = wgmma_desc(b + 16 * ks * ROW_BYTES, BK * ROW_BYTES, 8 * ROW_BYTES);
+#endif
+                wgmma_step(acc, da, db);
+            }
+            wgmma_commit();
+            fence_accumulators(acc);
+            wgmma_wait<1>();  // k-tile it-1's products are done: release its stage
+            if (kt > 0 && lane == 0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));
+        }
+        wgmma_wait<0>();
+        fence_accumulators(acc);
+        if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));  // the tile's last stage, for the next tile
+
+        // acc[4j + 2h + e] is row 16 * (warp % 4) + g + 8h, column 8j + 2t + e of this consumer's 64 x BN tile.
+        const int row = row0 + c * 64 + 16 * (warp % 4) + g;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                store_pair(C, ldc, pairs, row + 8 * h, col0 + 8 * j + 2 * t, M, N, alpha, beta, acc[4 * j + 2 * h],
+                           acc[4 * j + 2 * h + 1]);
+    }
+}

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""compute-sanitizer over every rung of gemm_tc: memcheck (out-of-bounds and misaligned accesses), racecheck
+(shared-memory hazards) and synccheck (barrier misuse), on small odd shapes. In the same process every case
+goes through the lab's own checks (lab.verify.check_case: poisoned output, guard zones, float64 reference,
+repeated runs), so a run passes only when the sanitizer is clean AND the answers are right.
+
+    python3 scripts/gemm_tc_sanitize.py OUT.json [--budget 180] [--tools memcheck,racecheck,synccheck]
+
+Each (tool, rung) is a child process (this script with --child TOOL RUNG) under the sanitizer, with its
+own time limit, so one crash or hang hides nothing else. Rungs come from GemmTcFamily().rungs, so rungs
+added later are covered; a rung the GPU cannot run (KernelSpec.min_arch, arch_suffix) is listed as skipped
+with the reason. OUT.json (provenance, sanitizer version, per tool and rung: shapes, error and hazard
+counts, pass/fail, wall time) is rewritten after every child, so a run stopped from outside keeps what it
+finished; children left when the budget is spent are listed as not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from lab import sanitizer  # noqa: E402  (after the path, as a script)
+from lab.records import describe_params  # noqa: E402
+
+ALPHA_BETA = {"alpha": 0.5, "beta": -1.5}
+COMBOS = [(layout, dtype) for layout in ("TN", "NN") for dtype in ("float16", "bfloat16")]
+
+
+def _each_layout_and_type(shapes: list[dict]) -> list[dict]:
+    """Every shape in both layouts and both types; beta != 0 on alternate ones, so that every shape and
+    every (layout, type) meets both the beta = 0 path (C never read) and the beta != 0 one."""
+    return [shape | {"layout": layout, "dtype": dtype} | (ALPHA_BETA if (i + j) % 2 else {})
+            for i, shape in enumerate(shapes) for j, (layout, dtype) in enumerate(COMBOS)]
+
+
+# memcheck: tails in every direction. Leading dimensions not a multiple of 8 take the scalar path (VEC=1;
+# the TMA rungs repack such operands first); 129x131x67 with pad 5 has leading dimensions 72 and 136, so it
+# takes the 16-byte path (VEC=8; TMA reads the operands as they are) with ragged edges, and 40x24x72 that
+# path on partial tiles without padding.
+MEMCHECK_SHAPES = [{"M": 1, "N": 1, "K": 1}, {"M": 17, "N": 9, "K": 33}, {"M": 65, "N": 63, "K": 67},
+                   {"M": 129, "N": 131, "K": 67, "pad": 5}, {"M": 40, "N": 24, "K": 72}]
+# racecheck is the slow tool: one block per case, but K past twice STAGES * BK (4 * 64 in the deepest rungs)
+# so that a multistage pipeline's ring of shared-memory stages wraps around at least twice, where a missing
+# barrier (or mbarrier wait) shows.
+SMALL_CASES = [
+    {"M": 1, "N": 1, "K": 1, "layout": "TN", "dtype": "float16"},
+    {"M": 17, "N": 9, "K": 525, "layout": "NN", "dtype": "bfloat16", **ALPHA_BETA},
+    {"M": 40, "N": 24, "K": 520, "layout": "TN", "dtype": "bfloat16"},
+    {"M": 40, "N": 24, "K": 520, "layout": "NN", "dtype": "float16", **ALPHA_BETA},
+]
+CASES = {"memcheck": _each_layout_and_type(MEMCHECK_SHAPES), "racecheck": SMALL_CASES, "synccheck": SMALL_CASES}
+TIMEOUT_S = {"memcheck": 75, "racecheck": 90, "synccheck": 60}  # one child, at most (the first compiles)
+MIN_CHILD_S = 15  # below this much budget a child is not started (it would only be killed)
+DEFAULT_BUDGET_S = 180
+
+
+# --- the plan: which (tool, rung) children, and which rungs are skipped -----------------------------
+
+def plan(rungs, arch: int, tools=sanitizer.TOOLS) -> list[dict]:
+    """One row per tool and rung (tool by tool, memcheck first: the most important finishes first when
+    the budget runs short), with the reason a rung is skipped on this GPU, if it is."""
+    from lab.build import arch_refusal
+
+    return [{"tool": tool, "rung": rung.key, "shapes": [describe_params(c) for c in CASES[tool]],
+             "skip": arch_refusal(rung.spec, arch)} for tool in tools for rung in rungs]
+
+
+def child_command(tool: str, rung: str) -> list[str]:
+    """The target a sanitizer wraps: this script, checking one rung on `tool`'s cases."""
+    return [sys.executable, str(Path(__file__).resolve()), "--child", tool, rung]
+
+
+# --- the child: the lab's checks on one rung -------------------------------------------------------
+
+def check_cases(family, rung_key: str, cases: list[dict], seed: int = 17) -> dict:
+    """lab.verify.check_case on every case (three input distributions, two runs each); what failed, as
+    lines. A LabError (a compile error, say) fails that case and the rest still run; any other error (a
+    CUDA context lost to a faulting kernel) fails it and stops, since nothing after it could run."""
+    from lab.errors import LabError
+    from lab.verify import check_case
+
+    rung = family.rung(rung_key)
+    labels, failed, worst = [], [], 0.0
+    for case in cases:
+        try:
+            result = check_case(family, rung, case, seed=seed)
+        except Exception as exc:
+            labels.append(describe_params(case))
+            failed.append(f"FAIL {family.name}/{rung.key} [{describe_params(case)}]: {str(exc).splitlines()[0]}")
+            if isinstance(exc, LabError):
+                continue
+            break
+        labels.append(result.case)
+        worst = max(worst, result.worst_ratio)
+        if not result.passed:
+            failed.append(result.line())
+    return {"rung": rung.key, "checks": len(cases), "cases": labels, "failed": failed, "worst_ratio": worst}
+
+
+def child(tool: str, rung_key: str) -> None:
+    import cupy as cp
+
+    from lab.families.gemm_tc import GemmTcFamily
+
+    # Every array its own cudaMalloc: memcheck knows allocations, not arrays, so inside a memory pool's
+    # chunk a read past the end of A or B would land on a neighbour and go unseen.
+    cp.cuda.set_allocator(None)
+    sanitizer.emit_result({"tool": tool, **check_cases(GemmTcFamily(), rung_key, CASES[tool])})
+
+
+# --- the parent: every child under its tool, one JSON ------------------------------------------------
+
+def row_of(planned: dict, run: sanitizer.Run | None, reason: str = "") -> dict:
+    """A JSON row: what was planned, and the run's verdict (or why there was none)."""
+    row = {"tool": planned["tool"], "rung": planned["rung"], "shapes": planned["shapes"]}
+    if run is None:
+        return row | {"status": "skipped" if planned["skip"] else "not run", "reason": planned["skip"] or reason}
+    result = run.result or {}
+    return row | {
+        "status": "pass" if run.passed else "fail", "problems": run.problems,
+        "errors": run.summary.errors, "hazards": run.summary.hazards, "hazard_warnings": run.summary.warnings,
+        "checks": result.get("checks"), "failed_checks": result.get("failed"),
+        "worst_error_over_bound": result.get("worst_ratio"), "returncode": run.returncode, "wall_s": run.wall_s,
+        **({"output_tail": run.output_tail} if run.output_tail else {})}
+
+
+def summarize(rows: list[dict]) -> dict:
+    counts = {s: sum(r["status"] == s for r in rows) for s in ("pass", "fail", "skipped", "not run")}
+    return {"counts": counts, "passed": counts["fail"] == 0 and counts["not run"] == 0}
+
+
+def _detail(row: dict) -> str:
+    if "reason" in row:
+        return row["reason"]
+    counts = f"{row['checks']} cases, {row['errors']} errors" + (
+        f", {row['hazards']} hazards" if row["hazards"] is not None else "")
+    return f"{counts}, {row['wall_s']:.1f} s" + (f" ({'; '.join(row['problems'])})" if row["problems"] else "")
+
+
+def save(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1) + "\n")
+
+
+def main(out: Path, budget_s: float, tools: tuple[str, ...]) -> int:
+    from lab import device, records
+    from lab.families.gemm_tc import GemmTcFamily
+
+    # `timeout` stops this process with SIGTERM; as SystemExit it lets run_under end the child in flight.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    start = time.monotonic()
+    path = sanitizer.find_sanitizer()
+    rows_planned = plan(GemmTcFamily().rungs, device.current().arch, tools)
+    payload = {"provenance": records.provenance(), "family": "gemm_tc", "budget_s": budget_s,
+               "sanitizer": {"path": path, "version": sanitizer.sanitizer_version(path) if path else None},
+               "cases": {t: [describe_params(c) for c in CASES[t]] for t in tools}, "rows": []}
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    for planned in rows_planned:
+        left = budget_s - (time.monotonic() - start)
+        if planned["skip"] or path is None or left < MIN_CHILD_S:
+            why = "compute-sanitizer is not installed here" if path is None else \
+                f"the time budget ({budget_s:.0f} s) was spent"
+            row = row_of(planned, None, why)
+        else:
+            run = sanitizer.run_under(path, planned["tool"], child_command(planned["tool"], planned["rung"]),
+                                      min(TIMEOUT_S[planned["tool"]], left), env)
+            row = row_of(planned, run)
+        payload["rows"].append(row)
+        payload.update(summarize(payload["rows"]), wall_s=round(time.monotonic() - start, 1))
+        save(out, payload)
+        print(f"{row['status'].upper():8} {row['tool']:10} {row['rung']}: {_detail(row)}", flush=True)
+    print(f"{payload['counts']} in {payload['wall_s']:.0f} s; written: {out}")
+    return 0 if payload["passed"] else 1
+
+
+def _args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("out", nargs="?", type=Path, help="the JSON to write")
+    p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, help="seconds for all children together")
+    p.add_argument("--tools", default=",".join(sanitizer.TOOLS), help="comma list of memcheck, racecheck, synccheck")
+    p.add_argument("--child", nargs=2, metavar=("TOOL", "RUNG"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.tools = tuple(t for t in args.tools.split(",") if t)
+    bad = set(args.tools) - set(sanitizer.TOOLS)
+    if bad:
+        p.error(f"--tools takes {', '.join(sanitizer.TOOLS)}, not {', '.join(sorted(bad))}")
+    if args.child is None and args.out is None:
+        p.error("give the JSON file to write")
+    return args
+
+
+if __name__ == "__main__":
+    from lab.errors import LabError
+
+    a = _args(sys.argv[1:])
+    try:
+        if a.child:
+            child(*a.child)
+        else:
+            sys.exit(main(a.out, a.budget, a.tools))
+    except LabError as exc:  # no GPU, say: one sentence, not a traceback
+        print(exc, file=sys.stderr)
+        sys.exit(2)
