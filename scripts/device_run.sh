@@ -18,6 +18,7 @@
 #   bash scripts/device_run.sh tc-knobs        gemm_tc knob probes at 4096 and 8192 (rungs: TC_RUNGS, default 05; others
 #                                              are verified first), and the repack's cost
 #   bash scripts/device_run.sh tc-final        exercise 05's and gemm_tc's GPU tests, then `lab bench gemm_tc` (every kind)
+#   bash scripts/device_run.sh tc-sanitize     memcheck of the Hopper rungs and racecheck of rungs 02-06
 #   bash scripts/device_run.sh tc-smoke        gemm_tc's Hopper rungs through `lab verify`, then the headline bench
 #   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
 #                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
@@ -104,6 +105,11 @@ for r in rs.records:
       gpu_tests 330 tests/test_gpu_gemm_tc.py
       echo "== lab bench gemm_tc (headline, sweep, tail)"
       timeout 200 python3 -m lab bench gemm_tc --json "$pack/gemm_tc.json" | tail -40 ;;
+    tc-sanitize)  # the second sanitizer pass: what the first (tc-evidence) had no time for
+      timeout 260 python3 scripts/gemm_tc_sanitize.py "$pack/gemm_tc_sanitize_memcheck.json" --tools memcheck \
+        --rungs 04,05,06 --budget 240 | tail -5
+      timeout 300 python3 scripts/gemm_tc_sanitize.py "$pack/gemm_tc_sanitize_racecheck.json" --tools racecheck \
+        --rungs 02,03,04,05,06 --budget 280 | tail -7 ;;
     tc-knobs)
       for r in ${TC_RUNGS:-05}; do
         [ "$r" = 05 ] || { echo "== lab verify gemm_tc --rung $r"; timeout 200 python3 -m lab verify gemm_tc --rung "$r" --seeds 1 --seed 100 | tail -4; }

@@ -150,7 +150,7 @@ def save(path: Path, payload: dict) -> None:
     path.write_text(json.dumps(payload, indent=1) + "\n")
 
 
-def main(out: Path, budget_s: float, tools: tuple[str, ...]) -> int:
+def main(out: Path, budget_s: float, tools: tuple[str, ...], rungs: tuple[str, ...] = ()) -> int:
     from lab import device, records
     from lab.families.gemm_tc import GemmTcFamily
 
@@ -158,16 +158,18 @@ def main(out: Path, budget_s: float, tools: tuple[str, ...]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     start = time.monotonic()
     path = sanitizer.find_sanitizer()
-    rows_planned = plan(GemmTcFamily().rungs, device.current().arch, tools)
+    fam = GemmTcFamily()
+    chosen = [r for r in fam.rungs if not rungs or any(r.key.startswith(prefix) for prefix in rungs)]
+    rows_planned = plan(chosen, device.current().arch, tools)
     payload = {"provenance": records.provenance(), "family": "gemm_tc", "budget_s": budget_s,
                "sanitizer": {"path": path, "version": sanitizer.sanitizer_version(path) if path else None},
                "cases": {t: [describe_params(c) for c in CASES[t]] for t in tools}, "rows": []}
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     for planned in rows_planned:
         left = budget_s - (time.monotonic() - start)
-        if planned["skip"] or path is None or left < MIN_CHILD_S:
+        if planned["skip"] or path is None or left < max(MIN_CHILD_S, TIMEOUT_S[planned["tool"]]):
             why = "compute-sanitizer is not installed here" if path is None else \
-                f"the time budget ({budget_s:.0f} s) was spent"
+                f"the time budget ({budget_s:.0f} s) had less left than one child's timeout"
             row = row_of(planned, None, why)
         else:
             run = sanitizer.run_under(path, planned["tool"], child_command(planned["tool"], planned["rung"]),
@@ -186,9 +188,11 @@ def _args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("out", nargs="?", type=Path, help="the JSON to write")
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, help="seconds for all children together")
     p.add_argument("--tools", default=",".join(sanitizer.TOOLS), help="comma list of memcheck, racecheck, synccheck")
+    p.add_argument("--rungs", default="", help="comma list of rung keys or prefixes (01,05_warp); default: all")
     p.add_argument("--child", nargs=2, metavar=("TOOL", "RUNG"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.tools = tuple(t for t in args.tools.split(",") if t)
+    args.rungs = tuple(r for r in args.rungs.split(",") if r)
     bad = set(args.tools) - set(sanitizer.TOOLS)
     if bad:
         p.error(f"--tools takes {', '.join(sanitizer.TOOLS)}, not {', '.join(sorted(bad))}")
@@ -205,7 +209,7 @@ if __name__ == "__main__":
         if a.child:
             child(*a.child)
         else:
-            sys.exit(main(a.out, a.budget, a.tools))
+            sys.exit(main(a.out, a.budget, a.tools, a.rungs))
     except LabError as exc:  # no GPU, say: one sentence, not a traceback
         print(exc, file=sys.stderr)
         sys.exit(2)
