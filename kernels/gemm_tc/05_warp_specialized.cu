@@ -33,6 +33,11 @@
 //   GROUP_M 0 / 8 / 16 gave 0.890 / 0.897 / 0.893x of cuBLAS at 4096^3 and 0.850 / 0.938 / 0.950x at 8192^3
 //   (at 8192 a row of 32 tiles reads all of B, 128 MB, more than the 60 MB L2, per 128 rows of A);
 //   STAGES = 3 lost 1-4%. GROUP_M = 8 is the default: the best at 4096, within 1.3% of 16 at 8192.
+// Measured (results/h200/gemm_tc.json, H200, commit f8e3bb1, cold L2, cuBLAS in the same run): fp16 TN
+//   660.4 TFLOP/s at 4096^3 (0.888x of cuBLAS; 1.24x rung 04), 610.4 at 8192^3 (0.800x).
+//   8192^3 is not steady on this machine: three repeats in one later process (gemm_tc_repeat_8192.json,
+//   commit c6de545) gave 0.953, 0.901, 0.948x, with nvidia-smi's SM clock after each repeat at 1980 MHz, 1560 MHz, 1530 MHz:
+//   under minutes of full load the clock drops and the ratio to cuBLAS moves with it.
 // Results: results/h200/gemm_tc.json.
 // Ideas: NVIDIA's PTX ISA (setmaxnreg, wgmma), CUTLASS's warp-specialized sm90 kernels, and Pranjal
 //   Shankhdhar's worklog "Outperforming cuBLAS on H100" (2024); code is this lab's own.

@@ -14,8 +14,9 @@
 //   launched into the freed SM. Here the next tile's loads are already in flight during the epilogue.
 //   What stays exposed: the consumers' own store time (both consumer warpgroups store at once; CUTLASS's
 //   "ping-pong" schedule would let one compute while the other stores).
-// Prediction (4096^3 and 8192^3 fp16 TN, H200; written before any GPU run): 1.02-1.05x over rung 05 at 4096
-//   (4 tiles per SM, each with a fill of about 1-2 us saved out of about 50 us), about 1.01x at 8192.
+// Prediction (4096^3 and 8192^3 fp16 TN, H200; written before any GPU run): 1.02-1.05x over rung 05 at 4096,
+//   about 1.01x at 8192. Where from: about 4 tiles per SM at 4096, each saving a pipeline fill of a microsecond
+//   or two out of about 50; at 8192 the same saving is spread over four times the work.
 // Tensor maps, tails and the epilogue as rung 04 (its header says why the maps are __grid_constant__).
 // Requires: sm_90a (wgmma, setmaxnreg); A and B as rung 04 (the launcher repacks otherwise). Launch:
 //   THREADS = 128 * (1 + BM / 64) threads, a 1-D grid of min(ceil(M / BM) * ceil(N / BN), SM count) blocks,
@@ -23,6 +24,14 @@
 // Knobs: BF16 (0/1), TN (0/1), BM (128), BN (256), BK (64), STAGES (4), GROUP_M (8), THREADS.
 // Knob probe (results/h200/gemm_tc_knobs_06_{4096,8192}.json, fp16 TN, cold L2, cuBLAS in the same run):
 //   GROUP_M 8 / 16 / 4 gave 0.907 / 0.904 / 0.905x of cuBLAS at 4096^3 and 0.943 / 0.943 / 0.919x at 8192^3.
+// Measured (results/h200/gemm_tc.json, H200, commit f8e3bb1, cold L2, cuBLAS in the same run): fp16 TN
+//   672.2 TFLOP/s at 4096^3 (0.904x of cuBLAS, 1.018x rung 05: just below the predicted gain),
+//   bf16 TN 683.4 (0.894x), fp16 NN 0.897x, bf16 NN 0.896x. At 8192^3 the record says 0.826x; three
+//   repeats in one later process (gemm_tc_repeat_8192.json) gave 0.947, 0.906, 0.958x as the SM clock fell from 1980 to
+//   about 1550 MHz (rung 05's header). Through the repack path: 4.91x of cuBLAS at 4095^3, 2.74x
+//   at 4097^3 (cuBLAS leaves its fast kernels there). What is left, in the order it should pay: the consumers'
+//   epilogue (both warpgroups store at once, 4-byte stores: a ping-pong schedule or a TMA store from shared
+//   memory), TMA multicast across a cluster of 2 (half the L2 -> SM traffic of one operand), then the wave tail.
 // Results: results/h200/gemm_tc.json.
 // Ideas: CUTLASS's persistent tile schedulers for sm90, and Pranjal Shankhdhar's worklog "Outperforming
 //   cuBLAS on H100" (2024); code is this lab's own.
