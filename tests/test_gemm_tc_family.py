@@ -294,3 +294,13 @@ def test_the_first_rung_stays_out_of_the_tail_and_the_largest_sweep_sizes():
 def test_min_dram_bytes_counts_two_byte_elements():
     assert TC.min_dram_bytes({"M": 2, "N": 3, "K": 4}) == 2 * (8 + 12 + 6)
     assert TC.min_dram_bytes({"M": 2, "N": 3, "K": 4, "beta": 1.0}) == 2 * (8 + 12 + 12)
+
+
+def test_the_tour_shows_rungs_this_gpu_cannot_run_compiled_for_their_own_arch():
+    """On an sm_86 GPU the tour's compile table still lists the Hopper rungs, built for sm_90a (compile-only)."""
+    from lab.tour import compile_reports
+
+    reports = compile_reports(86, [TC])
+    assert [r.source for r in reports] == [r.spec.source for r in TC.rungs]
+    assert {r.source: r.arch for r in reports if "gemm_tc/0" in r.source} == {
+        r.spec.source: ("sm_90a" if uses_tma(r) else "sm_86") for r in TC.rungs}
