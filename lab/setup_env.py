@@ -4,7 +4,8 @@ Run by run.sh before `lab` is installed, so it uses the standard library only. T
 the driver's CUDA version (from nvidia-smi) picks cupy-cuda12x or cupy-cuda13x, and NVRTC is
 capped at that minor version, because PTX from a newer NVRTC will not load on an older driver.
 With no driver, cupy-cuda13x and the newest NVRTC 13 still give compile-only builds for any arch.
-Never the source-only `cupy` package.
+With a driver, NVIDIA's cuda-bindings of the same major version come too: the Hopper rungs encode their TMA
+tensor maps with it (lab/tma.py), which CuPy does not wrap. Never the source-only `cupy` package.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ def requirements(version: tuple[int, int] | None) -> list[str]:
         return ["cupy-cuda13x", "nvidia-cuda-nvrtc>=13.0"]
     major, minor = version
     if major >= 13:
-        return ["cupy-cuda13x", f"nvidia-cuda-nvrtc>=13.0,<=13.{minor}.99"]
+        return ["cupy-cuda13x", f"nvidia-cuda-nvrtc>=13.0,<=13.{minor}.99", "cuda-bindings>=13.0,<14"]
     if major == 12:
-        return ["cupy-cuda12x", f"nvidia-cuda-nvrtc-cu12>=12.0,<=12.{minor}.99"]
+        return ["cupy-cuda12x", f"nvidia-cuda-nvrtc-cu12>=12.0,<=12.{minor}.99", "cuda-bindings>=12.6,<13"]
     raise SystemExit(f"This driver supports CUDA {major}.{minor}; the lab needs CUDA 12 or newer. Update the driver.")
 
 

@@ -63,7 +63,8 @@ def _driver():
         from cuda.bindings import driver
     except ImportError as exc:
         raise LabError("The Hopper rungs build TMA descriptors with NVIDIA's cuda-bindings, which is not installed "
-                       "here: pip install cuda-bindings (same major version as your CUDA driver).") from exc
+                       "here: pip install cuda-bindings (same major version as your CUDA driver; the lab's extra "
+                       "'hopper' names it).") from exc
     return driver
 
 
