@@ -57,6 +57,11 @@ def findings() -> list[Finding]:
         if gpu.arch < 75:
             found.append(Finding("GPU arch", False, f"{gpu.sm} is older than the lab's minimum sm_75",
                                  "Use a Turing (sm_75) or newer GPU."))
+        if gpu.arch == 90:  # the Hopper rungs (gemm_tc 04 on) build TMA tensor maps with cuda-bindings
+            have = _installed("cuda-bindings")
+            found.append(Finding("cuda-bindings", have, "installed" if have else "not installed",
+                                 "" if have else "`pip install cuda-bindings` (your driver's CUDA major version) "
+                                 "for the Hopper rungs' TMA tensor maps."))
     else:
         found.append(Finding("GPU", False, device.why_no_gpu(),
                              "`lab inspect` and `lab tour` still work: compile-only plus replayed results."))
