@@ -5,7 +5,7 @@ bound's rounding part (the bound at accumulation_scale 0) and E what scale 1 add
 the smaller the worst figure, the more the truncation term could be tightened. One seed, three input
 distributions; JSON with provenance.
 
-    python3 scripts/gemm_tc_margin.py OUT.json
+    python3 scripts/gemm_tc_margin.py OUT.json [RUNG_PREFIX ...]    (default: every rung)
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def main(out_path: str) -> None:
+def main(out_path: str, prefixes: tuple[str, ...] = ()) -> None:
     import cupy as cp
 
     from lab import records
@@ -28,7 +28,7 @@ def main(out_path: str) -> None:
 
     full, none = GemmTcFamily(1.0), GemmTcFamily(0.0)
     rows = []
-    for rung in full.rungs:
+    for rung in [r for r in full.rungs if not prefixes or r.key.startswith(prefixes)]:
         worst = {"used": -np.inf, "case": ""}
         for case in full.check_cases():
             for d, dist in enumerate(DISTRIBUTIONS):
@@ -47,8 +47,9 @@ def main(out_path: str) -> None:
                     worst = {"used": used, "case": f"{problem.label} ({dist})"}
         rows.append({"rung": rung.key, "worst_share_of_E": worst["used"], "worst_case": worst["case"]})
         print(f"{rung.key}: at most {worst['used']:.3g} of E used ({worst['case']})", flush=True)
-    Path(out_path).write_text(json.dumps({"provenance": records.provenance(), "rows": rows}, indent=1) + "\n")
+        # Written after every rung, so a run cut short keeps what it measured.
+        Path(out_path).write_text(json.dumps({"provenance": records.provenance(), "rows": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], tuple(sys.argv[2:]))
