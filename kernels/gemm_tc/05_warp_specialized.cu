@@ -36,8 +36,8 @@
 // Measured (results/h200/gemm_tc.json, H200, commit f8e3bb1, cold L2, cuBLAS in the same run): fp16 TN
 //   660.4 TFLOP/s at 4096^3 (0.888x of cuBLAS; 1.24x rung 04), 610.4 at 8192^3 (0.800x).
 //   8192^3 is not steady on this machine: three repeats in one later process (gemm_tc_repeat_8192.json,
-//   commit c6de545) gave 0.953, 0.901, 0.948x, with nvidia-smi's SM clock after each repeat at 1980 MHz, 1560 MHz, 1530 MHz:
-//   under minutes of full load the clock drops and the ratio to cuBLAS moves with it.
+//   commit c6de545) gave 0.953, 0.901, 0.948x, with nvidia-smi's SM clock after each repeat at 1980 MHz,
+//   1560 MHz, 1530 MHz: under minutes of full load the clock drops and the ratio to cuBLAS moves with it.
 // Results: results/h200/gemm_tc.json.
 // Ideas: NVIDIA's PTX ISA (setmaxnreg, wgmma), CUTLASS's warp-specialized sm90 kernels, and Pranjal
 //   Shankhdhar's worklog "Outperforming cuBLAS on H100" (2024); code is this lab's own.
@@ -150,7 +150,8 @@ gemm_tc_warp_specialized(const __grid_constant__ TensorMap map_a, const __grid_c
     int tile_m = blockIdx.y, tile_n = blockIdx.x;
 #if GROUP_M
     // Blocks start roughly in launch order (x fastest). Walking GROUP_M tile-rows column by column keeps
-    // the A rows of a group and the B columns of a few tile-columns in L2 while a wave runs over them.
+    // the A rows of a group and the B columns of a few tile-columns in L2 while a wave runs over them
+    // (lab/schedule.py restates the order and predicts each wave's footprint).
     {
         const int id = blockIdx.y * gridDim.x + blockIdx.x, per_group = GROUP_M * gridDim.x;
         const int first = (id / per_group) * GROUP_M, rows = min(static_cast<int>(gridDim.y) - first, GROUP_M);

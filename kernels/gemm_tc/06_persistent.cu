@@ -132,7 +132,8 @@ __device__ __forceinline__ void store_pair(half_bits* __restrict__ C, int ldc, b
 }
 
 // The origin of tile `tile` (0 .. tiles_m * tiles_n - 1) in C, in rung 05's order: GROUP_M tile-rows at a time,
-// column by column inside a group (row-major when GROUP_M is 0).
+// column by column inside a group (row-major when GROUP_M is 0). lab/schedule.py restates it for lessons and
+// tests.
 __device__ __forceinline__ void tile_origin(int tile, int tiles_m, int tiles_n, int& row0, int& col0) {
     int tile_m = tile / tiles_n, tile_n = tile % tiles_n;
 #if GROUP_M
@@ -179,7 +180,8 @@ gemm_tc_persistent(const __grid_constant__ TensorMap map_a, const __grid_constan
                 tile_origin(tile, tiles_m, tiles_n, row0, col0);
                 for (int kt = 0; kt < k_tiles; ++kt, ++it) {
                     const int s = it % STAGES;
-                    if (it >= STAGES) mbar_wait(empty + 8 * s, ((it - STAGES) / STAGES) & 1);  // its last reader is done
+                    // Wait until the consumers released this stage's previous k-tile (it - STAGES).
+                    if (it >= STAGES) mbar_wait(empty + 8 * s, ((it - STAGES) / STAGES) & 1);
                     issue_stage(tiles_smem, full, &map_a, &map_b, s, kt, row0, col0);
                 }
             }

@@ -1,0 +1,76 @@
+"""Tile orders for a GEMM's output tiles (threadblock swizzle / raster order), in Python.
+
+A GEMM kernel maps a linear work index (a block index, or a persistent block's k-th tile) to an output tile.
+Blocks start roughly in index order and about one wave (the SM count times the blocks per SM) runs at once,
+so the order decides which A row-panels and B column-panels are live in L2 together. These functions restate
+the orders the kernels use (gemm_tc rungs 05 and 06: `tile_origin`, GROUP_M) so that lessons can draw them and
+predict their L2 footprint, and tests can prove each is a permutation of the tiles for any grid.
+
+Orders: "row" (row-major: tile_n fastest), "column" (column-major), and "grouped" (GROUP_M tile-rows at a time,
+column by column inside a group; the last group takes the rows that are left), the order Triton's matmul
+tutorial calls grouped ordering and CUTLASS a swizzle of the threadblock index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+ORDERS = ("row", "column", "grouped")
+
+
+def tile_of(index: int, tiles_m: int, tiles_n: int, order: str = "row", group_m: int = 8) -> tuple[int, int]:
+    """(tile_m, tile_n) of linear work index `index` (0 .. tiles_m * tiles_n - 1) in `order`: the kernels'
+    arithmetic, one index at a time."""
+    if not 0 <= index < tiles_m * tiles_n:
+        raise ValueError(f"index {index} outside the {tiles_m} x {tiles_n} tiles")
+    if order == "row":
+        return index // tiles_n, index % tiles_n
+    if order == "column":
+        return index % tiles_m, index // tiles_m
+    if order == "grouped":
+        if group_m < 1:
+            raise ValueError(f"group_m must be >= 1, got {group_m}")
+        per_group = group_m * tiles_n
+        first = (index // per_group) * group_m
+        rows = min(tiles_m - first, group_m)
+        return first + (index % per_group) % rows, (index % per_group) // rows
+    raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {order!r}")
+
+
+def visit_order(tiles_m: int, tiles_n: int, order: str = "row", group_m: int = 8) -> np.ndarray:
+    """The work index of every tile, as a tiles_m x tiles_n array (the picture of an order)."""
+    grid = np.full((tiles_m, tiles_n), -1, dtype=np.int64)
+    for index in range(tiles_m * tiles_n):
+        grid[tile_of(index, tiles_m, tiles_n, order, group_m)] = index
+    return grid
+
+
+@dataclass(frozen=True)
+class WaveFootprint:
+    """What one wave of tiles touches: the distinct A row-panels and B column-panels, and their bytes."""
+
+    wave: int
+    tiles: int
+    a_panels: int
+    b_panels: int
+    bytes: int
+
+
+def wave_footprints(M: int, N: int, K: int, bm: int, bn: int, workers: int, order: str = "row", group_m: int = 8,
+                    element_bytes: int = 2) -> list[WaveFootprint]:
+    """For each wave of `workers` consecutive work indices: how many A panels (bm x K) and B panels (K x bn) its
+    tiles read, and their total bytes. A wave whose panels fit in L2 reads each from DRAM about once; one whose
+    panels do not fit re-reads them as later waves need them again. A prediction, not a measurement: blocks
+    drift apart in time, and L2 keeps parts of panels."""
+    tiles_m, tiles_n = -(-M // bm), -(-N // bn)
+    total = tiles_m * tiles_n
+    out = []
+    for wave, start in enumerate(range(0, total, workers)):
+        coords = [tile_of(i, tiles_m, tiles_n, order, group_m) for i in range(start, min(start + workers, total))]
+        a_panels = len({m for m, _ in coords})
+        b_panels = len({n for _, n in coords})
+        out.append(WaveFootprint(wave, len(coords), a_panels, b_panels,
+                                 element_bytes * K * (a_panels * bm + b_panels * bn)))
+    return out

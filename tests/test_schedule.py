@@ -1,0 +1,55 @@
+"""CPU: the tile orders of lab.schedule (the kernels' raster orders restated): each visits every tile exactly
+once for any grid, the grouped order's limits are the row- and column-major orders, and a wave's footprint
+counts the panels its tiles read."""
+
+import numpy as np
+import pytest
+
+from lab import schedule
+
+GRIDS = [(1, 1), (1, 7), (7, 1), (3, 5), (8, 8), (9, 32), (33, 17), (64, 32), (17, 64)]
+
+
+@pytest.mark.parametrize("order", schedule.ORDERS)
+@pytest.mark.parametrize("group_m", [1, 3, 8, 16, 64])
+@pytest.mark.parametrize("grid", GRIDS, ids=lambda g: f"{g[0]}x{g[1]}")
+def test_every_order_visits_every_tile_exactly_once(order, group_m, grid):
+    visits = schedule.visit_order(*grid, order=order, group_m=group_m)
+    assert sorted(visits.ravel().tolist()) == list(range(grid[0] * grid[1]))
+
+
+@pytest.mark.parametrize("grid", GRIDS, ids=lambda g: f"{g[0]}x{g[1]}")
+def test_grouped_order_spans_row_major_to_column_major(grid):
+    tiles_m, tiles_n = grid
+    row, column = schedule.visit_order(*grid, order="row"), schedule.visit_order(*grid, order="column")
+    assert np.array_equal(schedule.visit_order(*grid, order="grouped", group_m=1), row)
+    assert np.array_equal(schedule.visit_order(*grid, order="grouped", group_m=tiles_m), column)
+    assert np.array_equal(row, np.arange(tiles_m * tiles_n).reshape(tiles_m, tiles_n))
+
+
+def test_grouped_order_walks_a_group_column_by_column_and_the_last_group_is_short():
+    visits = schedule.visit_order(5, 3, order="grouped", group_m=2)
+    assert visits.tolist() == [[0, 2, 4], [1, 3, 5], [6, 8, 10], [7, 9, 11], [12, 13, 14]]
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError, match="outside"):
+        schedule.tile_of(6, 2, 3)
+    with pytest.raises(ValueError, match="order must be"):
+        schedule.tile_of(0, 2, 3, order="hilbert")
+    with pytest.raises(ValueError, match="group_m"):
+        schedule.tile_of(0, 2, 3, order="grouped", group_m=0)
+
+
+def test_a_wave_footprint_counts_the_panels_its_tiles_read():
+    """8192^3 in 128 x 256 tiles (64 x 32 of them) on 132 workers: the first row-major wave covers 4 whole rows
+    and 4 tiles of a fifth, so 5 A panels and all 32 B panels; grouped by 8 rows it covers 16 whole columns of 8
+    tiles and 4 of a 17th, so 8 A panels and 17 B panels."""
+    M = N = K = 8192
+    row = schedule.wave_footprints(M, N, K, 128, 256, 132, order="row")[0]
+    grouped = schedule.wave_footprints(M, N, K, 128, 256, 132, order="grouped", group_m=8)[0]
+    assert (row.tiles, row.a_panels, row.b_panels) == (132, 5, 32)
+    assert (grouped.tiles, grouped.a_panels, grouped.b_panels) == (132, 8, 17)
+    assert row.bytes == 2 * K * (5 * 128 + 32 * 256) and grouped.bytes == 2 * K * (8 * 128 + 17 * 256)
+    waves = schedule.wave_footprints(M, N, K, 128, 256, 132)
+    assert len(waves) == -(-64 * 32 // 132) and sum(w.tiles for w in waves) == 64 * 32
