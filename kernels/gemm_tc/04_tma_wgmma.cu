@@ -48,8 +48,7 @@
 //   pipelines, and Pranjal Shankhdhar's worklog "Outperforming cuBLAS on H100" (2024) for the order in
 //   which these pieces pay; code is this lab's own.
 #include "lab_cp_async.cuh"
-#include "lab_hopper.cuh"
-#include "lab_mma.cuh"
+#include "lab_hopper_gemm.cuh"
 
 #ifndef BF16
 #define BF16 0
@@ -92,50 +91,6 @@ static_assert(STAGES >= 2, "a pipeline needs at least two stages");
 
 typedef unsigned short half_bits;
 
-// d (+)= one k-step: the right wgmma for BN.
-__device__ __forceinline__ void wgmma_step(float (&d)[ACC], unsigned long long da, unsigned long long db) {
-#if BN == 256
-    wgmma_m64n256k16<BF16, 1 - TN>(d, da, db, 1);
-#else
-    wgmma_m64n128k16<BF16, 1 - TN>(d, da, db, 1);
-#endif
-}
-
-// Stage s's A tile starts at tiles + s * STAGE_BYTES, its B tile A_TILE_BYTES later.
-__device__ __forceinline__ void issue_stage(unsigned tiles, unsigned full, const TensorMap* map_a,
-                                            const TensorMap* map_b, int s, int kt, int row0, int col0) {
-    const unsigned a = tiles + s * STAGE_BYTES, b = a + A_TILE_BYTES, bar = full + 8 * s;
-    mbar_arrive_expect_tx(bar, STAGE_BYTES);
-    tma_load_2d(a, map_a, kt * BK, row0, bar);  // A[row0 .. +BM][k0 .. +BK], k-major rows
-#if TN
-    tma_load_2d(b, map_b, kt * BK, col0, bar);  // Bt[col0 .. +BN][k0 .. +BK]: k-major rows, as A
-#else
-#pragma unroll
-    for (int j = 0; j < BN / 64; ++j)  // B[k0 .. +BK][col0 + 64j .. +64]: n-major, one box per 64 columns
-        tma_load_2d(b + j * BK * ROW_BYTES, map_b, col0 + 64 * j, kt * BK, bar);
-#endif
-}
-
-// C[row][col, col+1] = alpha * acc + beta * C rounded once to the output type, only inside M x N; C is
-// not read when beta == 0. `pairs`: ldc even and C 4-byte aligned, so both go in one 4-byte access.
-__device__ __forceinline__ void store_pair(half_bits* __restrict__ C, int ldc, bool pairs, int row, int col, int M,
-                                           int N, float alpha, float beta, float acc0, float acc1) {
-    if (row >= M || col >= N) return;
-    half_bits* p = C + (long long)row * ldc + col;
-    float r0 = alpha * acc0, r1 = alpha * acc1;
-    if (pairs && col + 1 < N) {
-        if (beta != 0.0f) {
-            const unsigned c = *reinterpret_cast<const unsigned*>(p);
-            r0 = fmaf(beta, half_bits_to_float<BF16>(half_bits(c & 0xffff)), r0);
-            r1 = fmaf(beta, half_bits_to_float<BF16>(half_bits(c >> 16)), r1);
-        }
-        *reinterpret_cast<unsigned*>(p) = pack_half2(float_to_half_bits<BF16>(r0), float_to_half_bits<BF16>(r1));
-        return;
-    }
-    p[0] = float_to_half_bits<BF16>(beta != 0.0f ? fmaf(beta, half_bits_to_float<BF16>(p[0]), r0) : r0);
-    if (col + 1 < N) p[1] = float_to_half_bits<BF16>(beta != 0.0f ? fmaf(beta, half_bits_to_float<BF16>(p[1]), r1) : r1);
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_tc_tma_wgmma(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, int M, int N,
                   int K, float alpha, float beta, half_bits* __restrict__ C, int ldc) {
@@ -161,7 +116,8 @@ gemm_tc_tma_wgmma(const __grid_constant__ TensorMap map_a, const __grid_constant
     }
     __syncthreads();
     if (threadIdx.x == 0)
-        for (int s = 0; s < STAGES && s < k_tiles; ++s) issue_stage(tiles, full, &map_a, &map_b, s, s, row0, col0);
+        for (int s = 0; s < STAGES && s < k_tiles; ++s)
+            issue_stage<BM, BN, BK, TN>(tiles, full, &map_a, &map_b, s, s, row0, col0);
 
     float acc[ACC];
 #pragma unroll
@@ -183,7 +139,7 @@ gemm_tc_tma_wgmma(const __grid_constant__ TensorMap map_a, const __grid_constant
             // n-major boxes of BK k-rows: k-step ks is 16 rows down; the next 64 columns one box further.
             const unsigned long long db = wgmma_desc(b + 16 * ks * ROW_BYTES, BK * ROW_BYTES, 8 * ROW_BYTES);
 #endif
-            wgmma_step(acc, da, db);
+            wgmma_k_step<BF16, TN, BN>(acc, da, db);
         }
         wgmma_commit();
         fence_accumulators(acc);
@@ -193,7 +149,7 @@ gemm_tc_tma_wgmma(const __grid_constant__ TensorMap map_a, const __grid_constant
             if (lane == 0) mbar_arrive(empty + 8 * sp);
             if (threadIdx.x == 0 && kt - 1 + STAGES < k_tiles) {
                 mbar_wait(empty + 8 * sp, ((kt - 1) / STAGES) & 1);  // every warp is done with it
-                issue_stage(tiles, full, &map_a, &map_b, sp, kt - 1 + STAGES, row0, col0);
+                issue_stage<BM, BN, BK, TN>(tiles, full, &map_a, &map_b, sp, kt - 1 + STAGES, row0, col0);
             }
         }
     }
@@ -208,6 +164,6 @@ gemm_tc_tma_wgmma(const __grid_constant__ TensorMap map_a, const __grid_constant
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-            store_pair(C, ldc, pairs, row + 8 * h, col0 + 8 * j + 2 * t, M, N, alpha, beta, acc[4 * j + 2 * h],
+            store_pair<BF16>(C, ldc, pairs, row + 8 * h, col0 + 8 * j + 2 * t, M, N, alpha, beta, acc[4 * j + 2 * h],
                        acc[4 * j + 2 * h + 1]);
 }

@@ -42,8 +42,7 @@
 // Ideas: NVIDIA's PTX ISA (setmaxnreg, wgmma), CUTLASS's warp-specialized sm90 kernels, and Pranjal
 //   Shankhdhar's worklog "Outperforming cuBLAS on H100" (2024); code is this lab's own.
 #include "lab_cp_async.cuh"
-#include "lab_hopper.cuh"
-#include "lab_mma.cuh"
+#include "lab_hopper_gemm.cuh"
 
 #ifndef BF16
 #define BF16 0
@@ -93,50 +92,6 @@ static_assert(STAGES >= 2, "a pipeline needs at least two stages");
 
 typedef unsigned short half_bits;
 
-// d (+)= one k-step: the right wgmma for BN.
-__device__ __forceinline__ void wgmma_step(float (&d)[ACC], unsigned long long da, unsigned long long db) {
-#if BN == 256
-    wgmma_m64n256k16<BF16, 1 - TN>(d, da, db, 1);
-#else
-    wgmma_m64n128k16<BF16, 1 - TN>(d, da, db, 1);
-#endif
-}
-
-// Stage s's A tile starts at tiles + s * STAGE_BYTES, its B tile A_TILE_BYTES later.
-__device__ __forceinline__ void issue_stage(unsigned tiles, unsigned full, const TensorMap* map_a,
-                                            const TensorMap* map_b, int s, int kt, int row0, int col0) {
-    const unsigned a = tiles + s * STAGE_BYTES, b = a + A_TILE_BYTES, bar = full + 8 * s;
-    mbar_arrive_expect_tx(bar, STAGE_BYTES);
-    tma_load_2d(a, map_a, kt * BK, row0, bar);  // A[row0 .. +BM][k0 .. +BK], k-major rows
-#if TN
-    tma_load_2d(b, map_b, kt * BK, col0, bar);  // Bt[col0 .. +BN][k0 .. +BK]: k-major rows, as A
-#else
-#pragma unroll
-    for (int j = 0; j < BN / 64; ++j)  // B[k0 .. +BK][col0 + 64j .. +64]: n-major, one box per 64 columns
-        tma_load_2d(b + j * BK * ROW_BYTES, map_b, col0 + 64 * j, kt * BK, bar);
-#endif
-}
-
-// C[row][col, col+1] = alpha * acc + beta * C rounded once to the output type, only inside M x N; C is
-// not read when beta == 0. `pairs`: ldc even and C 4-byte aligned, so both go in one 4-byte access.
-__device__ __forceinline__ void store_pair(half_bits* __restrict__ C, int ldc, bool pairs, int row, int col, int M,
-                                           int N, float alpha, float beta, float acc0, float acc1) {
-    if (row >= M || col >= N) return;
-    half_bits* p = C + (long long)row * ldc + col;
-    float r0 = alpha * acc0, r1 = alpha * acc1;
-    if (pairs && col + 1 < N) {
-        if (beta != 0.0f) {
-            const unsigned c = *reinterpret_cast<const unsigned*>(p);
-            r0 = fmaf(beta, half_bits_to_float<BF16>(half_bits(c & 0xffff)), r0);
-            r1 = fmaf(beta, half_bits_to_float<BF16>(half_bits(c >> 16)), r1);
-        }
-        *reinterpret_cast<unsigned*>(p) = pack_half2(float_to_half_bits<BF16>(r0), float_to_half_bits<BF16>(r1));
-        return;
-    }
-    p[0] = float_to_half_bits<BF16>(beta != 0.0f ? fmaf(beta, half_bits_to_float<BF16>(p[0]), r0) : r0);
-    if (col + 1 < N) p[1] = float_to_half_bits<BF16>(beta != 0.0f ? fmaf(beta, half_bits_to_float<BF16>(p[1]), r1) : r1);
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_tc_warp_specialized(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, int M,
                          int N, int K, float alpha, float beta, half_bits* __restrict__ C, int ldc) {
@@ -180,7 +135,7 @@ gemm_tc_warp_specialized(const __grid_constant__ TensorMap map_a, const __grid_c
             for (int kt = 0; kt < k_tiles; ++kt) {
                 const int s = kt % STAGES;
                 if (kt >= STAGES) mbar_wait(empty + 8 * s, ((kt - STAGES) / STAGES) & 1);  // tile kt-STAGES is read
-                issue_stage(tiles, full, &map_a, &map_b, s, kt, row0, col0);
+                issue_stage<BM, BN, BK, TN>(tiles, full, &map_a, &map_b, s, kt, row0, col0);
             }
         return;
     }
@@ -205,7 +160,7 @@ gemm_tc_warp_specialized(const __grid_constant__ TensorMap map_a, const __grid_c
 #else
             const unsigned long long db = wgmma_desc(b + 16 * ks * ROW_BYTES, BK * ROW_BYTES, 8 * ROW_BYTES);
 #endif
-            wgmma_step(acc, da, db);
+            wgmma_k_step<BF16, TN, BN>(acc, da, db);
         }
         wgmma_commit();
         fence_accumulators(acc);
@@ -223,6 +178,6 @@ gemm_tc_warp_specialized(const __grid_constant__ TensorMap map_a, const __grid_c
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-            store_pair(C, ldc, pairs, row + 8 * h, col0 + 8 * j + 2 * t, M, N, alpha, beta, acc[4 * j + 2 * h],
+            store_pair<BF16>(C, ldc, pairs, row + 8 * h, col0 + 8 * j + 2 * t, M, N, alpha, beta, acc[4 * j + 2 * h],
                        acc[4 * j + 2 * h + 1]);
 }

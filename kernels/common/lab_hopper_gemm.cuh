@@ -1,0 +1,65 @@
+// The pieces the Hopper GEMM rungs (gemm_tc 04 on) share unchanged, so that the diff from one rung to the
+// next shows only what that rung changes: one k-step of wgmma, one stage's TMA loads, and the epilogue's
+// store of two adjacent outputs. Each takes the rung's knobs as template parameters, named apart from the
+// knob macros (BM, BN, BK, TN, BF16 arrive as -D options and would replace same-named parameters).
+#pragma once
+
+#include "lab_hopper.cuh"
+#include "lab_mma.cuh"
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// d (+)= one 64 x TILE_N x 16 step (TILE_N = 128 or 256), B K-major (B_K_MAJOR = 1: TN) or MN-major (NN).
+template <int IS_BF16, int B_K_MAJOR, int TILE_N>
+__device__ __forceinline__ void wgmma_k_step(float (&d)[TILE_N / 2], unsigned long long da, unsigned long long db) {
+    static_assert(TILE_N == 128 || TILE_N == 256, "wgmma m64n128k16 or m64n256k16");
+    if constexpr (TILE_N == 256)
+        wgmma_m64n256k16<IS_BF16, 1 - B_K_MAJOR>(d, da, db, 1);
+    else
+        wgmma_m64n128k16<IS_BF16, 1 - B_K_MAJOR>(d, da, db, 1);
+}
+
+// Stage s's TMA loads of k-tile kt for the block tile at (row0, col0), completing on mbarrier full + 8 s.
+// A stage is A's TILE_M x TILE_K tile then B's (TN: TILE_N x TILE_K, one box; NN: TILE_N / 64 boxes of
+// TILE_K x 64), starting at tiles + s * (TILE_M + TILE_N) * TILE_K * 2; rows of TILE_K = 64 two-byte
+// elements are one 128-byte swizzle row.
+template <int TILE_M, int TILE_N, int TILE_K, int B_K_MAJOR>
+__device__ __forceinline__ void issue_stage(unsigned tiles, unsigned full, const TensorMap* map_a,
+                                            const TensorMap* map_b, int s, int kt, int row0, int col0) {
+    constexpr unsigned STAGE = (TILE_M + TILE_N) * TILE_K * 2, ROW = 128;
+    const unsigned a = tiles + s * STAGE, b = a + TILE_M * TILE_K * 2, bar = full + 8 * s;
+    mbar_arrive_expect_tx(bar, STAGE);
+    tma_load_2d(a, map_a, kt * TILE_K, row0, bar);  // A[row0 .. +TILE_M][k0 .. +TILE_K], k-major rows
+    if constexpr (B_K_MAJOR) {
+        tma_load_2d(b, map_b, kt * TILE_K, col0, bar);  // Bt[col0 .. +TILE_N][k0 .. +TILE_K]: k-major, as A
+    } else {
+#pragma unroll
+        for (int j = 0; j < TILE_N / 64; ++j)  // B[k0 .. +TILE_K][col0 + 64j .. +64]: one box per 64 columns
+            tma_load_2d(b + j * TILE_K * ROW, map_b, col0 + 64 * j, kt * TILE_K, bar);
+    }
+}
+
+// C[row][col, col+1] = alpha * acc + beta * C rounded once to the output type, only inside M x N; C is
+// not read when beta == 0. `pairs`: ldc even and C 4-byte aligned, so both go in one 4-byte access.
+template <int IS_BF16>
+__device__ __forceinline__ void store_pair(unsigned short* __restrict__ C, int ldc, bool pairs, int row, int col,
+                                           int M, int N, float alpha, float beta, float acc0, float acc1) {
+    if (row >= M || col >= N) return;
+    unsigned short* p = C + (long long)row * ldc + col;
+    float r0 = alpha * acc0, r1 = alpha * acc1;
+    if (pairs && col + 1 < N) {
+        if (beta != 0.0f) {
+            const unsigned c = *reinterpret_cast<const unsigned*>(p);
+            r0 = fmaf(beta, half_bits_to_float<IS_BF16>(static_cast<unsigned short>(c & 0xffff)), r0);
+            r1 = fmaf(beta, half_bits_to_float<IS_BF16>(static_cast<unsigned short>(c >> 16)), r1);
+        }
+        *reinterpret_cast<unsigned*>(p) =
+            pack_half2(float_to_half_bits<IS_BF16>(r0), float_to_half_bits<IS_BF16>(r1));
+        return;
+    }
+    p[0] = float_to_half_bits<IS_BF16>(beta != 0.0f ? fmaf(beta, half_bits_to_float<IS_BF16>(p[0]), r0) : r0);
+    if (col + 1 < N)
+        p[1] = float_to_half_bits<IS_BF16>(beta != 0.0f ? fmaf(beta, half_bits_to_float<IS_BF16>(p[1]), r1) : r1);
+}
+
+#endif  // sm_90a
