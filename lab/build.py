@@ -137,6 +137,12 @@ def arch_refusal(spec: KernelSpec, arch: int) -> str | None:
     return None
 
 
+def report_arch(spec: KernelSpec, arch: int) -> int:
+    """The arch to compile `spec` for when showing it on a GPU of `arch`: that arch where the kernel runs
+    there, else the one it needs (an sm_90a rung is shown compiled for sm_90a, compile-only, on any GPU)."""
+    return arch if arch_refusal(spec, arch) is None else spec.min_arch
+
+
 def compile_options(spec: KernelSpec, arch: int, verbose_ptxas: bool = True) -> list[str]:
     opts = [
         f"--gpu-architecture={arch_string(arch, spec.arch_suffix if arch >= 90 else '')}",

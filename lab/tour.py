@@ -24,8 +24,8 @@ def compile_reports(arch: int, fams: list[Family]) -> list[build.CompileReport]:
     """Every rung compiled for `arch`; a rung a GPU of that arch cannot run (an sm_90a rung on an sm_86 GPU)
     is compiled for the arch it needs instead, so the table still shows it, compile-only (its arch column
     says which)."""
-    return [build.compile_report(r.spec, arch if build.arch_refusal(r.spec, arch) is None else r.spec.min_arch,
-                                 f.dynamic_smem_bytes(r)) for f in fams for r in f.rungs]
+    return [build.compile_report(r.spec, build.report_arch(r.spec, arch), f.dynamic_smem_bytes(r))
+            for f in fams for r in f.rungs]
 
 
 def _family_plots(rs: records.RecordSet, fam: Family, out: Path) -> list[Path]:

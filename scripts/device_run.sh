@@ -99,7 +99,7 @@ for r in rs.records:
         echo "== lab verify gemm_tc --rung $r"
         timeout 200 python3 -m lab verify gemm_tc --rung "$r" --seeds 1 --seed 100 --json "$pack/verify_$r.json" | tail -6
       done
-      echo "== gemm_tc headline bench"; timeout 200 python3 scripts/gemm_tc_headline.py "$pack/gemm_tc_headline.json" ;;
+      echo "== gemm_tc headline bench"; timeout 200 python3 -m lab bench gemm_tc --kinds headline --json "$pack/gemm_tc_headline.json" ;;
     tc-final)
       LAB_EXERCISE_SUMMARY="$pack/gemm_tc_exercise.json" gpu_tests 120 tests/test_gpu_exercises.py -k "05_mma or tensor_core"
       gpu_tests 330 tests/test_gpu_gemm_tc.py

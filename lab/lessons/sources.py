@@ -70,27 +70,19 @@ def show_diff(family: str | Family, key: str, context: int = 3) -> Markdown:
     return md(f"```diff\n{diff.rstrip()}\n```")
 
 
-def report_arch(rung: Rung, arch: int) -> int:
-    """The arch a rung's compile report is made for: `arch` where the rung runs there, else the one it needs
-    (a Hopper-only sm_90a rung is compiled for sm_90a on any machine, compile-only where it cannot run)."""
-    from lab.lessons.mode import runs_on
-
-    return arch if runs_on(rung, arch) else rung.spec.min_arch
-
-
 def compile_pair(family: str | Family, key: str, arch: int) -> list:
     """Compile reports of the previous rung and this one (just this one for a ladder's first rung), each
     as the family launches it (a rung with a VEC knob in its 16-byte variant when the family has one: the
     family's own VEC default, else VEC=4), with the dynamic shared memory its launch asks for, and for the
-    arch it needs where `arch` is too old for it (report_arch)."""
-    from lab.build import compile_report
+    arch it needs where `arch` cannot run it (lab.build.report_arch)."""
+    from lab.build import compile_report, report_arch
 
     fam = family_of(family)
     vec_rungs = getattr(fam, "VEC_RUNGS", ())
     reports = []
     for r in rung_pair(fam, key):
         spec = r.spec.with_knobs(VEC=4) if r.key in vec_rungs and "VEC" not in dict(r.spec.knobs) else r.spec
-        reports.append(compile_report(spec, report_arch(r, arch), fam.dynamic_smem_bytes(r)))
+        reports.append(compile_report(spec, report_arch(r.spec, arch), fam.dynamic_smem_bytes(r)))
     return reports
 
 
