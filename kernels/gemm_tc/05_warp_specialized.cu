@@ -11,8 +11,8 @@
 //      (128 * 40 + 256 * 232 = 64512 <= 65536).
 //   3. Tile: 128 x 256 (each consumer warpgroup 64 x 256 with wgmma m64n256k16). Shared memory read per
 //      FLOP falls: a 64 x 256 x 16 step reads 10 KB for 524288 FLOP, 52 FLOP per byte (rung 04: 43),
-//      and each B tile byte from global memory serves 128 rows instead of 128 with half the columns, so
-//      L2 -> SM traffic per FLOP falls by a third.
+//      and L2 -> SM bytes per FLOP fall by a quarter: a k-tile brings (128 + 256) rows for 128 x 256 outputs,
+//      against (128 + 128) rows for 128 x 128.
 //   4. Release: a consumer warp arrives on a stage's "empty" barrier as soon as the wgmma group that
 //      read it has completed (wait_group 1 after the next group is committed).
 // Why: rung 04's thread 0 both computes and produces, and its 128 x 128 tile leaves little slack in
@@ -32,7 +32,9 @@
 // Knob probe (results/h200/gemm_tc_knobs_05_{4096,8192}.json, fp16 TN, cold L2, cuBLAS in the same run):
 //   GROUP_M 0 / 8 / 16 gave 0.890 / 0.897 / 0.893x of cuBLAS at 4096^3 and 0.850 / 0.938 / 0.950x at 8192^3
 //   (at 8192 a row of 32 tiles reads all of B, 128 MB, more than the 60 MB L2, per 128 rows of A);
-//   STAGES = 3 lost 1-4%. GROUP_M = 8 is the default: the best at 4096, within 1.3% of 16 at 8192.
+//   STAGES = 3 gave 0.881x (4096) and 0.880x (8192) with GROUP_M = 0, 0.886x and 0.941x with GROUP_M = 8: 1%
+//   below STAGES = 4 at 4096, within noise of it at 8192. GROUP_M = 8 is the default: the best at 4096, within
+//   1.3% of 16 at 8192.
 // Measured (results/h200/gemm_tc.json, H200, commit f8e3bb1, cold L2, cuBLAS in the same run): fp16 TN
 //   660.4 TFLOP/s at 4096^3 (0.888x of cuBLAS; 1.24x rung 04), 610.4 at 8192^3 (0.800x).
 //   8192^3 is not steady on this machine: three repeats in one later process (gemm_tc_repeat_8192.json,

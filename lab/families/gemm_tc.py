@@ -308,8 +308,8 @@ class GemmTcFamily(Family):
             return {"path": "repack+tma", "repacked": repacked}
         if rung.key in self.VEC_RUNGS:
             vec = _knobs(self.variant(rung, problem, out))["VEC"]
-            return {"path": "cp.async 16-byte" if rung.key == "03_swizzled_multistage" and vec == 8
-                    else "16-byte loads" if vec == 8 else "element loads"}
+            return {"path": "element loads" if vec == 1 else
+                    "cp.async 16-byte" if "STAGES" in _knobs(rung) else "16-byte loads"}
         return {"path": "fragments from global memory"}
 
     def launch_ceiling(self, problem: Problem, out, set_index: int = 0) -> None:
