@@ -6,9 +6,12 @@ so the order decides which A row-panels and B column-panels are live in L2 toget
 the orders the kernels use (gemm_tc rungs 05 and 06: `tile_origin`, GROUP_M) so that lessons can draw them and
 predict their L2 footprint, and tests can prove each is a permutation of the tiles for any grid.
 
-Orders: "row" (row-major: tile_n fastest), "column" (column-major), and "grouped" (GROUP_M tile-rows at a time,
-column by column inside a group; the last group takes the rows that are left), the order Triton's matmul
-tutorial calls grouped ordering and CUTLASS a swizzle of the threadblock index.
+Orders (kernels/common/lab_tile_order.cuh, the RASTER knob): "row" (row-major: tile_n fastest), "column"
+(column-major), "grouped" (GROUP_M tile-rows at a time, column by column inside a group; the last group takes the
+rows that are left), the order Triton's matmul tutorial calls grouped ordering and CUTLASS a swizzle of the
+threadblock index, and "snake" (grouped, with every other group walking its columns right to left).
+
+`stream_k_pieces` restates rung 07's stream-K decomposition (which block computes which k-range of which tile).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-ORDERS = ("row", "column", "grouped")
+ORDERS = ("row", "column", "grouped", "snake")
+RASTER = {order: code for code, order in enumerate(ORDERS)}  # the kernels' RASTER knob
 
 
 def tile_of(index: int, tiles_m: int, tiles_n: int, order: str = "row", group_m: int = 8) -> tuple[int, int]:
@@ -29,13 +33,17 @@ def tile_of(index: int, tiles_m: int, tiles_n: int, order: str = "row", group_m:
         return index // tiles_n, index % tiles_n
     if order == "column":
         return index % tiles_m, index // tiles_m
-    if order == "grouped":
+    if order in ("grouped", "snake"):
         if group_m < 1:
             raise ValueError(f"group_m must be >= 1, got {group_m}")
         per_group = group_m * tiles_n
-        first = (index // per_group) * group_m
+        group, in_group = divmod(index, per_group)
+        first = group * group_m
         rows = min(tiles_m - first, group_m)
-        return first + (index % per_group) % rows, (index % per_group) // rows
+        tile_n = in_group // rows
+        if order == "snake" and group % 2:
+            tile_n = tiles_n - 1 - tile_n
+        return first + in_group % rows, tile_n
     raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {order!r}")
 
 
@@ -74,3 +82,54 @@ def wave_footprints(M: int, N: int, K: int, bm: int, bn: int, workers: int, orde
         out.append(WaveFootprint(wave, len(coords), a_panels, b_panels,
                                  element_bytes * K * (a_panels * bm + b_panels * bn)))
     return out
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One block's share of one tile: k-tiles [k0, k1). k0 == 0: the block owns the tile and stores it;
+    k0 > 0: a contribution it parks in its workspace slot for the owner."""
+
+    block: int
+    tile: int
+    k0: int
+    k1: int
+
+    @property
+    def owner(self) -> bool:
+        return self.k0 == 0
+
+
+def stream_k_split(tiles: int, blocks: int, sk_waves: int = 1) -> int:
+    """How many tiles (the first, in the tile order) rung 07 spreads along K: none when the tiles fill whole
+    waves, else the last partial wave plus `sk_waves` full ones (all tiles when there are fewer)."""
+    rest = tiles % blocks
+    return 0 if rest == 0 else min(tiles, rest + sk_waves * blocks)
+
+
+def stream_k_pieces(tiles: int, k_tiles: int, blocks: int, sk_waves: int = 1) -> list[list[Piece]]:
+    """Rung 07's work, block by block in the order each block does it: its contiguous range of the stream-K
+    region's k-tiles (block b: [sk * k_tiles * b // blocks, sk * k_tiles * (b + 1) // blocks)), cut at tile
+    boundaries, then its data-parallel tiles round-robin. The kernel's StreamK struct, in Python."""
+    if min(tiles, k_tiles, blocks) < 1 or sk_waves < 0:
+        raise ValueError(f"need tiles, k_tiles, blocks >= 1 and sk_waves >= 0; got {tiles}, {k_tiles}, {blocks}, "
+                         f"{sk_waves}")
+    sk_tiles = stream_k_split(tiles, blocks, sk_waves)
+    iters = sk_tiles * k_tiles
+    out = []
+    for b in range(blocks):
+        pieces, g, end = [], iters * b // blocks, iters * (b + 1) // blocks
+        while g < end:
+            tile, k0 = divmod(g, k_tiles)
+            k1 = min(k_tiles, k0 + end - g)
+            pieces.append(Piece(b, tile, k0, k1))
+            g += k1 - k0
+        pieces += [Piece(b, tile, 0, k_tiles) for tile in range(sk_tiles + b, tiles, blocks)]
+        out.append(pieces)
+    return out
+
+
+def stream_k_rounds(tiles: int, k_tiles: int, blocks: int, sk_waves: int = 1) -> float:
+    """The busiest block's work in tile-times (k_tiles k-tiles each), without the fix-up: what stream-K predicts
+    against a data-parallel schedule's ceil(tiles / blocks) rounds."""
+    pieces = stream_k_pieces(tiles, k_tiles, blocks, sk_waves)
+    return max(sum(p.k1 - p.k0 for p in block) for block in pieces) / k_tiles

@@ -20,6 +20,10 @@
 #   bash scripts/device_run.sh tc-final        exercise 05's and gemm_tc's GPU tests, then `lab bench gemm_tc` (every kind)
 #   bash scripts/device_run.sh tc-sanitize     memcheck of the Hopper rungs and racecheck of rungs 02-06
 #   bash scripts/device_run.sh tc-smoke        gemm_tc's Hopper rungs through `lab verify`, then the headline bench
+#   bash scripts/device_run.sh sched-a         issue 10: GPU tests of rungs 06/07, the tile orders, the work queue and
+#                                              exercise 06, then stream-K's study and the small-items study
+#   bash scripts/device_run.sh sched-b         issue 10: tile orders timed and read by ncu, and the FP32 contrast
+#   bash scripts/device_run.sh notebook04      notebook 04 (scheduling) executed live
 #   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
 #                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
@@ -69,6 +73,15 @@ gemm_records() {
     gemm-records) gemm_records ;;
     notebook02) notebooks notebooks/02_gemm_fp32.py ;;
     notebook03) notebooks notebooks/03_tensor_cores.py ;;
+    notebook04) notebooks notebooks/04_scheduling.py ;;
+    sched-a)
+      gpu_tests 200 tests/test_gpu_gemm_tc.py -k "stream_k or tile_order or 06_persistent or 07_stream_k"
+      gpu_tests 90 tests/test_gpu_work_queue.py
+      LAB_EXERCISE_SUMMARY="$pack/gemm_tc_exercise06.json" gpu_tests 150 tests/test_gpu_exercises.py -k 06_tile
+      echo "== stream-K study"; timeout 150 python3 scripts/schedule_study.py "$pack" streamk | tail -25
+      echo "== small items"; timeout 90 python3 scripts/small_items.py "$pack/small_items.json" | tail -15 ;;
+    sched-b)
+      echo "== tile orders"; timeout 560 python3 scripts/schedule_study.py "$pack" orders counters fp32 | tail -70 ;;
     quality)
       LAB_EXERCISE_SUMMARY="$pack/gemm_exercises.json" LAB_GRADER_SUMMARY="$pack/grader_summary.json" \
         gpu_tests 400 tests

@@ -110,3 +110,68 @@ def test_gemm_tc_bench_reports_tflops_against_cublas():
         assert r.metric == "TFLOP/s" and 0 < r.value < 2000 and r.ceiling == "cublas_gemm"
         assert r.params["dtype"] == "float16" and r.params["layout"] == "TN" and r.params["M"] == 4096
     assert next(r for r in recs if r.rung == "cublas_gemm").value > 100  # tensor cores, not a fallback
+
+
+@pytest.fixture
+def hopper():
+    from lab import device
+
+    if device.current().arch < 90:
+        pytest.skip("the Hopper rungs need sm_90a (an H100 or H200)")
+
+
+HOPPER = pytest.mark.usefixtures("hopper")
+STREAM_K = TC.rung("07_stream_k")
+# Shapes that cut tiles across blocks on a GPU with 132 SMs (and on any other SM count, differently): a wave plus
+# 12 tiles with a short K, odd sides, one tile with a K of 129 k-tiles spread over every SM, fewer tiles than SMs,
+# and a whole number of waves (no stream-K region: rung 06's schedule).
+STREAM_K_CASES = [{"M": 1152, "N": 4096, "K": 520, "layout": "TN", "dtype": "float16"},
+                  {"M": 1153, "N": 4093, "K": 333, "layout": "NN", "dtype": BFLOAT16},
+                  {"M": 128, "N": 256, "K": 8195, "layout": "TN", "dtype": BFLOAT16},
+                  {"M": 300, "N": 700, "K": 1000, "layout": "NN", "dtype": "float16", "alpha": 0.5, "beta": -1.0},
+                  {"M": 1536, "N": 2816, "K": 256, "layout": "TN", "dtype": "float16"}]
+
+
+@HOPPER
+def test_stream_k_is_correct_where_tiles_are_cut_across_blocks():
+    """The family's checks (float64 reference, guard zones, NaN poison, two runs compared bit for bit) on shapes
+    whose tiles are split between blocks, so the fix-up's waits and sums are exercised."""
+    from lab.verify import check_rung
+
+    failures = [r.line() for r in check_rung(TC, STREAM_K, STREAM_K_CASES, seed=31) if not r.passed]
+    assert not failures, "\n".join(failures)
+
+
+@HOPPER
+def test_stream_k_gives_the_same_bits_every_run_and_leaves_every_flag_clear():
+    """The fix-up adds contributions in block order, so five runs give identical bits; each owner clears the flags
+    it consumed, so the workspace is ready for the next launch with no host-side reset."""
+    import cupy as cp
+    import numpy as np
+
+    from lab.families.gemm_tc import _WORKSPACES
+
+    problem = TC.make_problem(seed=5, **STREAM_K_CASES[0])
+    outs = []
+    for _ in range(5):
+        out = cp.full(problem.out_shape, np.nan, dtype=problem.dtype)
+        TC.launch(STREAM_K, problem, out)
+        outs.append(cp.asnumpy(out).view(np.uint16))
+    assert all(np.array_equal(o, outs[0]) for o in outs[1:])
+    _, flags = _WORKSPACES[(cp.cuda.Device().id, cp.cuda.get_current_stream().ptr)]
+    assert int(cp.count_nonzero(flags)) == 0
+
+
+@HOPPER
+@pytest.mark.parametrize("order,group_m", [("row", 0), ("column", 0), ("grouped", 3), ("snake", 2), ("snake", 16)])
+@pytest.mark.parametrize("key", ["06_persistent", "07_stream_k"])
+def test_every_tile_order_computes_every_tile(key, order, group_m):
+    """The RASTER knob (lab_tile_order.cuh) on grids whose tile-rows are not a multiple of the group: a tile the
+    order skipped would keep its NaN poison."""
+    from lab.scheduling import order_rung
+    from lab.verify import check_rung
+
+    cases = [{"M": 128 * 5 + 1, "N": 256 * 3 - 7, "K": 200, "layout": "TN", "dtype": "float16"},
+             {"M": 128 * 17, "N": 256 * 2, "K": 72, "layout": "NN", "dtype": BFLOAT16}]
+    failures = [r.line() for r in check_rung(TC, order_rung(TC, key, order, group_m), cases, seed=32) if not r.passed]
+    assert not failures, "\n".join(failures)

@@ -53,3 +53,64 @@ def test_a_wave_footprint_counts_the_panels_its_tiles_read():
     assert row.bytes == 2 * K * (5 * 128 + 32 * 256) and grouped.bytes == 2 * K * (8 * 128 + 17 * 256)
     waves = schedule.wave_footprints(M, N, K, 128, 256, 132)
     assert len(waves) == -(-64 * 32 // 132) and sum(w.tiles for w in waves) == 64 * 32
+
+
+def test_the_snake_order_reverses_every_other_group():
+    visits = schedule.visit_order(5, 3, order="snake", group_m=2)
+    assert visits.tolist() == [[0, 2, 4], [1, 3, 5], [10, 8, 6], [11, 9, 7], [12, 13, 14]]
+
+
+def test_the_raster_codes_match_the_kernel_header():
+    """lab_tile_order.cuh numbers the orders in the same sequence as ORDERS (the kernels' RASTER knob)."""
+    from lab.build import REPO_ROOT
+
+    header = (REPO_ROOT / "kernels/common/lab_tile_order.cuh").read_text()
+    for order, code in schedule.RASTER.items():
+        assert f"#define LAB_RASTER_{order.upper()} {code}" in header
+
+
+SK_CASES = [(1, 1, 1), (1, 64, 132), (3, 100, 132), (144, 64, 132), (512, 64, 132), (264, 64, 132), (133, 7, 132),
+            (7, 3, 5), (11, 1, 4), (5, 2, 16), (300, 17, 132)]
+
+
+@pytest.mark.parametrize("tiles,k_tiles,blocks", SK_CASES)
+@pytest.mark.parametrize("sk_waves", [0, 1, 2])
+def test_stream_k_covers_every_k_tile_of_every_tile_exactly_once(tiles, k_tiles, blocks, sk_waves):
+    pieces = schedule.stream_k_pieces(tiles, k_tiles, blocks, sk_waves)
+    covered = np.zeros((tiles, k_tiles), dtype=int)
+    for block in pieces:
+        for p in block:
+            assert 0 <= p.k0 < p.k1 <= k_tiles
+            covered[p.tile, p.k0:p.k1] += 1
+    assert (covered == 1).all()
+
+
+@pytest.mark.parametrize("tiles,k_tiles,blocks", SK_CASES)
+def test_stream_k_fix_up_has_one_owner_per_tile_one_slot_per_block_and_waits_only_upward(tiles, k_tiles, blocks):
+    """What the kernel's fix-up relies on: each tile has exactly one owner (its k0 = 0 piece); a block makes at
+    most one contribution, and only as its first piece (so it is written before the block waits for anyone);
+    every contributor to a tile has a higher block number than the tile's owner (no wait cycle)."""
+    pieces = schedule.stream_k_pieces(tiles, k_tiles, blocks)
+    owners = {}
+    for block in pieces:
+        contributions = [i for i, p in enumerate(block) if not p.owner]
+        assert contributions in ([], [0])
+        for p in block:
+            if p.owner:
+                assert p.tile not in owners
+                owners[p.tile] = p.block
+    assert sorted(owners) == list(range(tiles))
+    for block in pieces:
+        for p in block:
+            if not p.owner:
+                assert p.block > owners[p.tile]
+
+
+def test_stream_k_leaves_whole_waves_data_parallel_and_balances_the_rest():
+    assert schedule.stream_k_split(264, 132) == 0  # two whole waves: rung 06's schedule
+    assert schedule.stream_k_split(144, 132) == 144  # one wave and 12 tiles: all of it (12 + one wave)
+    assert schedule.stream_k_split(512, 132, sk_waves=1) == 116 + 132
+    assert schedule.stream_k_rounds(144, 64, 132) == pytest.approx(144 / 132, abs=1 / 64)
+    assert schedule.stream_k_rounds(264, 64, 132) == 2
+    with pytest.raises(ValueError, match="tiles, k_tiles, blocks"):
+        schedule.stream_k_pieces(0, 1, 1)

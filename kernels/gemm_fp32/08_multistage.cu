@@ -48,13 +48,22 @@
 // Knobs (the family's defaults in lab/families/gemm.py, and the #define fallbacks below): BM (64),
 //   BN (128), BK (16), WM (32), WN (64), TM (8), TN (8), THREADS (128 = 32*(BM/WM)*(BN/WN)),
 //   STAGES (4), MINB (3: blocks per SM promised to ptxas, registers <= 65536 / (MINB * THREADS)),
-//   FRAG_DB (1), ORDER (1), VEC (4; the launcher picks 4 or 1). Blocks per SM at these defaults per
-//   arch: lab/occupancy.py, shown by the notebook's rung walk.
+//   FRAG_DB (1), ORDER (1), VEC (4; the launcher picks 4 or 1), RASTER (0: blocks take tiles in launch
+//   order; 1-3 the tile orders of lab_tile_order.cuh, for the scheduling lesson's contrast) and GROUP_M
+//   (8). Blocks per SM at these defaults per arch: lab/occupancy.py, shown by the notebook's rung walk.
 // Ideas from NVIDIA's PTX ISA (cp.async, cp.async.commit_group/wait_group), the CUDA C++
 //   Programming Guide's asynchronous-copy pipelines, and CUTLASS's multistage mainloop and SIMT
 //   thread MMA ("Efficient GEMM in CUDA", software pipelining, serpentine FFMA order); code is this
 //   lab's own.
 #include "lab_cp_async.cuh"
+#include "lab_tile_order.cuh"
+
+#ifndef RASTER
+#define RASTER 0
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
 
 #ifndef BM
 #define BM 64
@@ -321,7 +330,13 @@ sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, 
     float* const tiles = reinterpret_cast<float*>(smem);
     if (dynamic_smem_size() < SMEM_BYTES) __trap();  // launched with too little: stop, do not overrun it
 
+#if RASTER
+    int tile_m, tile_n;  // the block's linear launch index, mapped through the RASTER order
+    lab_tile_coords<RASTER, GROUP_M>(blockIdx.y * gridDim.x + blockIdx.x, gridDim.y, gridDim.x, tile_m, tile_n);
+    const int row0 = tile_m * BM, col0 = tile_n * BN;
+#else
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+#endif
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int tr0 = (warp / (BN / WN)) * WM + (lane / LANES_N) * 4;  // warp tile row + lm*4
     const int tc0 = (warp % (BN / WN)) * WN + (lane % LANES_N) * 4;  // warp tile column + ln*4

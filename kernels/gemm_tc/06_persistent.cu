@@ -2,8 +2,8 @@
 // first k-tiles while the consumers are still storing the last one.
 //
 // What changed (vs rung 05):
-//   1. Grid: min(tiles, SMs) blocks; block b takes tiles b, b + gridDim.x, ... (in rung 05's GROUP_M order),
-//      so the blocks that run together still cover neighbouring tiles.
+//   1. Grid: min(tiles, SMs) blocks; block b takes tiles b, b + gridDim.x, ... (in the RASTER order, by
+//      default rung 05's GROUP_M order), so the blocks that run together still cover neighbouring tiles.
 //   2. The pipeline runs across tiles: producer and consumers count k-tiles with one running index `it`
 //      (stage it % STAGES, phase (it / STAGES) & 1) instead of restarting at each tile, and the consumers
 //      release a tile's last stage too (wait_group 0, then arrive), so the producer can refill it.
@@ -21,7 +21,8 @@
 // Requires: sm_90a (wgmma, setmaxnreg); A and B as rung 04 (the launcher repacks otherwise). Launch:
 //   THREADS = 128 * (1 + BM / 64) threads, a 1-D grid of min(ceil(M / BM) * ceil(N / BN), SM count) blocks,
 //   dynamic shared memory SMEM_BYTES = STAGES * (BM + BN) * BK * 2 + 1024 (197632 bytes at the defaults).
-// Knobs: BF16 (0/1), TN (0/1), BM (128), BN (256), BK (64), STAGES (4), GROUP_M (8), THREADS.
+// Knobs: BF16 (0/1), TN (0/1), BM (128), BN (256), BK (64), STAGES (4), RASTER (2: grouped; 0 row, 1 column,
+//   3 snake), GROUP_M (8), THREADS.
 // Knob probe (results/h200/gemm_tc_knobs_06_{4096,8192}.json, fp16 TN, cold L2, cuBLAS in the same run):
 //   GROUP_M 8 / 16 / 4 gave 0.907 / 0.904 / 0.905x of cuBLAS at 4096^3 and 0.943 / 0.943 / 0.919x at 8192^3.
 // Measured (results/h200/gemm_tc.json, H200, commit f8e3bb1, cold L2, cuBLAS in the same run): fp16 TN
@@ -37,6 +38,7 @@
 //   cuBLAS on H100" (2024); code is this lab's own.
 #include "lab_cp_async.cuh"
 #include "lab_hopper_gemm.cuh"
+#include "lab_tile_order.cuh"
 
 #ifndef BF16
 #define BF16 0
@@ -56,8 +58,11 @@
 #ifndef STAGES
 #define STAGES 4
 #endif
+#ifndef RASTER
+#define RASTER 2  // the tile order: 0 row, 1 column, 2 grouped, 3 snake (lab_tile_order.cuh)
+#endif
 #ifndef GROUP_M
-#define GROUP_M 8  // 0: tiles in row-major order; G: G tile-rows at a time, column by column (L2 reuse)
+#define GROUP_M 8  // tile-rows per group of the grouped and snake orders (0: row-major)
 #endif
 #ifndef THREADS
 #define THREADS (128 * (1 + BM / 64))  // a producer warpgroup, then the consumers
@@ -86,17 +91,11 @@ static_assert(STAGES >= 2, "a pipeline needs at least two stages");
 
 typedef unsigned short half_bits;
 
-// The origin of tile `tile` (0 .. tiles_m * tiles_n - 1) in C, in rung 05's order: GROUP_M tile-rows at a time,
-// column by column inside a group (row-major when GROUP_M is 0). lab/schedule.py restates it for lessons and
-// tests.
+// The origin of tile `tile` (0 .. tiles_m * tiles_n - 1) in C, in the RASTER order (lab_tile_order.cuh;
+// lab/schedule.py restates it for lessons and tests).
 __device__ __forceinline__ void tile_origin(int tile, int tiles_m, int tiles_n, int& row0, int& col0) {
-    int tile_m = tile / tiles_n, tile_n = tile % tiles_n;
-#if GROUP_M
-    const int per_group = GROUP_M * tiles_n;
-    const int first = (tile / per_group) * GROUP_M, rows = min(tiles_m - first, GROUP_M);
-    tile_m = first + (tile % per_group) % rows;
-    tile_n = (tile % per_group) / rows;
-#endif
+    int tile_m, tile_n;
+    lab_tile_coords<RASTER, GROUP_M>(tile, tiles_m, tiles_n, tile_m, tile_n);
     row0 = tile_m * BM;
     col0 = tile_n * BN;
 }

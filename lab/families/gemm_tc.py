@@ -158,10 +158,15 @@ class GemmTcFamily(Family):
               THREADS=384),
         _rung("06_persistent", "gemm_tc_persistent",
               "persistent: one block per SM, the next tile's loads during the stores",
-              min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64, STAGES=4, GROUP_M=8,
-              THREADS=384),
+              min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64, STAGES=4, RASTER=2,
+              GROUP_M=8, THREADS=384),
+        _rung("07_stream_k", "gemm_tc_stream_k",
+              "stream-K: the last partial wave split along K over every SM, a deterministic fix-up",
+              min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64, STAGES=4, RASTER=2,
+              GROUP_M=8, SK_WAVES=1, THREADS=384),
     )
-    PERSISTENT_RUNGS = ("06_persistent",)  # a 1-D grid of min(tiles, SMs) blocks
+    PERSISTENT_RUNGS = ("06_persistent", "07_stream_k")  # a 1-D grid of at most one block per SM
+    STREAM_K_RUNGS = ("07_stream_k",)  # k-tiles as the unit of work: grid min(SMs, tiles * k_tiles), a workspace
     VEC_RUNGS = ("02_ldmatrix_smem", "03_swizzled_multistage")
 
     def __init__(self, accumulation_scale: float = 1.0):
@@ -264,7 +269,8 @@ class GemmTcFamily(Family):
         if rung.key in self.PERSISTENT_RUNGS:
             from lab import device
 
-            grid = (min(grid[0] * grid[1], device.current().sm_count),)
+            work = grid[0] * grid[1] * (-(-p["K"] // _knobs(rung)["BK"]) if rung.key in self.STREAM_K_RUNGS else 1)
+            grid = (min(work, device.current().sm_count),)
         kernel = get_kernel(rung.spec)
         smem = dynamic_smem_bytes(rung)
         if smem > DEFAULT_SMEM_LIMIT:  # above 48 KB a kernel must opt in to more dynamic shared memory
@@ -273,6 +279,8 @@ class GemmTcFamily(Family):
             (map_a, map_b), a, b = self._tensor_maps(rung, p, a, b)  # a, b: what the maps point at
             args = (map_a, map_b, np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]),
                     np.float32(p["beta"]), out, np.int32(p["ldc"]))
+            if rung.key in self.STREAM_K_RUNGS:
+                args += stream_k_workspace(grid[0], *block_tile(rung))
         else:
             args = (np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]), a,
                     np.int32(p["lda"]), b, np.int32(p["ldb"]), np.float32(p["beta"]), out, np.int32(p["ldc"]))
@@ -401,6 +409,25 @@ def tma_operand(x, rows: int, cols: int, ld: int):
     get_kernel(REPACK)(((chunks + REPACK_THREADS - 1) // REPACK_THREADS,), (REPACK_THREADS,),
                        (x, np.int64(ld), packed, np.int64(ld8), np.int32(rows), np.int32(cols)))
     return packed, ld8
+
+
+_WORKSPACES: dict = {}  # (device id, stream) -> (slots, flags), grown as needed
+
+
+def stream_k_workspace(blocks: int, bm: int, bn: int) -> tuple:
+    """(slots, flags) for a stream-K launch of `blocks` blocks of bm x bn tiles on the current device and stream:
+    a float32 slot of bm * bn per block and an int32 flag per block, zero between launches (the kernel clears
+    every flag it consumes). Kept per device and stream, because two launches at once on one workspace would
+    mix their partial tiles; grown, never shrunk."""
+    import cupy as cp
+
+    key = (cp.cuda.Device().id, cp.cuda.get_current_stream().ptr)
+    slots, flags = _WORKSPACES.get(key, (None, None))
+    if slots is None or slots.size < blocks * bm * bn:
+        slots = cp.empty(blocks * bm * bn, dtype=cp.float32)
+        flags = cp.zeros(blocks, dtype=cp.int32)
+        _WORKSPACES[key] = (slots, flags)
+    return slots, flags
 
 
 # --- the ceiling's cuBLAS call -------------------------------------------------------------------

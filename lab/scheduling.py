@@ -1,0 +1,267 @@
+"""The scheduling lesson's measurements (issue 10, notebook 04): tile orders against L2 and DRAM traffic, the
+persistent GEMM against one block per tile, and stream-K against the wave sawtooth.
+
+Every kernel variant is checked against the family's float64 reference on an odd shape before it is timed;
+times are cold-L2 medians (lab.timing) with cuBLAS timed on the same problem in the same run. Each function
+returns a JSON-ready payload with provenance; scripts/schedule_study.py writes them under results/, and the
+notebook replays them where no GPU is present.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from functools import partial
+
+from lab.errors import LabError
+from lab.schedule import RASTER
+
+# A panel of tiles overflows the 60 MB L2 on the first two, not on the last two (the issue's shapes).
+ORDER_SHAPES = ({"M": 4096, "N": 32768, "K": 8192}, {"M": 16384, "N": 16384, "K": 4096},
+                {"M": 8192, "N": 8192, "K": 8192}, {"M": 4096, "N": 4096, "K": 4096})
+# (order, GROUP_M). Grouped with GROUP_M = 1 is the row order itself (tests/test_schedule.py), so it is left out.
+ORDER_SETTINGS = (("row", 0), ("column", 0), ("grouped", 2), ("grouped", 4), ("grouped", 8), ("grouped", 16),
+                  ("grouped", 32), ("snake", 8), ("snake", 16))
+FP32_ORDER_SHAPES = ({"M": 4096, "N": 32768, "K": 8192}, {"M": 8192, "N": 8192, "K": 8192})
+FP32_ORDER_SETTINGS = (("row", 0), ("grouped", 8))
+CHECK_CASE = {"M": 131, "N": 257, "K": 203}  # 2 x 2 tiles of 128 x 256 with tails in all three sides
+
+# Stream-K: N = K = 4096 gives 16 tiles per 128 rows of M, so M in steps of 128 walks through the waves of 132.
+WAVE_N = WAVE_K = 4096
+WAVE_MS = tuple(range(128, 128 * 73, 128))
+# Tile counts just past a multiple of 132 (wave-quantized) and exact multiples (well-quantized), 128 x 256 tiles.
+WAVE_QUANTIZED = ({"M": 1152, "N": 4096, "K": 4096}, {"M": 2176, "N": 4096, "K": 4096},
+                  {"M": 3200, "N": 4096, "K": 4096}, {"M": 4352, "N": 4096, "K": 4096},
+                  {"M": 2176, "N": 2176, "K": 4096})
+WELL_QUANTIZED = ({"M": 1536, "N": 2816, "K": 4096}, {"M": 3072, "N": 2816, "K": 4096},
+                  {"M": 4608, "N": 2816, "K": 4096}, {"M": 6144, "N": 2816, "K": 4096})
+SQUARES = ({"M": 4096, "N": 4096, "K": 4096}, {"M": 8192, "N": 8192, "K": 8192})
+STREAM_K_CHECKS = ({"M": 1152, "N": 4096, "K": 520}, {"M": 1153, "N": 4093, "K": 333},
+                   {"M": 128, "N": 256, "K": 8195}, {"M": 2176, "N": 2176, "K": 130})
+
+
+def _fp16_tn(shape: dict) -> dict:
+    return dict(shape, layout="TN", dtype="float16")
+
+
+def order_rung(family, rung_key: str, order: str, group_m: int):
+    """`rung_key` of `family` built with the tile order `order` (RASTER knob) and GROUP_M."""
+    base = family.rung(rung_key)
+    return dataclasses.replace(base, spec=base.spec.with_knobs(RASTER=RASTER[order], GROUP_M=group_m))
+
+
+def _checked(family, rung, case: dict) -> None:
+    from lab.verify import check_case
+
+    result = check_case(family, rung, case)
+    if not result.passed:
+        raise LabError(f"{rung.key} {dict(rung.spec.knobs)} failed its check on {result.label}: "
+                       f"{'; '.join(result.reasons)[:400]}")
+
+
+def _timer(min_time_ms: float):
+    from lab import timing
+
+    flusher = timing.L2Flusher()
+    return lambda launch: timing.measure(lambda i: launch(), l2="cold", flusher=flusher, min_time_ms=min_time_ms)
+
+
+def time_orders(shapes: Iterable[dict] = ORDER_SHAPES, settings: Iterable[tuple[str, int]] = ORDER_SETTINGS,
+                family_name: str = "gemm_tc", rung_key: str = "06_persistent", min_time_ms: float = 20.0,
+                progress: Callable[[dict], None] | None = None) -> dict:
+    """TFLOP/s of `rung_key` in each tile order on each shape, cold L2, beside cuBLAS and the row order."""
+    import cupy as cp
+
+    from lab.families import get_family
+    from lab.records import provenance
+
+    fam = get_family(family_name)
+    settings = tuple(settings)
+    rungs = {s: order_rung(fam, rung_key, *s) for s in settings}
+    for rung in rungs.values():
+        _checked(fam, rung, _case(family_name, CHECK_CASE))
+    timed = _timer(min_time_ms)
+    rows = []
+    for shape in shapes:
+        problem = fam.make_problem(**_case(family_name, shape))
+        out = cp.empty(problem.out_shape, problem.dtype)
+        cublas = timed(partial(fam.launch_ceiling, problem, out))
+        row_ms = None
+        for (order, group), rung in rungs.items():
+            t = timed(partial(fam.launch, rung, problem, out))
+            row_ms = t.median_ms if order == "row" else row_ms
+            rows.append({**shape, "order": order, "group_m": group, "median_ms": t.median_ms,
+                         "p10_ms": t.p10_ms, "p90_ms": t.p90_ms, "tflops": fam.throughput(problem, t.median_ms),
+                         "cublas_ms": cublas.median_ms, "x_cublas": cublas.median_ms / t.median_ms,
+                         "x_row": (row_ms / t.median_ms) if row_ms else None})
+            if progress:
+                progress(rows[-1])
+    return {"provenance": provenance(), "family": family_name, "rung": rung_key, "l2": "cold", "rows": rows}
+
+
+def _case(family_name: str, shape: dict) -> dict:
+    return _fp16_tn(shape) if family_name == "gemm_tc" else dict(shape)
+
+
+def _gemm_tc():
+    from lab.families import get_family
+
+    return get_family("gemm_tc")
+
+
+# --- Nsight Compute: L2 hit rate and DRAM bytes per order -----------------------------------------
+
+NCU_METRICS = {"l2_hit_rate_pct": "lts__t_sector_hit_rate.pct", "dram_read_bytes": "dram__bytes_read.sum",
+               "dram_write_bytes": "dram__bytes_write.sum"}
+
+
+def order_counters(shapes: Iterable[dict] = ORDER_SHAPES, settings: Iterable[tuple[str, int]] = ORDER_SETTINGS,
+                   family_name: str = "gemm_tc", rung_key: str = "06_persistent", timeout_s: int = 500) -> dict:
+    """ncu's L2 hit rate and DRAM bytes for one launch of each (shape, order), in one ncu process (caches flushed
+    before each launch: ncu's default --cache-control all; clocks left alone: --clock-control none)."""
+    from lab.profile import find_ncu
+    from lab.records import provenance
+
+    ncu = find_ncu()
+    if ncu is None:
+        raise LabError("Nsight Compute (ncu) is not installed here; install the CUDA toolkit's ncu to read L2 and "
+                       "DRAM counters, or replay results/h200/schedule_orders.json.")
+    from lab.families import get_family
+
+    jobs = [{"shape": s, "order": o, "group_m": g} for s in shapes for o, g in settings]
+    fam = get_family(family_name)
+    entry = fam.rung(rung_key).spec.entry
+    cmd = [ncu, "--clock-control", "none", "--csv", "--kernel-name", entry, "--metrics",
+           ",".join(NCU_METRICS.values()), sys.executable, "-m", "lab.scheduling", "ncu-target",
+           json.dumps({"family": family_name, "rung": rung_key, "jobs": jobs})]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        raise LabError(f"ncu failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-600:]}")
+    per_launch = parse_ncu_launches(proc.stdout)
+    if len(per_launch) != len(jobs):
+        raise LabError(f"ncu reported {len(per_launch)} launches for {len(jobs)} jobs; its output ended with:\n"
+                       f"{proc.stdout[-600:]}")
+    rows = [{**job["shape"], "order": job["order"], "group_m": job["group_m"], **counters}
+            for job, counters in zip(jobs, per_launch, strict=True)]
+    return {"provenance": provenance(), "family": family_name, "rung": rung_key, "rows": rows,
+            "ncu": {"clock_control": "none", "cache_control": "all (flushed before each launch)"}}
+
+
+def parse_ncu_launches(text: str) -> list[dict[str, float]]:
+    """ncu --csv rows -> one dict of NCU_METRICS (lab names, base units) per profiled launch, in launch order."""
+    import csv
+    import io
+
+    from lab.profile import _UNITS
+
+    start = text.find('"ID"')
+    if start < 0:
+        return []
+    by_metric = {v: k for k, v in NCU_METRICS.items()}
+    launches: dict[int, dict[str, float]] = {}
+    for row in csv.DictReader(io.StringIO(text[start:])):
+        name = by_metric.get(row.get("Metric Name", ""))
+        if name is None:
+            continue
+        value = float(row["Metric Value"].replace(",", "") or "nan") * _UNITS.get(row.get("Metric Unit", ""), 1)
+        launches.setdefault(int(row["ID"]), {})[name] = value
+    return [launches[k] for k in sorted(launches)]
+
+
+def _ncu_target(spec: dict) -> None:
+    """Launch each job once (what ncu profiles): the kernels are compiled before the first launch."""
+    import cupy as cp
+
+    from lab.families import get_family
+
+    fam = get_family(spec["family"])
+    for job in spec["jobs"]:
+        rung = order_rung(fam, spec["rung"], job["order"], job["group_m"])
+        problem = fam.make_problem(**_case(spec["family"], job["shape"]))
+        fam.launch(rung, problem, cp.empty(problem.out_shape, problem.dtype))
+        cp.cuda.get_current_stream().synchronize()
+
+
+# --- persistent and stream-K against the waves ---------------------------------------------------
+
+def time_rungs(shapes: Iterable[dict], rung_keys: Iterable[str], rounds: int = 1, min_time_ms: float = 10.0,
+               progress: Callable[[dict], None] | None = None) -> list[dict]:
+    """gemm_tc rungs (fp16 TN) and cuBLAS on each shape, cold L2; `rounds` > 1 repeats the whole set in turn
+    (rung after rung), so a clock that drifts under load touches every rung alike."""
+    import cupy as cp
+
+    fam = _gemm_tc()
+    rungs = [fam.rung(k) for k in rung_keys]
+    timed = _timer(min_time_ms)
+    rows = []
+    for shape in shapes:
+        problem = fam.make_problem(**_fp16_tn(shape))
+        out = cp.empty(problem.out_shape, problem.dtype)
+        for round_ in range(rounds):
+            row = {**shape, "round": round_, "tiles": _tiles(shape)}
+            row["cublas_ms"] = timed(partial(fam.launch_ceiling, problem, out)).median_ms
+            for rung in rungs:
+                row[f"{rung.key}_ms"] = timed(partial(fam.launch, rung, problem, out)).median_ms
+            row["tflops"] = {k.removesuffix("_ms"): problem.flops / (v * 1e-3) / 1e12
+                             for k, v in row.items() if k.endswith("_ms")}
+            rows.append(row)
+            if progress:
+                progress(row)
+    return rows
+
+
+def _tiles(shape: dict, bm: int = 128, bn: int = 256) -> int:
+    return -(-shape["M"] // bm) * -(-shape["N"] // bn)
+
+
+def stream_k_study(min_time_ms: float = 10.0, progress: Callable[[dict], None] | None = None) -> dict:
+    """Rung 06 (data-parallel, persistent) against rung 07 (stream-K) and cuBLAS: the named wave-quantized and
+    well-quantized shapes and the squares (three rounds), then M stepping through the waves at N = K = 4096.
+    Rung 07 is checked first on odd shapes that cut tiles across blocks, and run three times on a
+    wave-quantized shape to show its results are the same bits every time."""
+    import cupy as cp
+    import numpy as np
+
+    from lab import device
+    from lab.records import provenance
+
+    fam = _gemm_tc()
+    sk = fam.rung("07_stream_k")
+    for case in STREAM_K_CHECKS:
+        _checked(fam, sk, _fp16_tn(case))
+    problem = fam.make_problem(**_fp16_tn(WAVE_QUANTIZED[0]))
+    outs = []
+    for _ in range(3):
+        out = cp.full(problem.out_shape, np.nan, dtype=problem.dtype)
+        fam.launch(sk, problem, out)
+        outs.append(cp.asnumpy(out).view(np.uint16))
+    differing = int(max(np.count_nonzero(o != outs[0]) for o in outs[1:]))
+    keys = ("05_warp_specialized", "06_persistent", "07_stream_k")
+    named = time_rungs(WAVE_QUANTIZED + WELL_QUANTIZED + SQUARES, keys, rounds=3, min_time_ms=min_time_ms,
+                       progress=progress)
+    for row in named:
+        row["kind"] = ("wave-quantized" if _shape_in(row, WAVE_QUANTIZED) else
+                       "well-quantized" if _shape_in(row, WELL_QUANTIZED) else "square")
+    sweep = time_rungs([{"M": m, "N": WAVE_N, "K": WAVE_K} for m in WAVE_MS], keys[1:], min_time_ms=min_time_ms,
+                       progress=progress)
+    return {"provenance": provenance(), "l2": "cold", "sm_count": device.current().sm_count, "tile": [128, 256],
+            "determinism": {"shape": WAVE_QUANTIZED[0], "runs": 3, "differing_elements": differing},
+            "checked": list(STREAM_K_CHECKS), "named": named, "sweep": sweep}
+
+
+def _shape_in(row: dict, shapes: Iterable[dict]) -> bool:
+    return any(all(row[k] == s[k] for k in ("M", "N", "K")) for s in shapes)
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["ncu-target"]:
+        _ncu_target(json.loads(argv[1]))
+        return
+    raise SystemExit("usage: python -m lab.scheduling ncu-target JSON (scripts/schedule_study.py runs the studies)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
