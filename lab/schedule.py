@@ -99,21 +99,33 @@ class Piece:
         return self.k0 == 0
 
 
-def stream_k_split(tiles: int, blocks: int, sk_waves: int = 1) -> int:
+SK_FIXUP_COST = 50  # rung 07's knobs of the same names (its header says where they come from)
+SK_MIN_GAIN = 105
+
+
+def stream_k_split(tiles: int, blocks: int, k_tiles: int = 64, sk_waves: int = 1, fixup_cost: int = SK_FIXUP_COST,
+                   min_gain: int = SK_MIN_GAIN) -> int:
     """How many tiles (the first, in the tile order) rung 07 spreads along K: none when the tiles fill whole
-    waves, else the last partial wave plus `sk_waves` full ones (all tiles when there are fewer)."""
-    rest = tiles % blocks
-    return 0 if rest == 0 else min(tiles, rest + sk_waves * blocks)
+    waves or its model predicts less than `min_gain` percent (data-parallel: ceil(tiles / blocks) rounds;
+    stream-K: tiles / blocks plus the fix-up, `fixup_cost` hundredths of a tile-time at 64 k-tiles), else the
+    last partial wave plus `sk_waves` full ones (all tiles when there are fewer). Integer arithmetic as the
+    kernel's."""
+    dp = 100 * -(-tiles // blocks)
+    sk = 100 * tiles // blocks + 64 * fixup_cost // k_tiles
+    if tiles % blocks == 0 or 100 * dp < min_gain * sk:
+        return 0
+    return min(tiles, tiles % blocks + sk_waves * blocks)
 
 
-def stream_k_pieces(tiles: int, k_tiles: int, blocks: int, sk_waves: int = 1) -> list[list[Piece]]:
+def stream_k_pieces(tiles: int, k_tiles: int, blocks: int, sk_waves: int = 1, min_gain: int = SK_MIN_GAIN,
+                    fixup_cost: int = SK_FIXUP_COST) -> list[list[Piece]]:
     """Rung 07's work, block by block in the order each block does it: its contiguous range of the stream-K
     region's k-tiles (block b: [sk * k_tiles * b // blocks, sk * k_tiles * (b + 1) // blocks)), cut at tile
     boundaries, then its data-parallel tiles round-robin. The kernel's StreamK struct, in Python."""
     if min(tiles, k_tiles, blocks) < 1 or sk_waves < 0:
         raise ValueError(f"need tiles, k_tiles, blocks >= 1 and sk_waves >= 0; got {tiles}, {k_tiles}, {blocks}, "
                          f"{sk_waves}")
-    sk_tiles = stream_k_split(tiles, blocks, sk_waves)
+    sk_tiles = stream_k_split(tiles, blocks, k_tiles, sk_waves, fixup_cost, min_gain)
     iters = sk_tiles * k_tiles
     out = []
     for b in range(blocks):
@@ -128,8 +140,8 @@ def stream_k_pieces(tiles: int, k_tiles: int, blocks: int, sk_waves: int = 1) ->
     return out
 
 
-def stream_k_rounds(tiles: int, k_tiles: int, blocks: int, sk_waves: int = 1) -> float:
+def stream_k_rounds(tiles: int, k_tiles: int, blocks: int, sk_waves: int = 1, min_gain: int = 0) -> float:
     """The busiest block's work in tile-times (k_tiles k-tiles each), without the fix-up: what stream-K predicts
-    against a data-parallel schedule's ceil(tiles / blocks) rounds."""
-    pieces = stream_k_pieces(tiles, k_tiles, blocks, sk_waves)
+    against a data-parallel schedule's ceil(tiles / blocks) rounds (min_gain 0: split every partial wave)."""
+    pieces = stream_k_pieces(tiles, k_tiles, blocks, sk_waves, min_gain)
     return max(sum(p.k1 - p.k0 for p in block) for block in pieces) / k_tiles

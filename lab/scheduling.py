@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 
 from lab.errors import LabError
-from lab.schedule import RASTER
+from lab.schedule import RASTER, SK_FIXUP_COST, SK_MIN_GAIN
 
 # A panel of tiles overflows the 60 MB L2 on the first two, not on the last two (the issue's shapes).
 ORDER_SHAPES = ({"M": 4096, "N": 32768, "K": 8192}, {"M": 16384, "N": 16384, "K": 4096},
@@ -188,13 +188,14 @@ def _ncu_target(spec: dict) -> None:
 # --- persistent and stream-K against the waves ---------------------------------------------------
 
 def time_rungs(shapes: Iterable[dict], rung_keys: Iterable[str], rounds: int = 1, min_time_ms: float = 10.0,
-               progress: Callable[[dict], None] | None = None) -> list[dict]:
+               progress: Callable[[dict], None] | None = None, extra: dict | None = None) -> list[dict]:
     """gemm_tc rungs (fp16 TN) and cuBLAS on each shape, cold L2; `rounds` > 1 repeats the whole set in turn
-    (rung after rung), so a clock that drifts under load touches every rung alike."""
+    (rung after rung), so a clock that drifts under load touches every rung alike. `extra`: more variants to
+    time, by name (a rung with other knobs)."""
     import cupy as cp
 
     fam = _gemm_tc()
-    rungs = [fam.rung(k) for k in rung_keys]
+    rungs = {k: fam.rung(k) for k in rung_keys} | (extra or {})
     timed = _timer(min_time_ms)
     rows = []
     for shape in shapes:
@@ -203,8 +204,8 @@ def time_rungs(shapes: Iterable[dict], rung_keys: Iterable[str], rounds: int = 1
         for round_ in range(rounds):
             row = {**shape, "round": round_, "tiles": _tiles(shape)}
             row["cublas_ms"] = timed(partial(fam.launch_ceiling, problem, out)).median_ms
-            for rung in rungs:
-                row[f"{rung.key}_ms"] = timed(partial(fam.launch, rung, problem, out)).median_ms
+            for name, rung in rungs.items():
+                row[f"{name}_ms"] = timed(partial(fam.launch, rung, problem, out)).median_ms
             row["tflops"] = {k.removesuffix("_ms"): problem.flops / (v * 1e-3) / 1e12
                              for k, v in row.items() if k.endswith("_ms")}
             rows.append(row)
@@ -230,25 +231,30 @@ def stream_k_study(min_time_ms: float = 10.0, progress: Callable[[dict], None] |
 
     fam = _gemm_tc()
     sk = fam.rung("07_stream_k")
+    forced = dataclasses.replace(sk, spec=sk.spec.with_knobs(SK_MIN_GAIN=0))  # splits every partial wave
     for case in STREAM_K_CHECKS:
         _checked(fam, sk, _fp16_tn(case))
+        _checked(fam, forced, _fp16_tn(case))
     problem = fam.make_problem(**_fp16_tn(WAVE_QUANTIZED[0]))
     outs = []
     for _ in range(3):
         out = cp.full(problem.out_shape, np.nan, dtype=problem.dtype)
-        fam.launch(sk, problem, out)
+        fam.launch(forced, problem, out)
         outs.append(cp.asnumpy(out).view(np.uint16))
     differing = int(max(np.count_nonzero(o != outs[0]) for o in outs[1:]))
     keys = ("05_warp_specialized", "06_persistent", "07_stream_k")
     named = time_rungs(WAVE_QUANTIZED + WELL_QUANTIZED + SQUARES, keys, rounds=3, min_time_ms=min_time_ms,
-                       progress=progress)
+                       progress=progress, extra={"07_forced_split": forced})
     for row in named:
         row["kind"] = ("wave-quantized" if _shape_in(row, WAVE_QUANTIZED) else
                        "well-quantized" if _shape_in(row, WELL_QUANTIZED) else "square")
     sweep = time_rungs([{"M": m, "N": WAVE_N, "K": WAVE_K} for m in WAVE_MS], keys[1:], min_time_ms=min_time_ms,
-                       progress=progress)
+                       progress=progress, extra={"07_forced_split": forced})
     return {"provenance": provenance(), "l2": "cold", "sm_count": device.current().sm_count, "tile": [128, 256],
             "determinism": {"shape": WAVE_QUANTIZED[0], "runs": 3, "differing_elements": differing},
+            "model": {"sk_fixup_cost": SK_FIXUP_COST, "sk_min_gain": SK_MIN_GAIN,
+                      "split": "07_stream_k splits where the model predicts a gain; 07_forced_split (SK_MIN_GAIN=0) "
+                               "splits every partial wave"},
             "checked": list(STREAM_K_CHECKS), "named": named, "sweep": sweep}
 
 

@@ -75,8 +75,9 @@ SK_CASES = [(1, 1, 1), (1, 64, 132), (3, 100, 132), (144, 64, 132), (512, 64, 13
 
 @pytest.mark.parametrize("tiles,k_tiles,blocks", SK_CASES)
 @pytest.mark.parametrize("sk_waves", [0, 1, 2])
-def test_stream_k_covers_every_k_tile_of_every_tile_exactly_once(tiles, k_tiles, blocks, sk_waves):
-    pieces = schedule.stream_k_pieces(tiles, k_tiles, blocks, sk_waves)
+@pytest.mark.parametrize("min_gain", [0, schedule.SK_MIN_GAIN])
+def test_stream_k_covers_every_k_tile_of_every_tile_exactly_once(tiles, k_tiles, blocks, sk_waves, min_gain):
+    pieces = schedule.stream_k_pieces(tiles, k_tiles, blocks, sk_waves, min_gain)
     covered = np.zeros((tiles, k_tiles), dtype=int)
     for block in pieces:
         for p in block:
@@ -90,7 +91,7 @@ def test_stream_k_fix_up_has_one_owner_per_tile_one_slot_per_block_and_waits_onl
     """What the kernel's fix-up relies on: each tile has exactly one owner (its k0 = 0 piece); a block makes at
     most one contribution, and only as its first piece (so it is written before the block waits for anyone);
     every contributor to a tile has a higher block number than the tile's owner (no wait cycle)."""
-    pieces = schedule.stream_k_pieces(tiles, k_tiles, blocks)
+    pieces = schedule.stream_k_pieces(tiles, k_tiles, blocks, min_gain=0)
     owners = {}
     for block in pieces:
         contributions = [i for i, p in enumerate(block) if not p.owner]
@@ -109,7 +110,10 @@ def test_stream_k_fix_up_has_one_owner_per_tile_one_slot_per_block_and_waits_onl
 def test_stream_k_leaves_whole_waves_data_parallel_and_balances_the_rest():
     assert schedule.stream_k_split(264, 132) == 0  # two whole waves: rung 06's schedule
     assert schedule.stream_k_split(144, 132) == 144  # one wave and 12 tiles: all of it (12 + one wave)
-    assert schedule.stream_k_split(512, 132, sk_waves=1) == 116 + 132
+    assert schedule.stream_k_split(512, 132, min_gain=0) == 116 + 132
+    assert schedule.stream_k_split(512, 132) == 0  # the last wave is 88% full: the model keeps it data-parallel
+    assert schedule.stream_k_split(1, 132, k_tiles=1024) == 1  # one tile, a long K: split over every SM
+    assert schedule.stream_k_split(144, 132, k_tiles=2) == 0  # short tiles: the fix-up would cost more than a wave
     assert schedule.stream_k_rounds(144, 64, 132) == pytest.approx(144 / 132, abs=1 / 64)
     assert schedule.stream_k_rounds(264, 64, 132) == 2
     with pytest.raises(ValueError, match="tiles, k_tiles, blocks"):

@@ -2,8 +2,9 @@
 // and the pieces of a tile are summed by one block (the fix-up).
 //
 // What changed (vs rung 06):
-//   1. The work is k-tiles, not tiles. With P = gridDim.x blocks and T tiles: if T is a multiple of P, every
-//      tile is data-parallel (DP) as in rung 06. Otherwise the first SK_TILES = (T mod P) + SK_WAVES * P tiles
+//   1. The work is k-tiles, not tiles. With P = gridDim.x blocks and T tiles: if T is a multiple of P, or a model
+//      (StreamK below) predicts less than SK_MIN_GAIN, every tile is data-parallel (DP) as in rung 06.
+//      Otherwise the first SK_TILES = (T mod P) + SK_WAVES * P tiles
 //      (in the RASTER order; all T when fewer) form the stream-K region: their SK_TILES * k_tiles k-tiles are
 //      cut into P contiguous ranges that differ by at most one k-tile, block b takes range b, and then the
 //      remaining tiles (a multiple of P) in rung 06's round-robin. This is the stream-K paper's "DP + SK"
@@ -33,7 +34,11 @@
 // Requires: sm_90a; A and B as rung 04 (the launcher repacks otherwise). Launch: THREADS threads, a 1-D grid of
 //   P = min(SM count, T * k_tiles) blocks, SMEM_BYTES dynamic shared memory (as rung 06), the workspace.
 // Knobs: BF16 (0/1), TN (0/1), BM (128), BN (256), BK (64), STAGES (4), RASTER (2), GROUP_M (8), SK_WAVES (1),
-//   THREADS.
+//   SK_FIXUP_COST (50), SK_MIN_GAIN (105; 0 splits whenever T is not a multiple of P, as the tests do), THREADS.
+// The model's cost was fitted to a first H200 run with no model (every partial wave split; N = K = 4096): the
+//   stream-K time came out about 0.4-0.5 tile-times above T / P (extra epilogues: a 128 KB fp32 partial written
+//   and read besides the fp16 store), and splitting lost to rung 06 where the last wave was more than about
+//   half full (0.91x at 4096^3, 512 tiles = 3 waves + 116).
 // Results: results/h200/gemm_tc_stream_k.json.
 // Ideas: Osama, Merrill, Cecka, Garland, Owens, "Stream-K: Work-centric Parallel Decomposition for Dense
 //   Matrix-Matrix Multiplication on the GPU" (PPoPP 2023: the DP + SK hybrid, the fix-up, ~1.2x on A100 for
@@ -68,6 +73,12 @@
 #endif
 #ifndef SK_WAVES
 #define SK_WAVES 1  // full waves added to the stream-K region besides the last partial one
+#endif
+#ifndef SK_FIXUP_COST
+#define SK_FIXUP_COST 50  // the fix-up's cost in hundredths of a tile-time at 64 k-tiles, scaled by 64 / k_tiles
+#endif
+#ifndef SK_MIN_GAIN
+#define SK_MIN_GAIN 105  // percent: split along K only where the model below predicts at least this speed-up
 #endif
 #ifndef THREADS
 #define THREADS (128 * (1 + BM / 64))  // a producer warpgroup, then the consumers
@@ -113,8 +124,12 @@ struct StreamK {
     long long sk_iters;
 
     __device__ StreamK(int tiles_, int k_tiles_, int blocks) : tiles(tiles_), k_tiles(k_tiles_) {
-        const int rest = tiles % blocks;
-        sk_tiles = rest == 0 ? 0 : min(tiles, rest + SK_WAVES * blocks);
+        // The model, in hundredths of a tile-time: data-parallel takes ceil(T / P) rounds, stream-K T / P plus the
+        // fix-up (written once, read once per cut tile: a fixed cost, so a smaller share of a longer tile).
+        const long long dp = 100LL * ((tiles + blocks - 1) / blocks);
+        const long long sk = 100LL * tiles / blocks + 64LL * SK_FIXUP_COST / k_tiles;
+        const bool split = tiles % blocks != 0 && 100 * dp >= SK_MIN_GAIN * sk;
+        sk_tiles = split ? min(tiles, tiles % blocks + SK_WAVES * blocks) : 0;
         sk_iters = static_cast<long long>(sk_tiles) * k_tiles;
     }
     __device__ long long begin(int b) const { return sk_iters * b / gridDim.x; }
