@@ -39,7 +39,7 @@
 //   stream-K time came out about 0.4-0.5 tile-times above T / P (extra epilogues: a 128 KB fp32 partial written
 //   and read besides the fp16 store), and splitting lost to rung 06 where the last wave was more than about
 //   half full (0.91x at 4096^3, 512 tiles = 3 waves + 116).
-// Results: results/h200/gemm_tc_stream_k.json.
+// Results: results/h200/schedule_stream_k.json (lab/scheduling.py stream_k_study).
 // Ideas: Osama, Merrill, Cecka, Garland, Owens, "Stream-K: Work-centric Parallel Decomposition for Dense
 //   Matrix-Matrix Multiplication on the GPU" (PPoPP 2023: the DP + SK hybrid, the fix-up, ~1.2x on A100 for
 //   such shapes); CUTLASS's sm90 stream-K tile scheduler. Code is this lab's own.
