@@ -7,18 +7,24 @@ import json
 import re
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from lab import build, exercises
+from lab import build, exercises, schedule
 from lab.build import KernelSpec
 from lab.errors import CompileError, LabError
 from lab.exercises import CheckGroup, Exercise, Performance, solution_regions, strip_solution
 from lab.families import get_family
 
 EXERCISE_IDS = ["01_vectorized_copy", "02_tiled_transpose", "03_smem_tiled_gemm", "04_register_tiled_gemm",
-                "05_mma_fragments"]
+                "05_mma_fragments", "06_tile_order"]
 GEMM_IDS = ["03_smem_tiled_gemm", "04_register_tiled_gemm", "05_mma_fragments"]
+# Exercises whose starter is correct as it stands and only slow (06 keeps the row-major tile order).
+CORRECT_STARTERS = {"06_tile_order"}
+# Exercises calibrated by a time_orders payload (lab.scheduling) in results/h200/grading/<id>_calibration.json
+# rather than by the family's bench records: the reference rung's knobs at a shape `lab bench` does not time.
+CALIBRATION_ORDER = {"06_tile_order": ("grouped", 8)}
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "h200"
 
 
@@ -39,7 +45,7 @@ def _all_cases(exercise: Exercise) -> list[dict]:
 def test_all_exercises_are_found_in_order():
     found = exercises.all_exercises()
     assert [e.id for e in found] == EXERCISE_IDS
-    assert [e.number for e in found] == [1, 2, 3, 4, 5]
+    assert [e.number for e in found] == [1, 2, 3, 4, 5, 6]
     assert all(e.path == exercises.EXERCISES_DIR / e.id for e in found)
 
 
@@ -49,7 +55,7 @@ def test_load_accepts_number_folder_and_topic(name):
     assert exercises.load(name).id == "01_vectorized_copy"
 
 
-@pytest.mark.parametrize("name", ["6", "99", "copy", "gemm", "02_vectorized_copy", ""])
+@pytest.mark.parametrize("name", ["7", "99", "copy", "gemm", "02_vectorized_copy", ""])
 def test_unknown_exercise_names_the_known_ones(name):
     with pytest.raises(LabError) as err:
         exercises.load(name)
@@ -172,17 +178,25 @@ def test_mma_fragments_is_the_issue_s_exercise():
     assert e.max_points(include_hidden=False) == 10
 
 
-def _recorded_ratios(exercise: Exercise) -> list[float]:
+def _recorded_ratios(exercise: Exercise, required: bool = True) -> list[float]:
     """The reference rung's speed as a fraction of the ceiling in results/h200 (cold L2) at each performance
-    shape: the figures the README quotes."""
+    shape: the figures the README quotes. required=False: [] where a shape has no record."""
     from lab import records
 
+    if exercise.id in CALIBRATION_ORDER:
+        order, group_m = CALIBRATION_ORDER[exercise.id]
+        rows = json.loads((RESULTS / "grading" / f"{exercise.id}_calibration.json").read_text())["rows"]
+        found = [r["x_cublas"] for p in exercise.performance.params for r in rows
+                 if (r["order"], r["group_m"]) == (order, group_m) and all(r[k] == p[k] for k in ("M", "N", "K"))]
+        assert found or not required, f"no calibration row of {exercise.id} at its performance shape"
+        return found
     recs = records.load(RESULTS / f"{exercise.family}.json").records
     ratios = []
     for params in exercise.performance.params:
         found = [r.ratio for r in recs if r.rung == exercise.rung and r.l2 == "cold"
                  and all(r.params.get(k) == v for k, v in params.items())]
-        assert found, f"no cold-L2 record of {exercise.rung} at {params} in results/h200/{exercise.family}.json"
+        assert found or not required, (f"no cold-L2 record of {exercise.rung} at {params} in "
+                                       f"results/h200/{exercise.family}.json")
         ratios += found
     return ratios
 
@@ -419,7 +433,7 @@ def test_reference_has_a_solution_region_and_the_starter_a_todo(ex):
 def test_starter_keeps_the_signature_and_the_knob_defines(ex):
     starter = ex.starter_text()
     # (gemm_tc's entry carries __launch_bounds__ between `void` and its name, on a line of its own)
-    assert re.search(rf'extern "C" __global__ void\s+(__launch_bounds__\(\w+\)\s+)?{ex.entry}\(', starter)
+    assert re.search(rf'extern "C" __global__ void\s+(__launch_bounds__\([\w, ]+\)\s+)?{ex.entry}\(', starter)
     for knob, _ in ex.reference_spec().knobs:
         assert f"#define {knob}" in starter
 
@@ -495,6 +509,143 @@ def test_gemm_visible_and_hidden_shapes_stay_in_their_budgets():
 
 
 # ----------------------------------------------------------------------------------------------
+# Exercise 06: the tile order (a correct, row-major starter; the grouped order is the solution)
+# ----------------------------------------------------------------------------------------------
+
+ROW_MAJOR_DEFAULT = "int tile_m = blockIdx.y, tile_n = blockIdx.x;"
+
+
+def _tiles(exercise: Exercise, case: dict) -> tuple[int, int]:
+    """(tiles_m, tiles_n): the launcher's grid (ceil(M / BM), ceil(N / BN)) for one case, as rows x columns."""
+    knobs = dict(exercise.reference_spec().knobs)
+    return -(-case["M"] // knobs["BM"]), -(-case["N"] // knobs["BN"])
+
+
+def test_tile_order_is_the_issue_s_exercise():
+    e = exercises.load("06")
+    assert (e.family, e.rung, e.entry, e.student_file) == ("gemm_tc", "05_warp_specialized",
+                                                            "gemm_tc_warp_specialized", "kernel.cu")
+    spec = e.reference_spec()
+    assert (spec.min_arch, spec.arch_suffix) == (90, "a")  # graded on H100/H200 only
+    knobs = dict(spec.knobs)
+    bm, bn, bk, g = knobs["BM"], knobs["BN"], knobs["BK"], knobs["GROUP_M"]
+    assert (bm, bn, bk, g) == (128, 256, 64, 8)
+    assert [(grp.name, grp.points) for grp in e.checks] == [("friendly", 1), ("grid_shapes", 3)]
+    for group in e.checks + e.hidden_checks():
+        assert {(c["layout"], c["dtype"]) for c in group.cases} == LAYOUTS_AND_TYPES, group.name
+        # the order does not depend on K: small K and small products keep the checks quick
+        assert all(k <= 512 and m * n * k <= 1024 ** 3 // 2 for m, n, k in map(_dims, group.cases)), group.name
+    friendly, grid_shapes = e.checks
+    # friendly: whole tiles and k-tiles, full groups only
+    assert all(m % bm == 0 and n % bn == 0 and k % bk == 0 and (m // bm) % g == 0
+               for m, n, k in map(_dims, friendly.cases))
+    tiles = [_tiles(e, c) for c in grid_shapes.cases]
+    assert any(tm > g and tm % g for tm, _ in tiles)  # full groups, then a short one
+    assert any(1 < tm < g and tn > 1 for tm, tn in tiles)  # fewer tile-rows than one group
+    assert any(tm == 1 and tn >= 32 for tm, tn in tiles)  # wide: one tile-row, one group of one row
+    assert any(tn == 1 and tm >= 4 * g for tm, tn in tiles)  # tall: one tile-column, many groups
+    assert (1, 1) in tiles
+    assert any(c["M"] == 1 and c["N"] > 1 for c in grid_shapes.cases)
+    assert any(c["N"] == 1 and c["M"] > 1 for c in grid_shapes.cases)
+    assert any(all(_is_prime(x) for x in _dims(c)) and min(_dims(c)) > 100 for c in grid_shapes.cases)
+    assert any(c.get("beta") and c.get("alpha", 1) != 1 and c.get("pad") for c in grid_shapes.cases)
+    # hidden: every remainder of tiles_m after the full groups, grids over a wave, long thin grids
+    hidden = {grp.name: grp.cases for grp in e.hidden_checks()}
+    assert set(hidden) == {"group_remainders", "large_grids", "skinny_grids"}
+    assert {_tiles(e, c)[0] % g for c in hidden["group_remainders"]} >= set(range(1, g))
+    assert all(_tiles(e, c)[1] > 1 for c in hidden["group_remainders"])
+    assert any(tm * tn > 132 for tm, tn in (_tiles(e, c) for c in hidden["large_grids"]))
+    assert all(min(_tiles(e, c)) <= 3 and max(_tiles(e, c)) >= 36 for c in hidden["skinny_grids"])
+    text = (e.path / exercises.HIDDEN_NAME).read_text()
+    assert "--hidden-seed" in text and '"seed"' not in text
+    assert e.performance == Performance(6, [{"M": 2048, "N": 32768, "K": 2048, "layout": "TN",
+                                             "dtype": "float16"}], 0.75)
+    assert (e.time_limit_s, e.check_timeout_s) == (400, 150)
+    assert e.max_points(include_hidden=False) == 10
+
+
+def test_tile_order_performance_shape_separates_the_orders_in_l2():
+    """The README's prediction, counted with lab.schedule: at the performance shape one wave of blocks (one per
+    SM of the H200) reads all of B's column panels in row-major order, twice the L2, and a third of it in the
+    grouped order."""
+    e = exercises.load("06")
+    provenance = json.loads((RESULTS / f"{e.family}.json").read_text())["provenance"]
+    l2, sms = provenance["l2_bytes"], provenance["sm_count"]
+    # one block per SM: two do not fit in Hopper's 228 KiB of shared memory per SM
+    assert 2 * e.family_object().dynamic_smem_bytes(e.reference_rung()) > 228 * 1024
+    knobs = dict(e.reference_spec().knobs)
+    (p,) = e.performance.params
+    tiles_m, tiles_n = _tiles(e, p)
+    assert tiles_n < sms < 2 * tiles_n  # a row-major wave: one whole tile-row and a few tiles of the next
+
+    def first_wave(order: str) -> schedule.WaveFootprint:
+        return schedule.wave_footprints(p["M"], p["N"], p["K"], knobs["BM"], knobs["BN"], sms, order=order,
+                                        group_m=knobs["GROUP_M"])[0]
+
+    row, grouped = first_wave("row"), first_wave("grouped")
+    assert (row.a_panels, row.b_panels) == (2, tiles_n) and row.bytes > 2 * l2
+    assert grouped.a_panels == knobs["GROUP_M"] and grouped.bytes < 0.4 * l2
+
+
+def test_tile_order_starter_is_the_reference_in_row_major_order():
+    e = exercises.load("06")
+    (region,) = solution_regions(e.reference_source())
+    assert "tile_m =" in region and "tile_n =" in region
+    # the one TODO sits inside `#if GROUP_M`, right after the row-major default the starter keeps
+    before, after = e.starter_text().split("    // TODO: ")
+    assert before.splitlines()[-2:] == [f"    {ROW_MAJOR_DEFAULT}", "#if GROUP_M"]
+    assert after.splitlines()[1] == "#endif"
+    # compiled, the starter (GROUP_M = 8) is rung 05 built with GROUP_M = 0, byte for byte: it differs from the
+    # reference in the tile order and nothing else
+    starter = build.compile_cubin(e.student_spec(e.starter_path), 90).cubin
+    row_major = build.compile_cubin(e.reference_spec().with_knobs(GROUP_M=0), 90).cubin
+    assert starter == row_major != build.compile_cubin(e.reference_spec(), 90).cubin
+
+
+def _region_statements(region: str) -> list:
+    """The solution region's statements compiled as Python. The region holds only int declarations and
+    assignments over blockIdx, gridDim and GROUP_M with + - * / %, min and static_cast<int>; every value is
+    non-negative, so C's truncating `/` is Python's `//`."""
+    code = re.sub(r"//[^\n]*", "", region)
+    code = re.sub(r"static_cast<int>\(([^()]*)\)", r"\1", code)
+    code = re.sub(r"\bconst\s+int\s+|\bint\s+|[{}]", "", code).replace("/", "//")
+    statements = []
+    for statement in (s.strip() for s in code.split(";") if s.strip()):
+        depth, start = 0, 0
+        for i, ch in enumerate(statement + ","):  # `int a = .., b = ..;` declares two: split at top-level commas
+            depth += (ch == "(") - (ch == ")")
+            if ch == "," and depth == 0:
+                statements.append(compile(statement[start:i].strip(), "<solution region>", "exec"))
+                start = i + 1
+    return statements
+
+
+def _region_tile(statements: list, block: int, tiles_m: int, tiles_n: int, group_m: int) -> tuple[int, int]:
+    """(tile_m, tile_n) the region gives block `block` (launch order, x fastest) of a tiles_n x tiles_m grid."""
+    names = {"blockIdx": SimpleNamespace(x=block % tiles_n, y=block // tiles_n),
+             "gridDim": SimpleNamespace(x=tiles_n, y=tiles_m), "GROUP_M": group_m, "min": min,
+             "tile_m": block // tiles_n, "tile_n": block % tiles_n}  # the row-major default before it
+    for statement in statements:
+        exec(statement, {"__builtins__": {}}, names)
+    return names["tile_m"], names["tile_n"]
+
+
+@pytest.mark.parametrize("group_m", [8, 1, 3, 16])
+def test_tile_order_solution_is_the_grouped_order_and_a_permutation_on_every_checked_grid(group_m):
+    # The reference's own arithmetic, run in Python on the grid of every visible, hidden and performance case
+    # (8 is the knob the grader builds with; the others show the map holds for any GROUP_M >= 1).
+    e = exercises.load("06")
+    (region,) = solution_regions(e.reference_source())
+    statements = _region_statements(region)
+    for tiles_m, tiles_n in sorted({_tiles(e, c) for c in _all_cases(e)}):
+        blocks = range(tiles_m * tiles_n)
+        visited = [_region_tile(statements, b, tiles_m, tiles_n, group_m) for b in blocks]
+        assert sorted(visited) == [(m, n) for m in range(tiles_m) for n in range(tiles_n)], (tiles_m, tiles_n)
+        assert visited == [schedule.tile_of(b, tiles_m, tiles_n, "grouped", group_m) for b in blocks], (tiles_m,
+                                                                                                       tiles_n)
+
+
+# ----------------------------------------------------------------------------------------------
 # The student's file
 # ----------------------------------------------------------------------------------------------
 
@@ -534,13 +685,17 @@ def test_student_and_reference_cache_keys_differ_only_by_source(ex, tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------
-# GPU: the reference passes every visible and hidden case; the starter does not
+# GPU: the reference passes every visible and hidden case; the starter does not (06's, correct by design, does)
 # ----------------------------------------------------------------------------------------------
 
 @pytest.mark.gpu
 def test_reference_passes_every_case_and_the_starter_fails(ex):
+    from lab import device
     from lab.verify import check_case
 
+    why = build.arch_refusal(ex.reference_spec(), device.current().arch)
+    if why:
+        pytest.skip(f"{ex.id}'s reference rung {why}")
     family = ex.family_object()
     reference = ex.student_rung(ex.reference_spec().path)
     for group in ex.checks + ex.hidden_checks():
@@ -549,4 +704,8 @@ def test_reference_passes_every_case_and_the_starter_fails(ex):
             assert result.passed, f"{ex.id} {group.name} {case}: {result.reasons}"
     starter = ex.student_rung(ex.starter_path)
     for group in ex.checks:
-        assert not check_case(family, starter, group.cases[-1], seed=7).passed, f"the starter passes {group.name}"
+        passed = check_case(family, starter, group.cases[-1], seed=7).passed
+        if ex.id in CORRECT_STARTERS:  # correct and slow: the performance check is what it fails
+            assert passed, f"the starter of {ex.id}, correct by design, fails {group.name}"
+        else:
+            assert not passed, f"the starter passes {group.name}"

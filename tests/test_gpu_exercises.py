@@ -1,8 +1,11 @@
-"""GPU: the GEMM exercises (03 shared-memory tiled, 04 register-tiled, 05 tensor-core fragments) graded
-end to end through the grader, hidden checks included: worker processes, time limits, the performance
-check against cuBLAS (SGEMM, or for 05 cuBLAS in the same type and layout).
+"""GPU: the GEMM exercises (03 shared-memory tiled, 04 register-tiled, 05 tensor-core fragments, 06 the tile
+order of the warp-specialized Hopper rung) graded end to end through the grader, hidden checks included: worker
+processes, time limits, the performance check against cuBLAS (SGEMM, or for 05 and 06 cuBLAS in the same type
+and layout).
 The reference rung must earn every correctness point and reach its performance target (chosen below
-the rung's predicted speed); the stripped starter must compile and earn nothing. The performance path
+the rung's predicted speed); the stripped starter must compile and earn nothing, except 06's: it keeps the
+row-major tile order, so it must earn every correctness point and miss the performance target. 06 needs
+sm_90a (wgmma, setmaxnreg) and is skipped, with the reason, on any other GPU. The performance path
 is also checked directly on problems whose output is an input (beta != 0) and has padding.
 
     python -m pytest -q -m gpu tests/test_gpu_exercises.py
@@ -18,12 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from lab import grader
+from lab import build, device, grader
 from lab.exercises import load
 
 pytestmark = pytest.mark.gpu
 
-GEMM_EXERCISES = ["03_smem_tiled_gemm", "04_register_tiled_gemm", "05_mma_fragments"]
+GEMM_EXERCISES = ["03_smem_tiled_gemm", "04_register_tiled_gemm", "05_mma_fragments", "06_tile_order"]
+# Starters that are correct as they stand and only slow: 06's is rung 05 in row-major tile order.
+ROW_MAJOR_STARTERS = ["06_tile_order"]
+EMPTY_STARTERS = [e for e in GEMM_EXERCISES if e not in ROW_MAJOR_STARTERS]
 SEED = 4242
 _SUMMARY: dict = {}
 
@@ -33,6 +39,13 @@ def _submit(root: Path, name: str, text: str) -> Path:
     folder.mkdir(parents=True)
     (folder / "kernel.cu").write_text(text)
     return folder
+
+
+def _skip_unless_this_gpu_runs(exercise) -> None:
+    """Skip, saying why, where the exercise's reference rung cannot run (06: sm_90a only)."""
+    why = build.arch_refusal(exercise.reference_spec(), device.current().arch)
+    if why:
+        pytest.skip(f"{exercise.id}: its reference rung {exercise.rung} {why}")
 
 
 def _record(result: grader.SubmissionResult) -> None:
@@ -51,6 +64,7 @@ def _record(result: grader.SubmissionResult) -> None:
 def graded(request, tmp_path_factory):
     """The reference solution and the starter of one exercise, each graded once with the hidden checks."""
     exercise = load(request.param)
+    _skip_unless_this_gpu_runs(exercise)
     root = tmp_path_factory.mktemp(exercise.id)
     results = {}
     for name, text in (("reference", exercise.reference_source()), ("starter", exercise.starter_text())):
@@ -87,6 +101,7 @@ def test_the_reference_reaches_the_performance_target(graded):
         f"(and the README) to about two thirds of the measured ratio.\n{perf.output}")
 
 
+@pytest.mark.parametrize("graded", EMPTY_STARTERS, indirect=True)
 def test_the_starter_compiles_and_earns_nothing(graded):
     _, results = graded
     starter = results["starter"]
@@ -97,6 +112,31 @@ def test_the_starter_compiles_and_earns_nothing(graded):
             assert "not timed" in check.output, check.output
         elif check.name != "compile":
             assert not check.passed and "failed on" in check.output and "wrong result" in check.output, check.output
+
+
+@pytest.mark.parametrize("graded", ROW_MAJOR_STARTERS, indirect=True)
+def test_the_row_major_starter_earns_the_correctness_points_and_misses_the_performance_target(graded):
+    # 06's starter computes every tile, in the launch order: correct everywhere, slow where a wave's panels
+    # outgrow the L2 (calibrated on the H200: 0.708x of cuBLAS against the grouped order's 0.853x).
+    exercise, results = graded
+    starter, reference = results["starter"], results["reference"]
+    assert starter.check("compile").passed, _report(starter)
+    correctness = [c for c in starter.checks if c.name not in ("compile", "performance")]
+    assert {c.name for c in correctness} == {g.name for g in exercise.checks + exercise.hidden_checks()}
+    assert all(c.passed and c.score == c.max_score for c in correctness), _report(starter)
+    perf = starter.check("performance")
+    ratio, target = perf.extra.get("ratio_of_ceiling"), exercise.performance.target_of_ceiling
+    assert ratio is not None and "not timed" not in perf.output, perf.output
+    assert not perf.passed and perf.score < exercise.performance.points, (
+        f"the row-major starter reached {ratio:.3f}x of cuBLAS, at or above the target {target}x: raise "
+        f"target_of_ceiling in {exercise.path / 'exercise.json'} (and the README) above it, below the "
+        f"reference's {reference.check('performance').extra.get('ratio_of_ceiling')}x.\n{perf.output}")
+    assert starter.score == sum(c.score for c in correctness) + perf.score  # half the points, or none
+    reference_ratio = reference.check("performance").extra.get("ratio_of_ceiling")
+    assert reference_ratio is not None, _report(reference)  # the reference's own tests say why
+    assert ratio < 0.95 * reference_ratio, (
+        f"the row-major starter ran at {ratio:.3f}x of cuBLAS, within 5% of the grouped reference's "
+        f"{reference_ratio:.3f}x: at this shape the tile order does not matter, so the exercise grades nothing")
 
 
 @pytest.mark.parametrize("exercise_id", GEMM_EXERCISES)
@@ -111,6 +151,7 @@ def test_the_timed_runs_check_outputs_that_are_inputs_and_padded(exercise_id, ca
     from lab import grade_worker
 
     exercise = load(exercise_id)
+    _skip_unless_this_gpu_runs(exercise)
     family = exercise.family_object()
     rung = exercise.reference_rung()
     problem = family.make_problem(seed=11, **case)

@@ -24,11 +24,23 @@ REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 SCRIPT = REPO / "scripts" / "execute_notebooks.py"
 # The family whose records each notebook replays first (its banner names it; "NO RECORDS for" it when absent).
+# Notebook 04 replays JSON payloads, not a family's records; it names its first payload the same way.
 FAMILY = {"00_setup_and_method": "copy", "01_memory_bound": "copy", "02_gemm_fp32": "gemm_fp32",
-          "03_tensor_cores": "gemm_tc"}
+          "03_tensor_cores": "gemm_tc", "04_scheduling": "schedule_orders"}
 
 pytest.importorskip("nbclient", reason="nbclient is not installed: pip install -e '.[test]'")
 pytest.importorskip("jupytext", reason="jupytext is not installed: pip install -e '.[test]'")
+
+
+def _schedule_payloads():
+    """tests/test_schedule_plots.py's synthetic scheduling payloads (one source of that test data)."""
+    name = "test_schedule_plots"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def _script():
@@ -208,6 +220,7 @@ def write_synthetic_reference(directory: Path) -> Path:
     payload = {"schema": 1, "provenance": SYNTHETIC_PROVENANCE, "records": _synthetic_gemm_tc_records(rng)}
     (directory / "gemm_tc.json").write_text(json.dumps(payload))
     (directory / "gemm_tc_profile.json").write_text(json.dumps(_synthetic_gemm_tc_profile()))
+    _schedule_payloads().write_synthetic_payloads(directory, SYNTHETIC_PROVENANCE)
     return directory
 
 
@@ -247,8 +260,8 @@ def _output_text(output: dict) -> str:
 
 
 def test_notebooks_exist():
-    assert [p.name for p in NOTEBOOKS][:4] == ["00_setup_and_method.py", "01_memory_bound.py", "02_gemm_fp32.py",
-                                               "03_tensor_cores.py"]
+    assert [p.name for p in NOTEBOOKS][:5] == ["00_setup_and_method.py", "01_memory_bound.py", "02_gemm_fp32.py",
+                                               "03_tensor_cores.py", "04_scheduling.py"]
     assert set(FAMILY) == {p.stem for p in NOTEBOOKS}, "name the family each new notebook replays in FAMILY"
 
 
@@ -270,6 +283,10 @@ def test_notebooks_execute_replaying_the_committed_reference_records(tmp_path, m
         for kind in ("sweep", "tail"):
             assert (f"{kind:9s} NOT IN THESE RECORDS" in tc) == (kind not in kinds), kind
     assert ("NO PROFILE for gemm_tc" in tc) == (not (REPO / "results" / "h200" / "gemm_tc_profile.json").is_file())
+    # Notebook 04 says, file by file, which of its payloads are not recorded yet.
+    for stem in ("schedule_orders", "schedule_orders_ncu", "schedule_orders_fp32", "schedule_stream_k", "small_items"):
+        absent = not (REPO / "results" / "h200" / f"{stem}.json").is_file()
+        assert (f"NO RECORDS for {stem}:" in texts["04_scheduling"]) == absent, stem
 
 
 @pytest.mark.slow
@@ -285,6 +302,9 @@ def test_notebooks_execute_with_no_records_at_all(tmp_path, monkeypatch):
     tc = texts["03_tensor_cores"]
     assert "NO PROFILE for gemm_tc" in tc and "no knob probe" in tc and "no bound margins" in tc
     assert "ldmatrix.x4 with the rungs' row addresses delivers exactly the mma A fragment: True" in tc
+    sched = texts["04_scheduling"]
+    assert sched.count("NO RECORDED RESULTS") == 5 and "(nothing to plot" not in sched
+    assert "wave 0 reads" in sched and "x L2" in sched and "assumed" in sched
 
 
 @pytest.mark.slow
@@ -304,6 +324,11 @@ def test_notebooks_execute_on_synthetic_records(tmp_path, monkeypatch):
     assert "smem_bank_conflicts_ldsm" in tc and "HMMA per ldmatrix" in tc and "| total / minimum |" in tc
     assert "launch paths, tail records" in tc and "element loads" in tc
     assert "tail sizes by N mod 8" in tc and "is faster than cublas_gemm at" in tc
+    sched = texts["04_scheduling"]
+    assert "(nothing to plot" not in sched and sched.count("REPLAYED from SYNTHETIC TEST DATA") >= 5
+    assert "the fastest order is" in sched and "its DRAM reads:" in sched and "06 / 05 per round" in sched
+    assert "wave-quantized: 07 / 06" in sched and "output elements differ" in sched
+    assert "faster per item than one launch per item" in sched and "wave boundaries in the sweep" in sched
 
 
 # ----------------------------------------------------------------------------------------------

@@ -106,6 +106,7 @@ gemm_tc_warp_specialized(const __grid_constant__ TensorMap map_a, const __grid_c
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int tile_m = blockIdx.y, tile_n = blockIdx.x;
 #if GROUP_M
+    // BEGIN SOLUTION: map the linear block id (x fastest) to tile_m, tile_n in the grouped order: GROUP_M tile-rows per group, column by column inside a group, the last group taking the rows that are left.
     // Blocks start roughly in launch order (x fastest). Walking GROUP_M tile-rows column by column keeps
     // the A rows of a group and the B columns of a few tile-columns in L2 while a wave runs over them
     // (lab/schedule.py restates the order and predicts each wave's footprint).
@@ -115,6 +116,7 @@ gemm_tc_warp_specialized(const __grid_constant__ TensorMap map_a, const __grid_c
         tile_m = first + (id % per_group) % rows;
         tile_n = (id % per_group) / rows;
     }
+    // END SOLUTION
 #endif
     const int row0 = tile_m * BM, col0 = tile_n * BN;
     const int k_tiles = (K + BK - 1) / BK;

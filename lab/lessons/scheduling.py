@@ -1,0 +1,757 @@
+"""The scheduling lesson (notebook 04, issue 10: when and where work runs): where its records come from, what
+lab.schedule predicts before anything is measured, the short LIVE plan, and the summaries that hold issue 10's
+targets against the records.
+
+The records are JSON payloads, not RecordSets: scripts/schedule_study.py writes schedule_orders.json,
+schedule_orders_ncu.json, schedule_orders_fp32.json and schedule_stream_k.json (lab.scheduling), and
+scripts/small_items.py writes small_items.json (lab.work_queue). Every number printed here is computed from
+lab.schedule or from those payloads; the targets are the issue's, named as targets.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lab import records, schedule, scheduling
+from lab.errors import LabError
+from lab.lessons.common import describe_provenance, shown_path
+from lab.plots import setting_label
+
+if TYPE_CHECKING:
+    from lab.lessons.mode import Mode
+
+PAYLOADS = ("schedule_orders", "schedule_orders_ncu", "schedule_orders_fp32", "schedule_stream_k", "small_items")
+_RECORDED_BY = {
+    "schedule_orders": "python3 scripts/schedule_study.py {dir} orders",
+    "schedule_orders_ncu": "python3 scripts/schedule_study.py {dir} counters",
+    "schedule_orders_fp32": "python3 scripts/schedule_study.py {dir} fp32",
+    "schedule_stream_k": "python3 scripts/schedule_study.py {dir} streamk",
+    "small_items": "python3 scripts/small_items.py {dir}/small_items.json",
+}
+# Issue 10's targets (what the lesson sets out to show), not measurements.
+TARGETS = {"order_speedup": 1.3, "order_dram": 0.6, "queue_speedup": 5.0, "queue_item_us": 10.0,
+           "persistent": 1.0, "wave-quantized": 1.15, "well-quantized": 0.98}
+TARGET_SHAPE = scheduling.ORDER_SHAPES[0]  # where the order targets are stated: 4096 x 32768 x 8192
+TC_FAMILY, TC_RUNG = "gemm_tc", "06_persistent"
+DP_RUNG, SK_RUNG, WS_RUNG = "06_persistent", "07_stream_k", "05_warp_specialized"
+FORCED_RUNG = "07_forced_split"  # rung 07 with SK_MIN_GAIN = 0: splits every partial wave
+# When neither this GPU nor any record says how many SMs and how much L2 the reference GPU has, the predictions
+# use what the driver reports for the reference H200 (its records' provenance); the line printed says so.
+ASSUMED_GPU = {"device": "the reference H200 (assumed: no records here to read it from)", "sm_count": 132,
+               "l2_bytes": 60 * 2**20}
+
+# LIVE: a short plan (minutes on an H200), the full studies being scripts/schedule_study.py's.
+LIVE_ORDER_SETTINGS = (("row", 0), ("column", 0), ("grouped", 8), ("grouped", 16))
+LIVE_FP32_SETTINGS = (("row", 0), ("grouped", 8))
+LIVE_MIN_TIME_MS = 10.0
+LIVE_ITEM_SIZES = (256, 4096, 65536)
+LIVE_ITEMS = 2000
+LIVE_WAVES = 3  # the stream-K sweep: the M just below and just above the first LIVE_WAVES wave boundaries
+
+
+# ----------------------------------------------------------------------------------------------
+# Where the records come from
+# ----------------------------------------------------------------------------------------------
+
+def payload_path(name: str) -> Path:
+    return records.reference_dir() / f"{name}.json"
+
+
+def recorded_by(name: str) -> str:
+    return _RECORDED_BY[name].format(dir=shown_path(records.reference_dir()))
+
+
+def load(name: str) -> dict | None:
+    """The reference GPU's payload `name` (one of PAYLOADS), marked replayed; None when absent or unreadable."""
+    path = payload_path(name)
+    if name == "small_items":
+        from lab import work_queue
+
+        try:
+            return work_queue.load_payload(path)
+        except LabError:
+            return None
+    try:
+        payload = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(payload, dict) or not isinstance(payload.get("provenance"), dict):
+        return None
+    return payload | {"replayed": True}
+
+
+def replayed() -> dict[str, dict | None]:
+    """Every payload of the lesson from lab.records.reference_dir() (results/h200 unless LAB_REFERENCE_RESULTS)."""
+    return {name: load(name) for name in PAYLOADS}
+
+
+def missing(name: str) -> str:
+    return (f"NO RECORDS for {name}: {shown_path(payload_path(name))} is absent or unreadable, so this cell shows "
+            f"nothing. On a GPU, `{recorded_by(name)}` records it.")
+
+
+def source(payload: dict | None, name: str) -> str:
+    """Where a payload's numbers come from: replayed (device, date, commit) or measured now; or that it is missing."""
+    if payload is None:
+        return missing(name)
+    where = describe_provenance(payload.get("provenance", {}))
+    if payload.get("replayed"):
+        return f"{name}: REPLAYED from {where} ({shown_path(payload_path(name))}), not measured here."
+    return f"{name}: measured now, in this run, on {where}."
+
+
+def _box(lines: list[str], char: str) -> str:
+    width = max(len(line) for line in lines) + 4
+    edge = char * width
+    return "\n".join([edge] + [f"{char} {line.ljust(width - 4)} {char}" for line in lines] + [edge])
+
+
+def banner(current: Mode, payloads: dict[str, dict | None]) -> str:
+    """A loud box: LIVE (what is measured now, and that the full records are replayed beside it) or REPLAY;
+    then each record file with its provenance, or NO RECORDED RESULTS."""
+    if current.live:
+        from lab import device
+
+        gpu = device.current()
+        lines = [f"LIVE MODE: a SHORT plan is measured now on this machine's {gpu.name} ({gpu.sm},",
+                 f"{gpu.sm_count} SMs, {records.format_bytes(gpu.l2_bytes)} L2); no Nsight Compute here.",
+                 "Beside each live measurement, the FULL records of the reference GPU are",
+                 "REPLAYED, and labelled so:"]
+        char = "="
+    else:
+        lines = ["REPLAY MODE: NOTHING BELOW IS MEASURED ON THIS MACHINE.", f"Why: {current.reason}."]
+        char = "#"
+    for name in PAYLOADS:
+        payload = payloads.get(name)
+        if payload is None:
+            lines.append(f"{name}: NO RECORDED RESULTS at {shown_path(payload_path(name))};")
+            lines.append(f"  its cells say so and show nothing. Recorded on a GPU by `{recorded_by(name)}`.")
+        else:
+            lines.append(f"{name}: REPLAYED from {describe_provenance(payload['provenance'])}.")
+    lines.append("Predictions (tile orders, wave footprints, rounds) ARE computed here, from lab.schedule.")
+    return _box(lines, char)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """What the predictions need from the GPU: SMs (one persistent block each) and the L2 size."""
+
+    sm_count: int
+    l2_bytes: int
+    where: str
+
+    def __str__(self) -> str:
+        return (f"{self.sm_count} SMs, L2 {records.format_bytes(self.l2_bytes)} ({self.l2_bytes / 1e6:.1f} MB), "
+                f"from {self.where}")
+
+
+def gpu_facts(current: Mode, payloads: dict[str, dict | None]) -> Gpu:
+    """LIVE: this GPU. REPLAY: the GPU the records were made on (their provenance), else the gemm_tc records',
+    else ASSUMED_GPU."""
+    if current.live:
+        from lab import device
+
+        gpu = device.current()
+        return Gpu(gpu.sm_count, gpu.l2_bytes, f"this GPU, {gpu.name}")
+    provenances = [(name, p["provenance"]) for name, p in payloads.items() if p is not None]
+    from lab.lessons.views import reference
+
+    tc = reference(TC_FAMILY)
+    if tc is not None:
+        provenances.append((TC_FAMILY, tc.provenance))
+    for name, prov in provenances:
+        if prov.get("sm_count") and prov.get("l2_bytes"):
+            return Gpu(int(prov["sm_count"]), int(prov["l2_bytes"]),
+                       f"the provenance of {name}.json ({describe_provenance(prov)})")
+    return Gpu(ASSUMED_GPU["sm_count"], ASSUMED_GPU["l2_bytes"], ASSUMED_GPU["device"])
+
+
+@dataclass(frozen=True)
+class Tile:
+    """The block tile of the gemm_tc rungs the lesson times (their knobs): bm x bn of C, bk deep per k-step."""
+
+    bm: int
+    bn: int
+    bk: int
+
+    def grid(self, shape: dict) -> tuple[int, int]:
+        return -(-shape["M"] // self.bm), -(-shape["N"] // self.bn)
+
+    def tiles(self, shape: dict) -> int:
+        tiles_m, tiles_n = self.grid(shape)
+        return tiles_m * tiles_n
+
+    def k_tiles(self, shape: dict) -> int:
+        return -(-shape["K"] // self.bk)
+
+    def __str__(self) -> str:
+        return f"{self.bm} x {self.bn} tiles of C, k-steps of {self.bk}"
+
+
+def sm_count_of(payload: dict | None, gpu: Gpu) -> int:
+    """The SM count a payload was measured with (its own field, else its provenance's), else `gpu`'s: predictions
+    set beside replayed records use the records' GPU, not the one here."""
+    if payload is None:
+        return gpu.sm_count
+    return int(payload.get("sm_count") or payload.get("provenance", {}).get("sm_count") or gpu.sm_count)
+
+
+def tile_knobs(rung: str = TC_RUNG) -> Tile:
+    from lab.families import get_family
+
+    knobs = dict(get_family(TC_FAMILY).rung(rung).spec.knobs)
+    return Tile(knobs["BM"], knobs["BN"], knobs["BK"])
+
+
+# ----------------------------------------------------------------------------------------------
+# Predictions (lab.schedule; no GPU, no records)
+# ----------------------------------------------------------------------------------------------
+
+def shape_label(shape: dict) -> str:
+    return f"{shape['M']}x{shape['N']}x{shape['K']}"
+
+
+def wave_zero(shape: dict, settings: Iterable[tuple[str, int]], tile: Tile, gpu: Gpu) -> str:
+    """Which panels the first wave of tiles (one per SM) reads in each order, and their bytes (fp16)."""
+    lines = [f"{shape_label(shape)} in {tile.bm} x {tile.bn} tiles: {' x '.join(map(str, tile.grid(shape)))} = "
+             f"{tile.tiles(shape)} tiles, {gpu.sm_count} in flight at once (one persistent block per SM)",
+             f"  {'order':12s} {'A panels':>9s} {'B panels':>9s} {'wave 0 reads':>14s} {'x L2':>6s}"]
+    for order, group in settings:
+        w = schedule.wave_footprints(shape["M"], shape["N"], shape["K"], tile.bm, tile.bn, gpu.sm_count, order,
+                                     group)[0]
+        lines.append(f"  {setting_label(order, group):12s} {w.a_panels:9d} {w.b_panels:9d} "
+                     f"{w.bytes / 1e6:11.0f} MB {w.bytes / gpu.l2_bytes:6.2f}")
+    return "\n".join(lines)
+
+
+def _wave_panels(shape: dict, tile: Tile, workers: int, order: str, group: int) -> list[tuple[set, set]]:
+    tiles_m, tiles_n = tile.grid(shape)
+    total = tiles_m * tiles_n
+    waves = []
+    for start in range(0, total, workers):
+        stop = min(start + workers, total)
+        coords = [schedule.tile_of(i, tiles_m, tiles_n, order, group) for i in range(start, stop)]
+        waves.append(({m for m, _ in coords}, {n for _, n in coords}))
+    return waves
+
+
+def predicted_reads(shape: dict, tile: Tile, gpu: Gpu, order: str, group: int, element_bytes: int = 2) -> float:
+    """A model of DRAM bytes read: the L2 as a least-recently-used store of whole panels (A: bm x K, B: K x bn).
+    Wave by wave, every panel the wave needs that the store lacks is read from DRAM; then the wave's panels become
+    the most recent, the oldest leaving when the store is full. Panels are coarse (a wave reads them k-slice by
+    k-slice) and blocks drift apart in time, so this is a prediction to hold the counters against, not a
+    measurement."""
+    from collections import OrderedDict
+
+    sizes = {"A": element_bytes * tile.bm * shape["K"], "B": element_bytes * tile.bn * shape["K"]}
+    store: OrderedDict[tuple[str, int], int] = OrderedDict()
+    held = total = 0
+    for a, b in _wave_panels(shape, tile, gpu.sm_count, order, group):
+        wanted = [("A", m) for m in sorted(a)] + [("B", n) for n in sorted(b)]
+        total += sum(sizes[p[0]] for p in wanted if p not in store)
+        for panel in wanted:
+            if panel in store:
+                store.move_to_end(panel)
+            else:
+                store[panel] = sizes[panel[0]]
+                held += sizes[panel[0]]
+            while held > gpu.l2_bytes:
+                held -= store.popitem(last=False)[1]
+    return total
+
+
+def min_reads(shape: dict, element_bytes: int = 2) -> int:
+    """A and B read once each: the fewest DRAM bytes a GEMM can read."""
+    return element_bytes * shape["K"] * (shape["M"] + shape["N"])
+
+
+def footprint_table(shapes: Iterable[dict], settings: Iterable[tuple[str, int]], tile: Tile, gpu: Gpu) -> str:
+    """Per shape and order: the median wave's footprint against the L2, and the modelled DRAM reads against the
+    minimum (predicted_reads)."""
+    settings = tuple(settings)
+    lines = [f"L2: {gpu.l2_bytes / 1e6:.1f} MB. Per wave of {gpu.sm_count} tiles: the panels it reads (MB, and as a "
+             "multiple of L2); modelled DRAM reads of the whole GEMM as a multiple of the minimum (A and B once)."]
+    for shape in shapes:
+        lines.append(f"{shape_label(shape)}: minimum reads {min_reads(shape) / 1e6:.0f} MB")
+        lines.append(f"  {'order':12s} {'wave MB':>9s} {'x L2':>6s} {'reads x min':>12s}")
+        for order, group in settings:
+            waves = schedule.wave_footprints(shape["M"], shape["N"], shape["K"], tile.bm, tile.bn, gpu.sm_count,
+                                             order, group)
+            typical = statistics.median(w.bytes for w in waves)
+            reads = predicted_reads(shape, tile, gpu, order, group)
+            lines.append(f"  {setting_label(order, group):12s} {typical / 1e6:9.0f} {typical / gpu.l2_bytes:6.2f} "
+                         f"{reads / min_reads(shape):12.2f}")
+    return "\n".join(lines)
+
+
+def predicted_order_ratio(shape: dict, tile: Tile, gpu: Gpu, settings: Iterable[tuple[str, int]]) -> str:
+    """The order the model expects to read least at `shape`, and its reads against the row order's."""
+    reads = {s: predicted_reads(shape, tile, gpu, *s) for s in settings}
+    best = min(reads, key=reads.get)
+    row = reads.get(("row", 0)) or predicted_reads(shape, tile, gpu, "row", 0)
+    return (f"model at {shape_label(shape)}: fewest DRAM reads in order {setting_label(*best)}, "
+            f"{reads[best] / row:.2f} of the row order's (issue 10's target for the measured bytes: <= "
+            f"{TARGETS['order_dram']})")
+
+
+def rounds(shape: dict, tile: Tile, sm_count: int) -> dict:
+    """Rung 06's rounds of tiles (ceil(tiles / SMs)) against rung 07's busiest block (lab.schedule.stream_k_rounds,
+    without the fix-up), and the speed-up that predicts."""
+    tiles, k_tiles = tile.tiles(shape), tile.k_tiles(shape)
+    dp = -(-tiles // min(tiles, sm_count))
+    sk = schedule.stream_k_rounds(tiles, k_tiles, min(sm_count, tiles * k_tiles))
+    return {"tiles": tiles, "k_tiles": k_tiles, "waves": tiles / sm_count, "dp_rounds": dp, "sk_rounds": sk,
+            "predicted": dp / sk, "dp_efficiency": tiles / (sm_count * dp), "sk_efficiency": tiles / (sm_count * sk)}
+
+
+def rounds_table(shapes: Iterable[dict], tile: Tile, sm_count: int, kinds: dict | None = None) -> str:
+    lines = [f"{'shape':18s} {'kind':15s} {'tiles':>6s} {'/ SMs':>6s} {'06 rounds':>9s} {'07 rounds':>9s} "
+             f"{'07 / 06 predicted':>18s}"]
+    for shape in shapes:
+        r = rounds(shape, tile, sm_count)
+        kind = (kinds or {}).get(shape_label(shape), "")
+        lines.append(f"{shape_label(shape):18s} {kind:15s} {r['tiles']:6d} {r['waves']:6.2f} {r['dp_rounds']:9d} "
+                     f"{r['sk_rounds']:9.3f} {r['predicted']:18.2f}")
+    return "\n".join(lines)
+
+
+def named_kinds() -> dict[str, str]:
+    """The stream-K study's named shapes by kind (lab.scheduling)."""
+    kinds = {shape_label(s): "wave-quantized" for s in scheduling.WAVE_QUANTIZED}
+    kinds |= {shape_label(s): "well-quantized" for s in scheduling.WELL_QUANTIZED}
+    return kinds | {shape_label(s): "square" for s in scheduling.SQUARES}
+
+
+def sawtooth_prediction(ms: Iterable[int], tile: Tile, sm_count: int, n: int = scheduling.WAVE_N,
+                        k: int = scheduling.WAVE_K) -> list[dict]:
+    """For each M: the share of the SMs' tile-times that does useful work, data-parallel (tiles / (SMs x rounds))
+    and stream-K (tiles / (SMs x stream_k_rounds)): throughput relative to full waves, before any fix-up."""
+    return [{"M": m, **rounds({"M": m, "N": n, "K": k}, tile, sm_count)} for m in ms]
+
+
+# ----------------------------------------------------------------------------------------------
+# The records, summarised against the targets
+# ----------------------------------------------------------------------------------------------
+
+def _key(row: dict) -> tuple[int, int, int]:
+    return row["M"], row["N"], row["K"]
+
+
+def shapes_of(rows: Iterable[dict]) -> list[dict]:
+    return [{"M": m, "N": n, "K": k} for m, n, k in dict.fromkeys(map(_key, rows))]
+
+
+def _same(shape: dict) -> Callable[[dict], bool]:
+    return lambda row: _key(row) == _key(shape)
+
+
+def order_table(payload: dict | None, name: str = "schedule_orders") -> str:
+    """TFLOP/s per order per shape, against the row order and cuBLAS in the same run."""
+    if payload is None:
+        return missing(name)
+    rows = payload.get("rows") or []
+    lines = [source(payload, name), f"{payload.get('family')} rung {payload.get('rung')}, {payload.get('l2')} L2:",
+             f"  {'shape':18s} {'order':12s} {'TFLOP/s':>8s} {'x row':>6s} {'x cuBLAS':>9s}"]
+    for row in rows:
+        x_row = row.get("x_row")
+        lines.append(f"  {shape_label(row):18s} {setting_label(row['order'], row['group_m']):12s} {row['tflops']:8.1f} "
+                     f"{x_row if x_row is None else format(x_row, '.3f'):>6} {row['x_cublas']:9.3f}")
+    return "\n".join(lines)
+
+
+def best_order(payload: dict | None, shape: dict = TARGET_SHAPE) -> dict | None:
+    """The fastest order's row at `shape` (None without rows there)."""
+    mine = [r for r in (payload or {}).get("rows", []) if _same(shape)(r)]
+    return min(mine, key=lambda r: r["median_ms"]) if mine else None
+
+
+def _row_of(rows: Iterable[dict], shape: dict, order: str, group: int) -> dict | None:
+    return next((r for r in rows if _same(shape)(r) and r["order"] == order and r["group_m"] == group), None)
+
+
+def _meets(value: float, target: float, at_least: bool = True) -> str:
+    ok = value >= target if at_least else value <= target
+    return f"{'meets' if ok else 'MISSES'} the target ({'>=' if at_least else '<='} {target})"
+
+
+def order_targets(orders: dict | None, ncu: dict | None, shape: dict = TARGET_SHAPE) -> str:
+    """Issue 10's two order targets at `shape`: the best order's speed over row-major, and its DRAM reads over
+    row-major's (Nsight Compute)."""
+    if orders is None:
+        return missing("schedule_orders")
+    best, row = best_order(orders, shape), _row_of(orders["rows"], shape, "row", 0)
+    if best is None or row is None:
+        return f"(no row-order record at {shape_label(shape)} in schedule_orders: nothing to compare)"
+    speed = row["median_ms"] / best["median_ms"]
+    label = setting_label(best["order"], best["group_m"])
+    lines = [f"at {shape_label(shape)}: the fastest order is {label}, {best['tflops']:.1f} TFLOP/s against "
+             f"{row['tflops']:.1f} in row order: {speed:.3f}x, {_meets(speed, TARGETS['order_speedup'])}"]
+    if ncu is None:
+        lines.append(missing("schedule_orders_ncu"))
+        return "\n".join(lines)
+    nbest = _row_of(ncu.get("rows", []), shape, best["order"], best["group_m"])
+    nrow = _row_of(ncu.get("rows", []), shape, "row", 0)
+    if nbest is None or nrow is None:
+        lines.append(f"(the counters hold no {label} and row rows at {shape_label(shape)})")
+        return "\n".join(lines)
+    ratio = nbest["dram_read_bytes"] / nrow["dram_read_bytes"]
+    lines.append(f"its DRAM reads: {nbest['dram_read_bytes'] / 1e9:.2f} GB against {nrow['dram_read_bytes'] / 1e9:.2f} "
+                 f"GB in row order: {ratio:.3f}x, {_meets(ratio, TARGETS['order_dram'], at_least=False)} "
+                 f"(L2 hit rate {nbest['l2_hit_rate_pct']:.1f} against {nrow['l2_hit_rate_pct']:.1f} percent)")
+    return "\n".join(lines)
+
+
+def ncu_table(payload: dict | None, name: str = "schedule_orders_ncu") -> str:
+    """DRAM bytes and the L2 hit rate per order per shape, with reads as a multiple of the minimum."""
+    if payload is None:
+        return missing(name)
+    lines = [source(payload, name), f"  {'shape':18s} {'order':12s} {'read GB':>8s} {'x min':>6s} {'write GB':>9s} "
+             f"{'L2 hit %':>9s}"]
+    for row in payload.get("rows", []):
+        lines.append(f"  {shape_label(row):18s} {setting_label(row['order'], row['group_m']):12s} "
+                     f"{row['dram_read_bytes'] / 1e9:8.2f} {row['dram_read_bytes'] / min_reads(row):6.2f} "
+                     f"{row['dram_write_bytes'] / 1e9:9.2f} {row['l2_hit_rate_pct']:9.1f}")
+    return "\n".join(lines)
+
+
+def fp32_contrast(payload: dict | None, name: str = "schedule_orders_fp32") -> str:
+    """The FP32 rung's grouped order against its row order, per shape: time, and DRAM reads where counted."""
+    if payload is None:
+        return missing(name)
+    rows = payload.get("rows", [])
+    counted = (payload.get("counters") or {}).get("rows", [])
+    lines = [source(payload, name)]
+    for shape in shapes_of(rows):
+        row = _row_of(rows, shape, "row", 0)
+        for other in (r for r in rows if _same(shape)(r) and r["order"] != "row"):
+            if row is None:
+                continue
+            label = setting_label(other["order"], other["group_m"])
+            line = (f"  {shape_label(shape)}: {label} {other['tflops']:.1f} TFLOP/s, row {row['tflops']:.1f}: "
+                    f"{row['median_ms'] / other['median_ms']:.3f}x")
+            c_other, c_row = (_row_of(counted, shape, other["order"], other["group_m"]),
+                              _row_of(counted, shape, "row", 0))
+            if c_other and c_row:
+                mine, base = c_other["dram_read_bytes"], c_row["dram_read_bytes"]
+                line += f"; DRAM reads {mine / 1e9:.2f} GB against {base / 1e9:.2f} GB ({mine / base:.3f}x)"
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def small_items_targets(payload: dict | None, name: str = "small_items") -> str:
+    """The queue's speed-up over one launch per item, for items under the target's microseconds of work (an
+    item's own time: one item alone, `alone_us`), and where the CUDA graph of those launches lands."""
+    if payload is None:
+        return missing(name)
+    limit, target = TARGETS["queue_item_us"], TARGETS["queue_speedup"]
+    rows = sorted(payload.get("rows", []), key=lambda r: r["bytes_per_item"])
+    lines = [source(payload, name),
+             f"  {'length':>8s} {'mix':8s} {'alone us':>9s} {'launch/queue':>13s} {'graph/queue':>12s} "
+             f"{'launch/graph':>13s}"]
+    small = []
+    for r in rows:
+        lq, gq, lg = r["launch_us"] / r["queue_us"], r["graph_us"] / r["queue_us"], r["launch_us"] / r["graph_us"]
+        if r["alone_us"] < limit:
+            small.append(lq)
+        lines.append(f"  {r['length']:8d} {r['mix']:8s} {r['alone_us']:9.2f} {lq:13.1f} {gq:12.1f} {lg:13.1f}")
+    if small:
+        lines.append(f"items under {limit:g} us of work (alone): the queue is {min(small):.1f}x to {max(small):.1f}x "
+                     f"faster per item than one launch per item; the slowest of those {_meets(min(small), target)}")
+    else:
+        lines.append(f"(no item in these records takes under {limit:g} us alone)")
+    if "empty_kernel" in payload:
+        e = payload["empty_kernel"]
+        lines.append(f"an empty kernel: {e['events_us']:.2f} us between two events, {e['graph_us']:.2f} us per graph "
+                     "node (what a launch costs before any work)")
+    return "\n".join(lines)
+
+
+def _named(payload: dict | None, kind: str) -> list[dict]:
+    return [r for r in (payload or {}).get("named", []) if r.get("kind") == kind]
+
+
+def persistent_rounds(payload: dict | None, name: str = "schedule_stream_k") -> str:
+    """Rung 06 over rung 05 on the squares, round by round (the rungs take turns, so a drifting clock touches
+    both alike), and the median per shape against the target."""
+    if payload is None:
+        return missing(name)
+    rows = _named(payload, "square")
+    if not rows:
+        return f"(no square rows in {name}: nothing to compare)"
+    lines = [source(payload, name)]
+    for shape in shapes_of(rows):
+        ratios = [r[f"{WS_RUNG}_ms"] / r[f"{DP_RUNG}_ms"] for r in rows if _same(shape)(r)]
+        med = statistics.median(ratios)
+        lines.append(f"  {shape_label(shape)}: 06 / 05 per round " + ", ".join(f"{x:.3f}" for x in ratios)
+                     + f"; median {med:.3f}x, {_meets(med, TARGETS['persistent'])}")
+    return "\n".join(lines)
+
+
+def stream_k_ratios(payload: dict | None, tile: Tile, name: str = "schedule_stream_k") -> str:
+    """Rung 07 over rung 06 on each named shape (median over its rounds) beside the prediction, the variant that
+    splits every partial wave (SK_MIN_GAIN = 0) where the record has it, and per kind whether every shape meets
+    issue 10's target (the squares have none: they show what the model chose)."""
+    if payload is None:
+        return missing(name)
+    sm_count = sm_count_of(payload, Gpu(ASSUMED_GPU["sm_count"], ASSUMED_GPU["l2_bytes"], ""))
+    forced = any(f"{FORCED_RUNG}_ms" in r for r in payload.get("named") or [])
+    lines = [source(payload, name),
+             f"  {'shape':18s} {'kind':15s} {'rounds':>6s} {'07 / 06':>8s}"
+             + (f" {'forced / 06':>11s}" if forced else "") + f" {'predicted':>9s} {'07 / cuBLAS':>11s}"]
+    by_kind: dict[str, list[float]] = {}
+    for kind in ("wave-quantized", "well-quantized", "square"):
+        rows = _named(payload, kind)
+        for shape in shapes_of(rows):
+            mine = [r for r in rows if _same(shape)(r)]
+            ratio = statistics.median(r[f"{DP_RUNG}_ms"] / r[f"{SK_RUNG}_ms"] for r in mine)
+            vs_cublas = statistics.median(r["cublas_ms"] / r[f"{SK_RUNG}_ms"] for r in mine)
+            by_kind.setdefault(kind, []).append(ratio)
+            forced_col = (f" {statistics.median(r[f'{DP_RUNG}_ms'] / r[f'{FORCED_RUNG}_ms'] for r in mine):11.3f}"
+                          if forced else "")
+            lines.append(f"  {shape_label(shape):18s} {kind:15s} {len(mine):6d} {ratio:8.3f}{forced_col} "
+                         f"{rounds(shape, tile, sm_count)['predicted']:9.2f} {vs_cublas:11.3f}")
+    for kind, ratios in by_kind.items():
+        if kind in TARGETS:
+            lines.append(f"{kind}: 07 / 06 from {min(ratios):.3f}x to {max(ratios):.3f}x (median "
+                         f"{statistics.median(ratios):.3f}x); the lowest {_meets(min(ratios), TARGETS[kind])}")
+    return "\n".join(lines)
+
+
+def determinism(payload: dict | None, name: str = "schedule_stream_k") -> str:
+    if payload is None:
+        return missing(name)
+    d = payload.get("determinism")
+    if not d:
+        return f"(no determinism record in {name})"
+    verdict = "the same bits every run" if d["differing_elements"] == 0 else "NOT the same bits every run"
+    return (f"rung 07 run {d['runs']} times on {shape_label(d['shape'])}: {d['differing_elements']} output elements "
+            f"differ between runs: {verdict}")
+
+
+def sweep_crossings(payload: dict | None) -> str:
+    """Where the sweep's tile count crosses a multiple of the SM count, and each side's throughput."""
+    if payload is None:
+        return missing("schedule_stream_k")
+    rows = sorted(payload.get("sweep", []), key=lambda r: r["M"])
+    sm_count = int(payload.get("sm_count") or ASSUMED_GPU["sm_count"])
+    lines = []
+    for before, after in zip(rows, rows[1:], strict=False):
+        if -(-before["tiles"] // sm_count) != -(-after["tiles"] // sm_count):  # one more round of tiles
+            lines.append(f"  M {before['M']} -> {after['M']} (tiles {before['tiles']} -> {after['tiles']}): "
+                         + ", ".join(f"{k} {before['tflops'][k]:.0f} -> {after['tflops'][k]:.0f}"
+                                     for k in ("06_persistent", "07_stream_k", "cublas") if k in before["tflops"])
+                         + " TFLOP/s")
+    return "\n".join(["wave boundaries in the sweep:", *lines]) if lines else "(the sweep crosses no wave boundary)"
+
+
+# ----------------------------------------------------------------------------------------------
+# LIVE: a short plan, measured now
+# ----------------------------------------------------------------------------------------------
+
+def live_plan(gpu: Gpu, tile: Tile) -> str:
+    ms = live_sweep_ms(gpu.sm_count, tile)
+    return "\n".join([
+        "LIVE plan (scripts/schedule_study.py and scripts/small_items.py run the full studies):",
+        f"  tile orders: rung {TC_RUNG} on {shape_label(TARGET_SHAPE)} only, "
+        f"{', '.join(setting_label(*s) for s in LIVE_ORDER_SETTINGS)}, {LIVE_MIN_TIME_MS:g} ms of timing each",
+        "  FP32 contrast: gemm_fp32 rung 08 on the same shape, "
+        f"{', '.join(setting_label(*s) for s in LIVE_FP32_SETTINGS)}",
+        "  Nsight Compute counters: NOT measured live (they need one ncu process per study); replayed only",
+        f"  small items: lengths {', '.join(map(str, LIVE_ITEM_SIZES))}, {LIVE_ITEMS} items each",
+        f"  persistent GEMM: rungs 05 and 06 on {', '.join(map(shape_label, scheduling.SQUARES))}, 3 rounds",
+        f"  stream-K: rungs 06 and 07 at N = K = {scheduling.WAVE_N}, M in {', '.join(map(str, ms))}; two "
+        "wave-quantized and two well-quantized shapes, one round; rung 07 run three times for determinism",
+    ])
+
+
+def live_sweep_ms(sm_count: int, tile: Tile, waves: int = LIVE_WAVES) -> list[int]:
+    """The M (multiples of bm) just below and just above each of the first `waves` wave boundaries."""
+    per_row = tile.grid({"M": 1, "N": scheduling.WAVE_N})[1]
+    out = []
+    for j in range(1, waves + 1):
+        below = (j * sm_count // per_row) * tile.bm
+        out += [m for m in (below, below + tile.bm) if m > 0]
+    return sorted(set(out))
+
+
+def hopper_refusal(current: Mode) -> str | None:
+    """Why this GPU cannot run the Hopper rungs (None when it can, or in REPLAY)."""
+    if not current.live:
+        return None
+    from lab import device
+    from lab.families import get_family
+    from lab.lessons.mode import runs_on
+
+    arch = device.current().arch
+    rung = get_family(TC_FAMILY).rung(TC_RUNG)
+    if runs_on(rung, arch):
+        return None
+    return (f"this GPU is sm_{arch} and rungs 05-07 need sm_{rung.spec.min_arch}{rung.spec.arch_suffix}: the GEMM "
+            "parts of the live plan are skipped; the replayed records below still show them.")
+
+
+def _timed(what: str, fn: Callable[[], dict]) -> dict:
+    start = time.perf_counter()
+    out = fn()
+    print(f"LIVE: {what} measured in {time.perf_counter() - start:.0f} s (compiling included)")
+    return out
+
+
+def live_orders(current: Mode) -> dict | None:
+    """LIVE (a Hopper GPU): rung 06 in LIVE_ORDER_SETTINGS on TARGET_SHAPE, each order checked first."""
+    if not current.live or hopper_refusal(current):
+        return None
+    return _timed("tile orders", lambda: scheduling.time_orders([TARGET_SHAPE], LIVE_ORDER_SETTINGS,
+                                                                 min_time_ms=LIVE_MIN_TIME_MS))
+
+
+def live_fp32(current: Mode) -> dict | None:
+    if not current.live:
+        return None
+    return _timed("FP32 orders", lambda: scheduling.time_orders([TARGET_SHAPE], LIVE_FP32_SETTINGS, "gemm_fp32",
+                                                                 "08_multistage", min_time_ms=LIVE_MIN_TIME_MS))
+
+
+def live_small_items(current: Mode) -> dict | None:
+    if not current.live:
+        return None
+    from lab import work_queue
+
+    rows = _timed("small items", lambda: {"rows": work_queue.measure(LIVE_ITEM_SIZES, LIVE_ITEMS)})["rows"]
+    return work_queue.make_payload(rows, records.provenance())
+
+
+def _check_rungs(keys: Iterable[str], cases: Iterable[dict]) -> None:
+    """lab.verify.check_rung on fp16 TN cases; stops the notebook on a failure (correct before timed)."""
+    from lab.families import get_family
+    from lab.verify import check_rung
+
+    fam = get_family(TC_FAMILY)
+    cases = [dict(c, layout="TN", dtype="float16") for c in cases]
+    for key in keys:
+        results = check_rung(fam, fam.rung(key), cases)
+        failed = [r.line() for r in results if not r.passed]
+        if failed:
+            raise LabError(f"{key} failed its checks; fix it before timing it:\n" + "\n".join(failed[:5]))
+        print(f"checked {key}: {len(results)} cases passed")
+
+
+def _stream_k_payload(named: list[dict], gpu: Gpu, tile: Tile, **extra) -> dict:
+    """Live rows in schedule_stream_k.json's layout, so the same summaries and plots read them."""
+    return {"provenance": records.provenance(), "l2": "cold", "sm_count": gpu.sm_count, "tile": [tile.bm, tile.bn],
+            "named": named, **extra}
+
+
+def live_persistent(current: Mode, gpu: Gpu, tile: Tile) -> dict | None:
+    """LIVE (a Hopper GPU): rungs 05 and 06 on the squares, three rounds, after their checks."""
+    if not current.live or hopper_refusal(current):
+        return None
+
+    def run():
+        _check_rungs((WS_RUNG, DP_RUNG), scheduling.STREAM_K_CHECKS[:2])
+        rows = scheduling.time_rungs(scheduling.SQUARES, (WS_RUNG, DP_RUNG), rounds=3, min_time_ms=LIVE_MIN_TIME_MS)
+        return _stream_k_payload([r | {"kind": "square"} for r in rows], gpu, tile)
+
+    return _timed("persistent GEMM", run)
+
+
+def stream_k_bits(shape: dict, runs: int = 3) -> int:
+    """Rung 07 run `runs` times on one shape (outputs NaN-poisoned first): how many output elements differ."""
+    import cupy as cp
+    import numpy as np
+
+    from lab.families import get_family
+
+    fam = get_family(TC_FAMILY)
+    problem = fam.make_problem(layout="TN", dtype="float16", **shape)
+    outs = []
+    for _ in range(runs):
+        out = cp.full(problem.out_shape, np.nan, dtype=problem.dtype)
+        fam.launch(fam.rung(SK_RUNG), problem, out)
+        outs.append(cp.asnumpy(out).view(np.uint16))
+    return int(max(np.count_nonzero(o != outs[0]) for o in outs[1:]))
+
+
+def live_stream_k(current: Mode, gpu: Gpu, tile: Tile) -> dict | None:
+    """LIVE (a Hopper GPU): rungs 06 and 07 on a few M around the first wave boundaries and four named shapes,
+    after rung 07's checks on shapes that cut tiles across blocks; and rung 07's determinism."""
+    if not current.live or hopper_refusal(current):
+        return None
+
+    def run():
+        _check_rungs((SK_RUNG,), scheduling.STREAM_K_CHECKS)
+        shape = scheduling.WAVE_QUANTIZED[0]
+        bits = {"shape": shape, "runs": 3, "differing_elements": stream_k_bits(shape)}
+        named = scheduling.time_rungs(scheduling.WAVE_QUANTIZED[:2] + scheduling.WELL_QUANTIZED[:2],
+                                      (DP_RUNG, SK_RUNG), min_time_ms=LIVE_MIN_TIME_MS)
+        kinds = named_kinds()
+        named = [r | {"kind": kinds[shape_label(r)]} for r in named]
+        sweep = scheduling.time_rungs([{"M": m, "N": scheduling.WAVE_N, "K": scheduling.WAVE_K}
+                                       for m in live_sweep_ms(gpu.sm_count, tile)], (DP_RUNG, SK_RUNG),
+                                      min_time_ms=LIVE_MIN_TIME_MS)
+        return _stream_k_payload(named, gpu, tile, determinism=bits, sweep=sweep)
+
+    return _timed("stream-K", run)
+
+
+def live_note(payload: dict | None, current: Mode, name: str) -> str:
+    """What the live cell did: measured (its source line), skipped on this GPU, or nothing (REPLAY)."""
+    if payload is not None:
+        return f"LIVE: {source(payload, name)}"
+    if not current.live:
+        return "(REPLAY: nothing is measured here; the reference GPU's records follow.)"
+    return f"(LIVE: not measured here: {hopper_refusal(current) or 'see above'})"
+
+
+
+# ----------------------------------------------------------------------------------------------
+# Showing
+# ----------------------------------------------------------------------------------------------
+
+def show(fn: Callable, payload: dict | None, name: str, **kwargs) -> None:
+    """lab.plots.<fn>(payload, ...) shown inline, or the sentence saying the payload is missing."""
+    from lab.lessons.views import figure
+
+    if payload is None:
+        print(missing(name))
+        return
+    figure(fn(payload, **kwargs), f"{name} holds no rows for {fn.__name__}")
+
+
+def predicted_ratios(tile: Tile, sm_count: int) -> dict[str, float]:
+    """Rung 07 over rung 06 as the rounds predict it (no fix-up), for every named shape of the stream-K study."""
+    shapes = scheduling.WAVE_QUANTIZED + scheduling.WELL_QUANTIZED + scheduling.SQUARES
+    return {shape_label(s): rounds(s, tile, sm_count)["predicted"] for s in shapes}
+
+
+def sawtooth_summary(predicted: list[dict]) -> str:
+    """The predicted sawtooth in numbers: each schedule's share of busy SM time, on average and at its worst."""
+    lines = []
+    for key, name in (("dp_efficiency", "data-parallel (rung 06)"), ("sk_efficiency", "stream-K (rung 07)")):
+        worst = min(predicted, key=lambda p: p[key])
+        lines.append(f"{name:24s}: mean share of busy SM time {statistics.mean(p[key] for p in predicted):.3f}, "
+                     f"lowest {worst[key]:.3f} at M={worst['M']} ({worst['tiles']} tiles)")
+    return "\n".join(lines)
+
+
+def item_sizes() -> str:
+    """The small-items study's tables before anything runs: each length's bytes per item and item count."""
+    from lab import work_queue
+
+    lines = [f"{'length':>8s} {'bytes/item':>11s} {'items':>6s}"]
+    for length in work_queue.SIZES:
+        lines.append(f"{length:8d} {records.format_bytes(work_queue.BYTES_PER_ELEMENT * length):>11s} "
+                     f"{work_queue.n_items_for(length):6d}")
+    return "\n".join(lines)
+
+
+def tiles_per_sm(shapes: Iterable[dict], tile: Tile, sm_count: int) -> str:
+    """Tiles per persistent block: how many pipeline fills rung 06 saves per SM over rung 05."""
+    return "\n".join(f"{shape_label(s)}: {tile.tiles(s)} tiles, {tile.tiles(s) / sm_count:.2f} per SM, "
+                     f"{tile.k_tiles(s)} k-steps per tile" for s in shapes)

@@ -1,0 +1,343 @@
+"""CPU: the scheduling lesson's figures (lab.plots) and summaries (lab.lessons.scheduling) on SYNTHETIC payloads
+shaped like scripts/schedule_study.py's and scripts/small_items.py's (test data, values made up, never written
+under results/). tests/test_notebooks.py writes the same payloads to replay notebook 04 on them."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from lab import plots, scheduling, work_queue  # noqa: E402
+from lab.lessons import scheduling as lesson  # noqa: E402
+
+PROVENANCE = {"device": "SYNTHETIC TEST DATA (not a measurement)", "arch": "sm_90", "sm_count": 132,
+              "l2_bytes": 50 * 2**20, "commit": "synthetic", "date": "2000-01-01T00:00:00+00:00"}
+# Made-up speeds per order: shapes of bars, not results.
+_ORDER_FACTOR = {"row": 0.6, "column": 0.8, "grouped": 0.9, "snake": 0.92}
+_ORDER_READS = {"row": 8.0, "column": 2.5, "grouped": 1.6, "snake": 1.5}
+
+
+def _flops(shape: dict) -> float:
+    return 2.0 * shape["M"] * shape["N"] * shape["K"]
+
+
+def _order_payload(family: str, rung: str, shapes, settings, peak: float, provenance: dict) -> dict:
+    rows = []
+    for shape in shapes:
+        cublas_ms = _flops(shape) / (peak * 1e12) * 1e3
+        row_ms = None
+        for order, group in settings:
+            factor = _ORDER_FACTOR[order] * (1.0 if order == "row" else 1.0 + 0.001 * group)
+            ms = cublas_ms / factor
+            row_ms = ms if order == "row" else row_ms
+            rows.append({**shape, "order": order, "group_m": group, "median_ms": ms, "p10_ms": ms * 0.99,
+                         "p90_ms": ms * 1.02, "tflops": _flops(shape) / (ms * 1e-3) / 1e12, "cublas_ms": cublas_ms,
+                         "x_cublas": cublas_ms / ms, "x_row": row_ms / ms})
+    return {"provenance": provenance, "family": family, "rung": rung, "l2": "cold", "rows": rows}
+
+
+def _counter_payload(family: str, rung: str, shapes, settings, provenance: dict) -> dict:
+    rows = []
+    for shape in shapes:
+        minimum = 2 * shape["K"] * (shape["M"] + shape["N"])
+        for order, group in settings:
+            rows.append({**shape, "order": order, "group_m": group, "l2_hit_rate_pct": 90.0 - 8 * _ORDER_READS[order],
+                         "dram_read_bytes": minimum * _ORDER_READS[order],
+                         "dram_write_bytes": 2.0 * shape["M"] * shape["N"]})
+    return {"provenance": provenance, "family": family, "rung": rung, "rows": rows,
+            "ncu": {"clock_control": "none", "cache_control": "all"}}
+
+
+def _rung_row(shape: dict, rung_keys, round_: int, tile: lesson.Tile, sm_count: int) -> dict:
+    """Made-up times that follow the rounds of lab.schedule (so the sawtooth has its teeth)."""
+    r = lesson.rounds(shape, tile, sm_count)
+    per_tile_ms = 0.05 * shape["K"] / 4096
+    times = {"cublas_ms": per_tile_ms * r["waves"] * 1.05,
+             "05_warp_specialized_ms": per_tile_ms * r["dp_rounds"] * 1.02,
+             "06_persistent_ms": per_tile_ms * r["dp_rounds"],
+             "07_stream_k_ms": per_tile_ms * (r["sk_rounds"] + 0.08)}
+    row = {**shape, "round": round_, "tiles": r["tiles"], "cublas_ms": times["cublas_ms"]}
+    row |= {f"{k}_ms": times[f"{k}_ms"] * (1 + 0.003 * round_) for k in rung_keys}
+    row["tflops"] = {k.removesuffix("_ms"): _flops(shape) / (v * 1e-3) / 1e12 for k, v in row.items()
+                     if k.endswith("_ms")}
+    return row
+
+
+def stream_k_payload(provenance: dict = PROVENANCE) -> dict:
+    tile, sm_count = lesson.tile_knobs(), provenance["sm_count"]
+    kinds = lesson.named_kinds()
+    keys = ("05_warp_specialized", "06_persistent", "07_stream_k")
+    named = [_rung_row(s, keys, i, tile, sm_count) | {"kind": kinds[lesson.shape_label(s)]}
+             for s in scheduling.WAVE_QUANTIZED + scheduling.WELL_QUANTIZED + scheduling.SQUARES for i in range(3)]
+    sweep = [_rung_row({"M": m, "N": scheduling.WAVE_N, "K": scheduling.WAVE_K}, keys[1:], 0, tile, sm_count)
+             for m in scheduling.WAVE_MS]
+    return {"provenance": provenance, "l2": "cold", "sm_count": sm_count, "tile": [tile.bm, tile.bn],
+            "determinism": {"shape": scheduling.WAVE_QUANTIZED[0], "runs": 3, "differing_elements": 0},
+            "checked": list(scheduling.STREAM_K_CHECKS), "named": named, "sweep": sweep}
+
+
+def small_items_payload(provenance: dict = PROVENANCE) -> dict:
+    rows = []
+    for length in work_queue.SIZES:
+        nbytes = work_queue.BYTES_PER_ELEMENT * length
+        work_us = 1.5 + nbytes / 50e3  # one item on one SM: made up
+        rows.append({"mix": "uniform", "length": length, "mean_length": float(length), "max_length": length,
+                     "bytes_per_item": float(nbytes), "n_items": work_queue.n_items_for(length),
+                     "launch_us": max(6.0, work_us), "graph_us": 0.7 + work_us, "per_block_us": 0.05 + nbytes / 3e6,
+                     "queue_us": 0.04 + nbytes / 3.2e6, "alone_us": 0.7 + work_us, "alone_length": length,
+                     "spread_us": {}, "blocks_per_sm": 8, "queue_blocks": 1056, "graph_launches": {},
+                     "checked": True})
+    return work_queue.make_payload(rows, provenance, empty_kernel={"events_us": 4.0, "graph_us": 0.7})
+
+
+def synthetic_payloads(provenance: dict = PROVENANCE) -> dict[str, dict]:
+    """Every payload notebook 04 replays, by file stem: SYNTHETIC test data."""
+    fp32 = _order_payload("gemm_fp32", "08_multistage", scheduling.FP32_ORDER_SHAPES, scheduling.FP32_ORDER_SETTINGS,
+                          50.0, provenance)
+    fp32["counters"] = _counter_payload("gemm_fp32", "08_multistage", scheduling.FP32_ORDER_SHAPES,
+                                        scheduling.FP32_ORDER_SETTINGS, provenance)
+    return {
+        "schedule_orders": _order_payload("gemm_tc", "06_persistent", scheduling.ORDER_SHAPES,
+                                          scheduling.ORDER_SETTINGS, 700.0, provenance),
+        "schedule_orders_ncu": _counter_payload("gemm_tc", "06_persistent", scheduling.ORDER_SHAPES,
+                                                scheduling.ORDER_SETTINGS, provenance),
+        "schedule_orders_fp32": fp32,
+        "schedule_stream_k": stream_k_payload(provenance),
+        "small_items": small_items_payload(provenance),
+    }
+
+
+def write_synthetic_payloads(directory, provenance: dict = PROVENANCE) -> None:
+    for name, payload in synthetic_payloads(provenance).items():
+        (directory / f"{name}.json").write_text(json.dumps(payload))
+
+
+@pytest.fixture
+def replay_dir(tmp_path, monkeypatch):
+    write_synthetic_payloads(tmp_path)
+    monkeypatch.setenv("LAB_REFERENCE_RESULTS", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def payloads(replay_dir):
+    return lesson.replayed()
+
+
+# ----------------------------------------------------------------------------------------------
+# Loading and provenance
+# ----------------------------------------------------------------------------------------------
+
+def test_payloads_load_marked_replayed_with_their_provenance(payloads):
+    assert set(payloads) == set(lesson.PAYLOADS)
+    assert all(p is not None and p["replayed"] for p in payloads.values())
+    line = lesson.source(payloads["schedule_orders"], "schedule_orders")
+    assert "REPLAYED from SYNTHETIC TEST DATA" in line and "commit synthetic" in line and "2000-01-01" in line
+
+
+def test_missing_and_unreadable_payloads_say_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_REFERENCE_RESULTS", str(tmp_path))
+    (tmp_path / "schedule_orders.json").write_text("{not json")
+    (tmp_path / "small_items.json").write_text(json.dumps({"kind": "something else"}))
+    found = lesson.replayed()
+    assert all(p is None for p in found.values())
+    assert lesson.missing("schedule_orders").startswith("NO RECORDS for schedule_orders")
+    for summary in (lesson.order_table(None), lesson.order_targets(None, None), lesson.ncu_table(None),
+                    lesson.fp32_contrast(None), lesson.small_items_targets(None), lesson.persistent_rounds(None),
+                    lesson.stream_k_ratios(None, lesson.tile_knobs()), lesson.determinism(None)):
+        assert "NO RECORDS for" in summary
+
+
+def test_banner_lists_every_file(payloads, tmp_path, monkeypatch):
+    replay = lesson.banner(_replay_mode(), payloads)
+    assert "REPLAY MODE" in replay and replay.count("REPLAYED from SYNTHETIC TEST DATA") == len(lesson.PAYLOADS)
+    monkeypatch.setenv("LAB_REFERENCE_RESULTS", str(tmp_path / "none"))
+    empty = lesson.banner(_replay_mode(), lesson.replayed())
+    assert empty.count("NO RECORDED RESULTS") == len(lesson.PAYLOADS)
+
+
+def _replay_mode():
+    from lab.lessons.mode import Mode
+
+    return Mode(False, "a test")
+
+
+def test_gpu_facts_come_from_the_records_else_an_assumption(payloads, tmp_path, monkeypatch):
+    gpu = lesson.gpu_facts(_replay_mode(), payloads)
+    assert (gpu.sm_count, gpu.l2_bytes) == (132, 50 * 2**20) and "SYNTHETIC" in gpu.where
+    monkeypatch.setenv("LAB_REFERENCE_RESULTS", str(tmp_path / "none"))
+    gpu = lesson.gpu_facts(_replay_mode(), {name: None for name in lesson.PAYLOADS})
+    assert gpu.sm_count == lesson.ASSUMED_GPU["sm_count"] and "assumed" in gpu.where
+
+
+# ----------------------------------------------------------------------------------------------
+# Predictions
+# ----------------------------------------------------------------------------------------------
+
+def test_rounds_follow_the_waves():
+    tile = lesson.tile_knobs()
+    wave_plus = lesson.rounds({"M": 1152, "N": 4096, "K": 4096}, tile, 132)  # 144 tiles: one wave and 12
+    assert wave_plus["tiles"] == 144 and wave_plus["dp_rounds"] == 2 and wave_plus["sk_rounds"] < 1.2
+    whole = lesson.rounds({"M": 1536, "N": 2816, "K": 4096}, tile, 132)  # 132 tiles: exactly one wave
+    assert whole["predicted"] == 1.0 and whole["dp_efficiency"] == 1.0
+
+
+def test_the_read_model_reads_the_minimum_when_everything_fits_and_more_when_not():
+    tile, big_l2 = lesson.tile_knobs(), lesson.Gpu(132, 1 << 40, "test")
+    small = {"M": 4096, "N": 4096, "K": 4096}
+    assert lesson.predicted_reads(small, tile, big_l2, "row", 0) == lesson.min_reads(small)
+    tight = lesson.Gpu(132, 60 * 2**20, "test")
+    shape = lesson.TARGET_SHAPE
+    row = lesson.predicted_reads(shape, tile, tight, "row", 0)
+    grouped = lesson.predicted_reads(shape, tile, tight, "grouped", 16)
+    assert row > grouped >= lesson.min_reads(shape)
+    assert "x L2" in lesson.footprint_table([shape], [("row", 0), ("grouped", 8)], tile, tight)
+
+
+def test_live_sweep_straddles_the_wave_boundaries():
+    tile = lesson.tile_knobs()
+    ms = lesson.live_sweep_ms(132, tile)
+    tiles = [lesson.rounds({"M": m, "N": scheduling.WAVE_N, "K": scheduling.WAVE_K}, tile, 132)["tiles"] for m in ms]
+    for j in range(1, lesson.LIVE_WAVES + 1):
+        assert any(t <= j * 132 for t in tiles) and any(t > j * 132 for t in tiles)
+
+
+# ----------------------------------------------------------------------------------------------
+# Summaries against the targets
+# ----------------------------------------------------------------------------------------------
+
+def test_order_targets_compare_the_best_order_with_row_major(payloads):
+    text = lesson.order_targets(payloads["schedule_orders"], payloads["schedule_orders_ncu"])
+    best = lesson.best_order(payloads["schedule_orders"])
+    row = next(r for r in payloads["schedule_orders"]["rows"] if r["order"] == "row")
+    assert best["order"] == "snake" and f"{row['median_ms'] / best['median_ms']:.3f}x" in text
+    assert "DRAM reads" in text and text.count("the target") == 2
+    assert "no row-order record" in lesson.order_targets({"rows": []}, None)
+
+
+def test_small_items_targets_use_items_under_the_work_limit(payloads):
+    text = lesson.small_items_targets(payloads["small_items"])
+    small = [r for r in payloads["small_items"]["rows"] if r["alone_us"] < lesson.TARGETS["queue_item_us"]]
+    assert small and f"{min(r['launch_us'] / r['queue_us'] for r in small):.1f}x" in text
+    assert "empty kernel" in text
+
+
+def test_persistent_and_stream_k_ratios(payloads):
+    sk = payloads["schedule_stream_k"]
+    text = lesson.persistent_rounds(sk)
+    assert text.count("per round") == len(scheduling.SQUARES) and "median" in text
+    ratios = lesson.stream_k_ratios(sk, lesson.tile_knobs())
+    assert "wave-quantized: 07 / 06" in ratios and "well-quantized: 07 / 06" in ratios
+    assert "0 output elements differ" in lesson.determinism(sk)
+    crossings = lesson.sweep_crossings(sk)
+    assert "wave boundaries in the sweep" in crossings and "M 4224 -> 4352 (tiles 528 -> 544)" in crossings
+
+
+def test_fp32_contrast_and_ncu_table(payloads):
+    assert "DRAM reads" in lesson.fp32_contrast(payloads["schedule_orders_fp32"])
+    assert "L2 hit %" in lesson.ncu_table(payloads["schedule_orders_ncu"])
+
+
+# ----------------------------------------------------------------------------------------------
+# Figures
+# ----------------------------------------------------------------------------------------------
+
+def _title_text(fig) -> str:
+    texts = [fig._suptitle.get_text()] if fig._suptitle else []
+    return "\n".join(texts + [ax.get_title() for ax in fig.axes])
+
+
+def test_tile_order_pictures_highlight_the_first_wave():
+    fig = plots.tile_orders(8, 12, [("row", 0), ("column", 0), ("grouped", 4), ("snake", 4)], workers=12)
+    text = _title_text(fig)
+    assert "row: wave 0 reads 1 A panels, 12 B panels" in text and "grouped 4: wave 0 reads 4 A panels, 3 B" in text
+    wide = plots.tile_orders(32, 128, [("row", 0), ("grouped", 8)], workers=132)
+    assert len(wide.axes) >= 2 and "grouped 8: wave 0 reads 8 A panels, 17 B panels" in _title_text(wide)
+
+
+def test_record_figures_say_replayed_and_draw_every_shape(payloads, tmp_path):
+    orders = plots.order_speeds(payloads["schedule_orders"])
+    assert "REPLAYED on SYNTHETIC" in _title_text(orders)
+    assert sum(ax.get_visible() for ax in orders.axes) == len(scheduling.ORDER_SHAPES)
+    assert plots.order_dram(payloads["schedule_orders_ncu"]) is not None
+    traffic = plots.order_traffic(payloads["schedule_orders_ncu"], lesson.TARGET_SHAPE, 132, (128, 256))
+    assert "fewest DRAM bytes" in _title_text(traffic)
+    tile = lesson.tile_knobs()
+    predicted = lesson.sawtooth_prediction(scheduling.WAVE_MS, tile, 132)
+    saw = plots.stream_k_sawtooth(payloads["schedule_stream_k"], predicted)
+    assert len(saw.axes) == 2 and "predicted from lab.schedule" in _title_text(saw)
+    lines = [line for line in saw.axes[0].lines if line.get_linestyle() == ":"]
+    assert lines, "the wave boundaries are drawn"
+    named = plots.stream_k_named(payloads["schedule_stream_k"], {"1152x4096x4096": 1.8}, lesson.TARGETS)
+    assert named is not None
+    assert plots.order_speeds(payloads["schedule_orders_fp32"]) is not None
+    assert plots.small_items(payloads["small_items"]) is not None
+    path = plots.stream_k_sawtooth(payloads["schedule_stream_k"], predicted, path=tmp_path / "saw.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_figures_of_empty_payloads_are_none():
+    assert plots.order_speeds({"rows": []}) is None and plots.order_dram({"rows": []}) is None
+    assert plots.order_traffic({"rows": []}, lesson.TARGET_SHAPE, 132, (128, 256)) is None
+    assert plots.stream_k_sawtooth({"sweep": []}) is None and plots.stream_k_named({"named": []}) is None
+    assert plots.tile_orders(4, 4, [], workers=4) is None
+
+
+def test_live_payload_titles_say_measured():
+    payload = synthetic_payloads()["schedule_orders"]
+    assert "measured on SYNTHETIC" in _title_text(plots.order_speeds(payload))
+    assert not math.isnan(payload["rows"][0]["tflops"])
+
+
+# ----------------------------------------------------------------------------------------------
+# LIVE plan, with the GPU work replaced by synthetic rows: the payloads it builds read like the recorded ones
+# ----------------------------------------------------------------------------------------------
+
+def test_live_payloads_feed_the_same_summaries_and_figures(monkeypatch):
+    from lab import records
+    from lab.lessons.mode import Mode
+
+    tile = lesson.tile_knobs()
+    gpu = lesson.Gpu(132, 50 * 2**20, "test")
+    calls = []
+
+    def time_orders(shapes, settings, family_name="gemm_tc", rung_key="06_persistent", min_time_ms=20.0):
+        calls.append(("orders", family_name, len(list(shapes)), min_time_ms))
+        return _order_payload(family_name, rung_key, shapes, settings, 700.0, PROVENANCE)
+
+    def time_rungs(shapes, rung_keys, rounds=1, min_time_ms=10.0):
+        calls.append(("rungs", tuple(rung_keys), rounds))
+        return [_rung_row(s, rung_keys, i, tile, 132) for s in shapes for i in range(rounds)]
+
+    monkeypatch.setattr(scheduling, "time_orders", time_orders)
+    monkeypatch.setattr(scheduling, "time_rungs", time_rungs)
+    monkeypatch.setattr(work_queue, "measure", lambda sizes, n: small_items_payload()["rows"][:len(sizes)])
+    monkeypatch.setattr(records, "provenance", lambda: dict(PROVENANCE))
+    monkeypatch.setattr(lesson, "hopper_refusal", lambda current: None)
+    monkeypatch.setattr(lesson, "_check_rungs", lambda keys, cases: None)
+    monkeypatch.setattr(lesson, "stream_k_bits", lambda shape, runs=3: 0)
+    live = Mode(True, "a test")
+
+    orders = lesson.live_orders(live)
+    assert "measured now" in lesson.live_note(orders, live, "schedule_orders (live)")
+    assert "the fastest order is" in lesson.order_targets(orders, None) and plots.order_speeds(orders) is not None
+    assert "TFLOP/s" in lesson.fp32_contrast(lesson.live_fp32(live))
+    items = lesson.live_small_items(live)
+    assert "faster per item" in lesson.small_items_targets(items) and plots.small_items(items) is not None
+    persistent = lesson.live_persistent(live, gpu, tile)
+    assert lesson.persistent_rounds(persistent).count("per round") == len(scheduling.SQUARES)
+    sk = lesson.live_stream_k(live, gpu, tile)
+    assert "wave-quantized: 07 / 06" in lesson.stream_k_ratios(sk, tile) and "0 output" in lesson.determinism(sk)
+    saw = plots.stream_k_sawtooth(sk, lesson.sawtooth_prediction(sorted({r["M"] for r in sk["sweep"]}), tile, 132))
+    assert "measured on SYNTHETIC" in _title_text(saw)
+    assert all(c[-1] == lesson.LIVE_MIN_TIME_MS for c in calls if c[0] == "orders")
+    assert ("rungs", (lesson.WS_RUNG, lesson.DP_RUNG), 3) in calls
+    # REPLAY: nothing runs, and the live cells say so.
+    replay = _replay_mode()
+    assert lesson.live_orders(replay) is None and lesson.live_stream_k(replay, gpu, tile) is None
+    assert "REPLAY" in lesson.live_note(None, replay, "x")
