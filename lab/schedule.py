@@ -86,17 +86,18 @@ def wave_footprints(M: int, N: int, K: int, bm: int, bn: int, workers: int, orde
 
 @dataclass(frozen=True)
 class Piece:
-    """One block's share of one tile: k-tiles [k0, k1). k0 == 0: the block owns the tile and stores it;
-    k0 > 0: a contribution it parks in its workspace slot for the owner."""
+    """One block's share of one tile: k-tiles [k0, k1). k1 == k_tiles: the block owns the tile (it adds what
+    earlier blocks contributed and stores C); k1 < k_tiles: a contribution it parks in its workspace slot."""
 
     block: int
     tile: int
     k0: int
     k1: int
+    k_tiles: int
 
     @property
     def owner(self) -> bool:
-        return self.k0 == 0
+        return self.k1 == self.k_tiles
 
 
 SK_FIXUP_COST = 50  # rung 07's knobs of the same names (its header says where they come from)
@@ -119,9 +120,11 @@ def stream_k_split(tiles: int, blocks: int, k_tiles: int = 64, sk_waves: int = 1
 
 def stream_k_pieces(tiles: int, k_tiles: int, blocks: int, sk_waves: int = 1, min_gain: int = SK_MIN_GAIN,
                     fixup_cost: int = SK_FIXUP_COST) -> list[list[Piece]]:
-    """Rung 07's work, block by block in the order each block does it: its contiguous range of the stream-K
-    region's k-tiles (block b: [sk * k_tiles * b // blocks, sk * k_tiles * (b + 1) // blocks)), cut at tile
-    boundaries, then its data-parallel tiles round-robin. The kernel's StreamK struct, in Python."""
+    """Rung 07's work, block by block in the order each block does it. Block b's range of the stream-K region's
+    k-tiles is [sk * k_tiles * b // blocks, sk * k_tiles * (b + 1) // blocks), cut at tile boundaries; when the
+    range ends inside a tile, that last piece (a contribution) comes first, then the range's whole tiles, then
+    the piece it starts inside, then the block's data-parallel tiles round-robin. The kernel's StreamK struct,
+    in Python."""
     if min(tiles, k_tiles, blocks) < 1 or sk_waves < 0:
         raise ValueError(f"need tiles, k_tiles, blocks >= 1 and sk_waves >= 0; got {tiles}, {k_tiles}, {blocks}, "
                          f"{sk_waves}")
@@ -129,15 +132,30 @@ def stream_k_pieces(tiles: int, k_tiles: int, blocks: int, sk_waves: int = 1, mi
     iters = sk_tiles * k_tiles
     out = []
     for b in range(blocks):
-        pieces, g, end = [], iters * b // blocks, iters * (b + 1) // blocks
-        while g < end:
-            tile, k0 = divmod(g, k_tiles)
-            k1 = min(k_tiles, k0 + end - g)
-            pieces.append(Piece(b, tile, k0, k1))
-            g += k1 - k0
-        pieces += [Piece(b, tile, 0, k_tiles) for tile in range(sk_tiles + b, tiles, blocks)]
+        pieces, lo, hi = [], iters * b // blocks, iters * (b + 1) // blocks
+        if hi > lo:
+            tile = (hi - 1) // k_tiles
+            if hi - tile * k_tiles < k_tiles:  # the range ends inside a tile: that contribution comes first
+                start = max(lo, tile * k_tiles)
+                pieces.append(Piece(b, tile, start - tile * k_tiles, hi - tile * k_tiles, k_tiles))
+                hi = start
+        tail_tile, tail_k0 = divmod(lo, k_tiles)
+        tail = hi > lo and tail_k0 > 0  # the piece the range starts inside comes last
+        if tail:
+            lo = (tail_tile + 1) * k_tiles
+        pieces += [Piece(b, g // k_tiles, 0, k_tiles, k_tiles) for g in range(lo, hi, k_tiles)]
+        if tail:
+            pieces.append(Piece(b, tail_tile, tail_k0, k_tiles, k_tiles))
+        pieces += [Piece(b, tile, 0, k_tiles, k_tiles) for tile in range(sk_tiles + b, tiles, blocks)]
         out.append(pieces)
     return out
+
+
+def k_offsets(pieces: list[list[Piece]]) -> list[list[int]]:
+    """For each block, the k-tile it reads at each step of its stream-K work (pieces walked in order, k rising
+    inside a piece): how far apart in K the blocks are at the same moment, which decides whether the panels
+    they share must stay in L2 whole or only a window of them."""
+    return [[k for p in block for k in range(p.k0, p.k1)] for block in pieces]
 
 
 def stream_k_rounds(tiles: int, k_tiles: int, blocks: int, sk_waves: int = 1, min_gain: int = 0) -> float:

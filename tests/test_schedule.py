@@ -87,10 +87,10 @@ def test_stream_k_covers_every_k_tile_of_every_tile_exactly_once(tiles, k_tiles,
 
 
 @pytest.mark.parametrize("tiles,k_tiles,blocks", SK_CASES)
-def test_stream_k_fix_up_has_one_owner_per_tile_one_slot_per_block_and_waits_only_upward(tiles, k_tiles, blocks):
-    """What the kernel's fix-up relies on: each tile has exactly one owner (its k0 = 0 piece); a block makes at
-    most one contribution, and only as its first piece (so it is written before the block waits for anyone);
-    every contributor to a tile has a higher block number than the tile's owner (no wait cycle)."""
+def test_stream_k_fix_up_has_one_owner_per_tile_one_slot_per_block_and_waits_only_downward(tiles, k_tiles, blocks):
+    """What the kernel's fix-up relies on: each tile has exactly one owner (the piece that ends it); a block makes
+    at most one contribution, and as its first piece (so it is written before the block waits for anyone);
+    every contributor to a tile has a lower block number than the tile's owner (no wait cycle)."""
     pieces = schedule.stream_k_pieces(tiles, k_tiles, blocks, min_gain=0)
     owners = {}
     for block in pieces:
@@ -104,7 +104,18 @@ def test_stream_k_fix_up_has_one_owner_per_tile_one_slot_per_block_and_waits_onl
     for block in pieces:
         for p in block:
             if not p.owner:
-                assert p.block > owners[p.tile]
+                assert p.block < owners[p.tile]
+
+
+def test_stream_k_blocks_walk_k_almost_in_step():
+    """A wave and 12 tiles (the first wave-quantized shape): every block does the head of one tile, then the tail
+    of the previous one, so at each step all blocks read k-tiles within a small window of each other (the
+    stream-K share beyond a whole tile), not spread over all of K as in range order."""
+    k_tiles = 128
+    steps = schedule.k_offsets(schedule.stream_k_pieces(144, k_tiles, 132, min_gain=0))
+    length = min(len(s) for s in steps)
+    spread = max(max(s[t] for s in steps) - min(s[t] for s in steps) for t in range(length))
+    assert spread <= -(-12 * k_tiles // 132) + 1
 
 
 def test_stream_k_leaves_whole_waves_data_parallel_and_balances_the_rest():

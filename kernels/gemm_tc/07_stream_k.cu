@@ -10,14 +10,23 @@
 //      remaining tiles (a multiple of P) in rung 06's round-robin. This is the stream-K paper's "DP + SK"
 //      hybrid: whole waves stay data-parallel, only the last partial wave (plus SK_WAVES full ones, so each
 //      block's share stays at least a tile's worth) is spread.
-//   2. A range cuts tiles into pieces [k0, k1). The piece with k0 = 0 belongs to the tile's owner; a piece with
-//      k0 > 0 is a contribution. Only the first piece of a range can start inside a tile, so a block makes at
-//      most one contribution: it writes its fp32 accumulators to its own workspace slot (in register order,
-//      16-byte stores), then sets its flag (a fence, then a release store).
-//   3. The owner of an unfinished tile (k1 < k_tiles) waits for the flags of the blocks whose ranges cover the
-//      rest of the tile, adds their slots in block order, clears the flags (so the next launch needs no
-//      host-side reset), and stores C. The order of the sum is fixed, so results are the same bits from run
-//      to run (though not the same bits as rung 06, which sums in one piece).
+//   2. A range cuts tiles into pieces [k0, k1). The piece with k1 = k_tiles (the end of the tile) belongs to the
+//      tile's owner; a piece that ends inside a tile is a contribution. Only the last piece of a range can end
+//      inside a tile, so a block makes at most one contribution, and it makes it FIRST: it computes that piece,
+//      writes its fp32 accumulators to its own workspace slot (in register order, 16-byte stores) and sets its
+//      flag (a fence, then a release store). Then come the whole tiles of its range, and LAST the piece its
+//      range starts inside (the tail [x, k_tiles) of a tile).
+//      Why this order: a range is typically the tail [x, k_tiles) of one tile and the head [0, y) of the next
+//      (or a whole tile), with k_tiles - x + y the same for every block. Pieces that start at k = 0 first keep
+//      every block reading k-tile tau at time tau, then x + tau - y: all blocks walk K almost in step, as in a
+//      data-parallel wave, so the A and B k-slices they share are read from DRAM once and hit in L2 for the
+//      others (lab.schedule.k_offsets shows it). In range order the blocks start at k offsets spread over all
+//      of K, so the whole panels of the stream-K tiles must stay in L2: a first H200 run in range order lost
+//      its gain from K = 8192 on, where they do not fit.
+//   3. The owner of a tile that started in an earlier block (k0 > 0) waits for the flags of the lower-numbered
+//      blocks whose ranges cover the start of the tile, adds their slots in block order (highest first), clears
+//      the flags (so the next launch needs no host-side reset), and stores C. The order of the sum is fixed, so
+//      results are the same bits from run to run (though not the same bits as rung 06, which sums in one piece).
 // Why: rung 06 runs ceil(T / P) rounds of tiles; when T is a little past a multiple of P the last round keeps
 //   a few SMs busy and the rest idle. Stream-K runs T / P tiles' worth per block, plus the fix-up.
 // Prediction (H200, fp16 TN, N = K = 4096, 128 x 256 tiles: 16 tiles per 128 rows of M, P = 132; written
@@ -25,9 +34,9 @@
 //   (144 / 132 = 1.09 tile-times) plus a fix-up of about a tenth of a tile (each block writes or reads a
 //   128 KB slot, ~17 MB over the GPU, against ~50 us per tile): about 1.7x. On well-quantized shapes (T a
 //   multiple of P) it is rung 06, so 1.0x. At 4096^3 (512 tiles = 3 waves + 116) about 1.03x.
-// Deadlock: blocks only wait for higher-numbered blocks, which write their contribution first, before any
-//   wait of their own; so some block can always progress even when not all P are resident. A wait that
-//   lasts 10 s anyway (another kernel hogging the SMs forever) traps instead of hanging.
+// Deadlock: blocks only wait for lower-numbered blocks, and every block writes its contribution before any
+//   wait of its own; so some block can always progress even when not all P are resident. A wait that lasts
+//   10 s anyway (another kernel hogging the SMs forever) traps instead of hanging.
 // Workspace (the launcher's): P slots of BM * BN floats and P int flags, all flags 0 between launches.
 //   One workspace per device and stream: two launches at once on one workspace would mix their slots.
 // Tensor maps, tails and the epilogue as rung 04 (its header says why the maps are __grid_constant__).
@@ -134,17 +143,26 @@ struct StreamK {
     }
     __device__ long long begin(int b) const { return sk_iters * b / gridDim.x; }
 
-    // f(tile, k0, k1) for each piece of block b's work, in the order the block does it: its stream-K range,
-    // then its data-parallel tiles.
+    // f(tile, k0, k1) for each piece of block b's work, in the order the block does it: the contribution (the
+    // range's last piece, when it ends inside a tile), the whole tiles of the range, the piece the range starts
+    // inside (the tail of a tile, whose owner this block is), then the block's data-parallel tiles.
     template <class F>
     __device__ void for_each_piece(int b, F&& f) const {
-        const long long end = begin(b + 1);
-        for (long long g = begin(b); g < end;) {
-            const int tile = static_cast<int>(g / k_tiles), k0 = static_cast<int>(g % k_tiles);
-            const int k1 = static_cast<int>(min(static_cast<long long>(k_tiles), k0 + (end - g)));
-            f(tile, k0, k1);
-            g += k1 - k0;
+        long long lo = begin(b), hi = begin(b + 1);
+        if (hi > lo) {
+            const int tile = static_cast<int>((hi - 1) / k_tiles);
+            const long long tile_start = static_cast<long long>(tile) * k_tiles;
+            if (hi - tile_start < k_tiles) {
+                const long long from = max(lo, tile_start);
+                f(tile, static_cast<int>(from - tile_start), static_cast<int>(hi - tile_start));
+                hi = from;
+            }
         }
+        const int tail_tile = static_cast<int>(lo / k_tiles), tail_k0 = static_cast<int>(lo % k_tiles);
+        const bool tail = hi > lo && tail_k0 > 0;  // it then runs to the end of its tile: hi is a tile boundary
+        if (tail) lo = static_cast<long long>(tail_tile + 1) * k_tiles;
+        for (long long g = lo; g < hi; g += k_tiles) f(static_cast<int>(g / k_tiles), 0, k_tiles);
+        if (tail) f(tail_tile, tail_k0, k_tiles);
         for (int tile = sk_tiles + b; tile < tiles; tile += gridDim.x) f(tile, 0, k_tiles);
     }
 };
@@ -255,7 +273,7 @@ gemm_tc_stream_k(const __grid_constant__ TensorMap map_a, const __grid_constant_
         fence_accumulators(acc);
         if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));  // the piece's last stage
 
-        if (k0 > 0) {  // a contribution: park it in this block's slot and raise the flag
+        if (k1 < work.k_tiles) {  // a contribution: park it in this block's slot and raise the flag
             float4* mine = slot(blockIdx.x);
 #pragma unroll
             for (int q = 0; q < ACC / 4; ++q)
@@ -265,9 +283,9 @@ gemm_tc_stream_k(const __grid_constant__ TensorMap map_a, const __grid_constant_
             if (threadIdx.x == 128) store_release(flags + blockIdx.x, 1);
             return;
         }
-        if (k1 < work.k_tiles) {  // the owner of an unfinished tile: add the later blocks' contributions in order
-            const long long tile_end = static_cast<long long>(tile + 1) * work.k_tiles;
-            for (int q = blockIdx.x + 1; q < static_cast<int>(gridDim.x) && work.begin(q) < tile_end; ++q) {
+        if (k0 > 0) {  // the owner of a tile begun by earlier blocks: add their contributions, highest block first
+            const long long tile_start = static_cast<long long>(tile) * work.k_tiles;
+            for (int q = static_cast<int>(blockIdx.x) - 1; q >= 0 && work.begin(q + 1) > tile_start; --q) {
                 if (work.begin(q + 1) == work.begin(q)) continue;  // an empty range contributes nothing
                 if (threadIdx.x == 128) {
                     const unsigned long long start = global_ns();
