@@ -146,24 +146,41 @@ struct StreamK {
     // f(tile, k0, k1) for each piece of block b's work, in the order the block does it: the contribution (the
     // range's last piece, when it ends inside a tile), the whole tiles of the range, the piece the range starts
     // inside (the tail of a tile, whose owner this block is), then the block's data-parallel tiles.
+    // One call site for f (a lambda that holds the whole main loop): the pieces are numbered and decoded in
+    // one loop, since each extra call site is another inlined copy of the main loop and its registers.
     template <class F>
     __device__ void for_each_piece(int b, F&& f) const {
         long long lo = begin(b), hi = begin(b + 1);
+        int contrib_tile = 0, contrib_k0 = 0, contrib_k1 = 0;
         if (hi > lo) {
             const int tile = static_cast<int>((hi - 1) / k_tiles);
             const long long tile_start = static_cast<long long>(tile) * k_tiles;
             if (hi - tile_start < k_tiles) {
                 const long long from = max(lo, tile_start);
-                f(tile, static_cast<int>(from - tile_start), static_cast<int>(hi - tile_start));
+                contrib_tile = tile;
+                contrib_k0 = static_cast<int>(from - tile_start);
+                contrib_k1 = static_cast<int>(hi - tile_start);
                 hi = from;
             }
         }
         const int tail_tile = static_cast<int>(lo / k_tiles), tail_k0 = static_cast<int>(lo % k_tiles);
-        const bool tail = hi > lo && tail_k0 > 0;  // it then runs to the end of its tile: hi is a tile boundary
-        if (tail) lo = static_cast<long long>(tail_tile + 1) * k_tiles;
-        for (long long g = lo; g < hi; g += k_tiles) f(static_cast<int>(g / k_tiles), 0, k_tiles);
-        if (tail) f(tail_tile, tail_k0, k_tiles);
-        for (int tile = sk_tiles + b; tile < tiles; tile += gridDim.x) f(tile, 0, k_tiles);
+        const int tail = hi > lo && tail_k0 > 0;  // it then runs to the end of its tile: hi is a tile boundary
+        const int first_whole = static_cast<int>((lo + k_tiles - 1) / k_tiles);
+        const int whole = max(static_cast<int>(hi / k_tiles) - first_whole, 0);
+        const int contrib = contrib_k1 > 0, dp = sk_tiles + b < tiles ? (tiles - 1 - sk_tiles - b) / gridDim.x + 1 : 0;
+        for (int i = 0, n = contrib + whole + tail + dp; i < n; ++i) {
+            int tile = 0, k0 = 0, k1 = k_tiles, j = i;
+            if (j < contrib) {
+                tile = contrib_tile, k0 = contrib_k0, k1 = contrib_k1;
+            } else if ((j -= contrib) < whole) {
+                tile = first_whole + j;
+            } else if ((j -= whole) < tail) {
+                tile = tail_tile, k0 = tail_k0;
+            } else {
+                tile = sk_tiles + b + (j - tail) * static_cast<int>(gridDim.x);
+            }
+            f(tile, k0, k1);
+        }
     }
 };
 
