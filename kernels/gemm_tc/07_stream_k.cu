@@ -264,7 +264,10 @@ gemm_tc_stream_k(const __grid_constant__ TensorMap map_a, const __grid_constant_
 #pragma unroll
         for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
 
-        for (int kt = k0; kt < k1; ++kt, ++it) {
+        // A do-while: every piece has k1 > k0, and a loop that could run zero times leaves a path on which acc
+        // is zeroed with a wgmma group possibly in flight, so ptxas serializes every wgmma (warning C7515; ~8%).
+        int kt = k0;
+        do {
             const int s = it % STAGES;
             mbar_wait(full + 8 * s, (it / STAGES) & 1);  // k-tile `it` has landed
             const unsigned a = tiles_smem + s * STAGE_BYTES + c * 64 * ROW_BYTES;
@@ -285,7 +288,8 @@ gemm_tc_stream_k(const __grid_constant__ TensorMap map_a, const __grid_constant_
             fence_accumulators(acc);
             wgmma_wait<1>();  // k-tile it-1's products are done: release its stage
             if (kt > k0 && lane == 0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));
-        }
+            ++kt, ++it;
+        } while (kt < k1);
         wgmma_wait<0>();
         fence_accumulators(acc);
         if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));  // the piece's last stage
@@ -300,36 +304,38 @@ gemm_tc_stream_k(const __grid_constant__ TensorMap map_a, const __grid_constant_
             if (threadIdx.x == 128) store_release(flags + blockIdx.x, 1);
             return;
         }
-        if (k0 > 0) {  // the owner of a tile begun by earlier blocks: add their contributions, highest block first
-            const long long tile_start = static_cast<long long>(tile) * work.k_tiles;
+        // The owner. Where earlier blocks began this tile (k0 > 0), wait for each contributor's flag first; their
+        // slots are added in the store below, not into acc (which keeps acc written by wgmma alone).
+        const long long tile_start = static_cast<long long>(tile) * work.k_tiles;
+        int lowest = blockIdx.x;  // contributors: blocks lowest .. blockIdx.x - 1 (empty ranges skipped)
+        if (k0 > 0) {
             for (int q = static_cast<int>(blockIdx.x) - 1; q >= 0 && work.begin(q + 1) > tile_start; --q) {
-                if (work.begin(q + 1) == work.begin(q)) continue;  // an empty range contributes nothing
-                if (threadIdx.x == 128) {
-                    const unsigned long long start = global_ns();
-                    while (load_acquire(flags + q) == 0)
-                        if (global_ns() - start > WAIT_LIMIT_NS) __trap();  // never hang: say it failed
-                    flags[q] = 0;  // consumed: the slot is not rewritten before the next launch
-                }
-                consumers_sync();
-                const float4* theirs = slot(q);
-#pragma unroll
-                for (int i = 0; i < ACC / 4; ++i) {
-                    const float4 v = __ldcg(theirs + i * 128);
-                    acc[4 * i] += v.x;
-                    acc[4 * i + 1] += v.y;
-                    acc[4 * i + 2] += v.z;
-                    acc[4 * i + 3] += v.w;
-                }
+                lowest = q;
+                if (threadIdx.x != 128 || work.begin(q + 1) == work.begin(q)) continue;
+                const unsigned long long start = global_ns();
+                while (load_acquire(flags + q) == 0)
+                    if (global_ns() - start > WAIT_LIMIT_NS) __trap();  // never hang: say it failed
+                flags[q] = 0;  // consumed: the slot is not rewritten before the next launch
             }
+            consumers_sync();
         }
 
-        // acc[4j + 2h + e] is row 16 * (warp % 4) + g + 8h, column 8j + 2t + e of this consumer's 64 x BN tile.
+        // acc[4j + 2h + e] is row 16 * (warp % 4) + g + 8h, column 8j + 2t + e of this consumer's 64 x BN tile; in a
+        // slot, acc[4j .. 4j + 3] is float4 j. Contributions are added highest block first: a fixed order.
         const int row = row0 + c * 64 + 16 * (warp % 4) + g;
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-                store_pair<BF16>(C, ldc, pairs, row + 8 * h, col0 + 8 * j + 2 * t, M, N, alpha, beta,
-                                 acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        for (int j = 0; j < BN / 8; ++j) {
+            float4 sum = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+            for (int q = static_cast<int>(blockIdx.x) - 1; q >= lowest; --q) {
+                if (work.begin(q + 1) == work.begin(q)) continue;
+                const float4 v = __ldcg(slot(q) + j * 128);
+                sum.x += v.x;
+                sum.y += v.y;
+                sum.z += v.z;
+                sum.w += v.w;
+            }
+            store_pair<BF16>(C, ldc, pairs, row, col0 + 8 * j + 2 * t, M, N, alpha, beta, sum.x, sum.y);
+            store_pair<BF16>(C, ldc, pairs, row + 8, col0 + 8 * j + 2 * t, M, N, alpha, beta, sum.z, sum.w);
+        }
     });
 }
