@@ -223,6 +223,26 @@ def cmd_profile(args) -> int:
     return 0
 
 
+def cmd_study(args) -> int:
+    """The scheduling lesson's studies (lab.scheduling.run_study): each checked, timed and written as a record."""
+    import json
+
+    from lab import device, scheduling
+
+    names = args.name or list(scheduling.STUDY_FILES)
+    unknown = [n for n in names if n not in scheduling.STUDY_FILES]
+    if unknown:
+        raise LabError(f"no study {', '.join(unknown)}; the studies are {', '.join(scheduling.STUDY_FILES)}.")
+    device.current()  # a sentence, not a CUDA traceback, when there is no GPU
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        console.print(f"[bold]{name}[/bold] ...")
+        path = args.out / scheduling.STUDY_FILES[name]
+        path.write_text(json.dumps(scheduling.run_study(name), indent=1) + "\n")
+        console.print(f"  written: {path}")
+    return 0
+
+
 def cmd_tour(args) -> int:
     from lab import tour
 
@@ -398,6 +418,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--params", help="the problem as JSON, e.g. '{\"M\": 4096, \"N\": 4096, \"K\": 4096}' "
                    "(default: the family's first headline size)")
     s.set_defaults(fn=cmd_profile)
+
+    s = sub.add_parser("study", help="the scheduling lesson's studies: tile orders, Nsight counters, the FP32 "
+                       "contrast, stream-K, small items (GPU; notebook 04 replays them)")
+    s.add_argument("name", nargs="*", help="orders, counters, fp32, streamk, items (default: all)")
+    s.add_argument("--out", type=Path, default=Path("results/local"), help="folder for the records "
+                   "(default: results/local)")
+    s.set_defaults(fn=cmd_study)
 
     s = sub.add_parser("tour", help="run every ladder here (or compile-only + replay without a GPU)")
     s.add_argument("--out", default="report", help="report folder (default: report/)")

@@ -522,16 +522,22 @@ def tile_orders(tiles_m: int, tiles_n: int, settings, workers: int, numbers: boo
     return _save(fig, path)
 
 
+def _shape_panels(rows: list[dict]):
+    """One panel per shape of `rows` (in order of first appearance), two columns: (shape keys, figure, axes)."""
+    keys = list(dict.fromkeys(map(_shape_key, rows)))
+    cols = min(2, len(keys))
+    fig, axes = plt.subplots(-(-len(keys) // cols), cols, figsize=(5.2 * cols, 3.4 * -(-len(keys) // cols)),
+                             squeeze=False)
+    return keys, fig, axes
+
+
 def order_speeds(payload: dict, path: Path | None = None):
     """TFLOP/s of one rung in each tile order, one panel per shape, cuBLAS in the same run dashed black; each bar
     labelled with its speed over the row order. Reads a lab.scheduling.time_orders payload."""
     rows = payload.get("rows") or []
     if not rows:
         return None
-    keys = list(dict.fromkeys(map(_shape_key, rows)))
-    cols = min(2, len(keys))
-    fig, axes = plt.subplots(-(-len(keys) // cols), cols, figsize=(5.2 * cols, 3.4 * -(-len(keys) // cols)),
-                             squeeze=False)
+    keys, fig, axes = _shape_panels(rows)
     for ax, key in zip(axes.ravel(), keys, strict=False):
         mine = [r for r in rows if _shape_key(r) == key]
         names = [setting_label(r["order"], r["group_m"]) for r in mine]
@@ -579,10 +585,7 @@ def order_dram(payload: dict, path: Path | None = None):
     rows = payload.get("rows") or []
     if not rows:
         return None
-    keys = list(dict.fromkeys(map(_shape_key, rows)))
-    cols = min(2, len(keys))
-    fig, axes = plt.subplots(-(-len(keys) // cols), cols, figsize=(5.2 * cols, 3.4 * -(-len(keys) // cols)),
-                             squeeze=False)
+    keys, fig, axes = _shape_panels(rows)
     for ax, key in zip(axes.ravel(), keys, strict=False):
         _dram_panel(ax, [r for r in rows if _shape_key(r) == key])
         ax.set_title(_shape_text(key), fontsize=9)

@@ -262,6 +262,29 @@ def _shape_in(row: dict, shapes: Iterable[dict]) -> bool:
     return any(all(row[k] == s[k] for k in ("M", "N", "K")) for s in shapes)
 
 
+# Each study's record file (under results/<gpu>/) and how to make it. "items" is lab.work_queue's.
+STUDY_FILES = {"orders": "schedule_orders.json", "counters": "schedule_orders_ncu.json",
+               "fp32": "schedule_orders_fp32.json", "streamk": "schedule_stream_k.json", "items": "small_items.json"}
+
+
+def run_study(name: str, progress: Callable[[dict | str], None] | None = None) -> dict:
+    """One study's payload, by name (STUDY_FILES): what scripts/schedule_study.py and `lab study` write."""
+    if name == "orders":
+        return time_orders(progress=progress)
+    if name == "counters":
+        return order_counters()
+    if name == "fp32":
+        return (time_orders(FP32_ORDER_SHAPES, FP32_ORDER_SETTINGS, "gemm_fp32", "08_multistage", progress=progress)
+                | {"counters": order_counters(FP32_ORDER_SHAPES, FP32_ORDER_SETTINGS, "gemm_fp32", "08_multistage")})
+    if name == "streamk":
+        return stream_k_study(progress=progress)
+    if name == "items":
+        from lab import work_queue
+
+        return work_queue.study(progress=progress)
+    raise LabError(f"no study {name!r}; the studies are {', '.join(STUDY_FILES)}.")
+
+
 def main(argv: list[str]) -> None:
     if argv[:1] == ["ncu-target"]:
         _ncu_target(json.loads(argv[1]))

@@ -509,3 +509,23 @@ def summary(rows: list[dict]) -> str:
     head = (f"{'length':>7} {'bytes/item':>9} {'items':>6} " + " ".join(f"{p + '_us':>10}" for p in (*PATHS, "alone"))
             + f" {'launch/q':>10}")
     return "\n".join([head, *map(format_row, rows)])
+
+
+SKEWED_MEANS = (4096,)  # one skewed mix of lengths, at this mean
+QUICK_SIZES = (256, 4096, 65536)
+QUICK_N_ITEMS = 2000
+
+
+def study(quick: bool = False, n_items: int | None = None, blocks_per_sm: int | None = None,
+          progress: Callable[[str], None] | None = None) -> dict:
+    """The small-items record (results/h200/small_items.json): every path checked, then timed, over SIZES (or
+    QUICK_SIZES) and one skewed mix, with the empty kernel's launch cost measured in the same run."""
+    from lab import records, timing
+
+    sizes = QUICK_SIZES if quick else SIZES
+    rows = measure(sizes, n_items or (QUICK_N_ITEMS if quick else N_ITEMS), skewed=SKEWED_MEANS,
+                   blocks_per_sm=blocks_per_sm, progress=progress)
+    overhead = timing.launch_overhead()
+    empty = {"events_us": overhead["events"].median_ms * 1e3, "graph_us": overhead["graph"].per_launch_ms * 1e3}
+    return make_payload(rows, records.provenance(), empty_kernel=empty, sizes=list(sizes),
+                        skewed_means=list(SKEWED_MEANS))

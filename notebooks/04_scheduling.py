@@ -379,12 +379,19 @@ print(lesson.determinism(STREAM_K))
 # The data-parallel rung follows the predicted sawtooth: its drops sit on the dotted lines, where one more
 # tile row starts a wave that few SMs share. Stream-K fills in the teeth right after each line, most at the
 # first boundaries, where the idle share of a wave is the largest part of the run; it recovers less than the
-# no-fix-up prediction because the fix-up costs a sizeable part of a tile at this K. Where the last wave is
-# mostly full, the forced split loses to rung 06 (the 4096-cube in the table), and that is exactly where the
-# model keeps the data-parallel schedule. On well-quantized shapes rung 07 is rung 06 with a little more
-# bookkeeping. cuBLAS, which picks a kernel and a split per shape, shows the sawtooth its own way. The next
-# step for the fix-up is to make it cheaper (reduce through distributed shared memory inside a cluster, or
-# write the partial tile with a TMA store so the consumers do not wait for it) rather than to split less.
+# no-fix-up prediction. Part of that is the fix-up (a tile cut in two is written once more in fp32 and read
+# back); part is that ptxas serializes rung 07's tensor-core instructions (warning C7515, its header says
+# why), which makes its main loop slower than rung 06's on every tile. That second cost shows alone on the
+# well-quantized shapes, where the model splits nothing and rung 07 runs rung 06's schedule with its own,
+# slower loop; and at the 4096-cube, where the model also keeps the data-parallel schedule (the forced split
+# loses more). cuBLAS, which picks a kernel and a split per shape, shows the sawtooth its own way.
+#
+# The order in which a block walks its pieces matters as much as the split: rung 07 does the pieces that
+# start at k = 0 first and the tail it starts inside last, so all blocks walk K almost in step and share
+# k-slices in L2 (`lab.schedule.k_offsets`); walking each range in order, a first version lost its gain from
+# K = 8192 on. Next steps: remove the serialization (the test in `tests/test_gemm_tc_family.py` says when
+# ptxas agrees), run rung 06's kernel where the model splits nothing, and make the fix-up cheaper (reduce
+# through distributed shared memory inside a cluster, or store the partial tile with TMA).
 
 # %% [markdown]
 # ---

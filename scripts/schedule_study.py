@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The scheduling lesson's records (lab/scheduling.py): tile orders (time, then Nsight Compute's L2 hit rate and
-DRAM bytes), the FP32 contrast, and stream-K against the waves. Each study is checked before it is timed, writes
-its own JSON with provenance, and a failure in one does not stop the others.
+DRAM bytes), the FP32 contrast, stream-K against the waves, and the small items (lab/work_queue.py). Each study
+is checked before it is timed, writes its own JSON with provenance, and a failure in one does not stop the
+others. `lab study` runs the same.
 
-    python3 scripts/schedule_study.py OUT_DIR [orders] [counters] [fp32] [streamk]   (default: all four)
+    python3 scripts/schedule_study.py OUT_DIR [orders] [counters] [fp32] [streamk] [items]   (default: all)
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ def _save(out_dir: Path, name: str, payload: dict) -> None:
     print(f"wrote {out_dir / name}", flush=True)
 
 
-def _show(row: dict) -> None:
+def _show(row: dict | str) -> None:
+    if isinstance(row, str):  # the small-items study reports lines
+        print(row, flush=True)
+        return
     print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items() if k != "tflops"}, flush=True)
 
 
@@ -31,21 +35,12 @@ def main(out_dir: str, *studies: str) -> int:
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    steps = {
-        "orders": lambda: _save(out, "schedule_orders.json", scheduling.time_orders(progress=_show)),
-        "counters": lambda: _save(out, "schedule_orders_ncu.json", scheduling.order_counters()),
-        "fp32": lambda: _save(out, "schedule_orders_fp32.json", scheduling.time_orders(
-            scheduling.FP32_ORDER_SHAPES, scheduling.FP32_ORDER_SETTINGS, "gemm_fp32", "08_multistage",
-            progress=_show) | {"counters": scheduling.order_counters(
-                scheduling.FP32_ORDER_SHAPES, scheduling.FP32_ORDER_SETTINGS, "gemm_fp32", "08_multistage")}),
-        "streamk": lambda: _save(out, "schedule_stream_k.json", scheduling.stream_k_study(progress=_show)),
-    }
     failed = 0
-    for name in studies or tuple(steps):
+    for name in studies or tuple(scheduling.STUDY_FILES):
         start = time.time()
         print(f"== {name}", flush=True)
         try:
-            steps[name]()
+            _save(out, scheduling.STUDY_FILES[name], scheduling.run_study(name, progress=_show))
         except Exception:  # report and go on: the other studies' records are still worth having
             failed += 1
             traceback.print_exc()

@@ -86,6 +86,7 @@ def test_unknown_kinds(capsys, no_gpu):
         ["verify", "transpose", "--rung", "02"],
         ["bench", "copy"],
         ["bench", "copy", "--kinds", "headline", "--quick"],
+        ["study", "streamk"],
     ],
 )
 def test_gpu_commands_without_a_gpu_say_so(argv, capsys, no_gpu):
@@ -249,3 +250,8 @@ def test_check_reads_a_latin1_kernel_with_a_note(tmp_path, capsys, no_gpu):
     kernel.write_bytes("// utf-16\n".encode("utf-16"))
     assert cli.main(["check", "01", str(kernel)]) == 2
     _one_line_error(capsys, "contains a NUL byte")
+
+
+def test_an_unknown_study_is_named_with_the_ones_there_are(capsys, tmp_path):
+    assert cli.main(["study", "waves", "--out", str(tmp_path)]) == 2
+    _one_line_error(capsys, "no study waves", "orders", "counters", "fp32", "streamk", "items")

@@ -21,8 +21,8 @@
 //      every block reading k-tile tau at time tau, then x + tau - y: all blocks walk K almost in step, as in a
 //      data-parallel wave, so the A and B k-slices they share are read from DRAM once and hit in L2 for the
 //      others (lab.schedule.k_offsets shows it). In range order the blocks start at k offsets spread over all
-//      of K, so the whole panels of the stream-K tiles must stay in L2: a first H200 run in range order lost
-//      its gain from K = 8192 on, where they do not fit.
+//      of K, so the whole panels of the stream-K tiles must stay in L2: in range order a first version lost
+//      its gain from K = 8192 on, where they do not fit (see Measured).
 //   3. The owner of a tile that started in an earlier block (k0 > 0) waits for the flags of the lower-numbered
 //      blocks whose ranges cover the start of the tile, adds their slots in block order (highest first), clears
 //      the flags (so the next launch needs no host-side reset), and stores C. The order of the sum is fixed, so
@@ -44,10 +44,24 @@
 //   P = min(SM count, T * k_tiles) blocks, SMEM_BYTES dynamic shared memory (as rung 06), the workspace.
 // Knobs: BF16 (0/1), TN (0/1), BM (128), BN (256), BK (64), STAGES (4), RASTER (2), GROUP_M (8), SK_WAVES (1),
 //   SK_FIXUP_COST (50), SK_MIN_GAIN (105; 0 splits whenever T is not a multiple of P, as the tests do), THREADS.
-// The model's cost was fitted to a first H200 run with no model (every partial wave split; N = K = 4096): the
-//   stream-K time came out about 0.4-0.5 tile-times above T / P (extra epilogues: a 128 KB fp32 partial written
-//   and read besides the fp16 store), and splitting lost to rung 06 where the last wave was more than about
-//   half full (0.91x at 4096^3, 512 tiles = 3 waves + 116).
+// The model's cost was fitted to a first H200 run with no model (every partial wave split, pieces in range
+//   order; results/h200/schedule_stream_k_first_run.json, commit a0a4dd1): at N = K = 4096 stream-K came out
+//   about 0.4 tile-times above T / P, and lost to rung 06 where the last wave was more than about half full
+//   (0.909x at 4096^3, 512 tiles = 3 waves + 116). Part of that cost was the serialization below.
+// Measured (results/h200/schedule_stream_k.json, H200, commit a7b73ac, cold L2, rung 06 and cuBLAS in the same
+//   run, median of 3 rounds): over rung 06, 1.395x at 1152x4096x4096 (predicted 1.83x with no fix-up), 1.166x at
+//   2176x4096x4096, 1.095x at 3200x4096x4096, 1.043x at 4352x4096x4096, 1.312x at 2176x2176x4096 (the first
+//   order, range by range, gave 1.361 / 1.178 / 1.155 / 1.039 / 1.092x, schedule_stream_k.json at a5a48d4, and
+//   lost to rung 06 from K = 8192 on in a diagnostic run that was not kept as a record). But 0.915-0.925x on
+//   well-quantized shapes, where the model keeps every tile data-parallel: ptxas serializes every wgmma of this
+//   kernel (warning C7515: a path on which acc is zeroed with a group possibly in flight), so its
+//   main loop is slower than rung 06's on every tile; the stream-K gain is net of that.
+//   A fix tried in 9a90ba8 (a do-while k-loop, the fix-up added at the store) removed C7515 but drew C7520 (a
+//   warpgroup arrive on a divergent path) and ran at 0.77x of rung 06 (schedule_stream_k_serialized_9a90ba8.json).
+//   Next: the do-while k-loop ALONE (the fix-up still added into acc, as here) compiles with no ptxas warning and
+//   the HGMMA / WARPGROUP.DEPBAR pattern of rung 06 (checked compile-only after the last GPU run of the session);
+//   measure it, then drop the xfail in tests/test_gemm_tc_family.py. Then a launcher that runs rung 06's kernel
+//   where the model splits nothing.
 // Results: results/h200/schedule_stream_k.json (lab/scheduling.py stream_k_study).
 // Ideas: Osama, Merrill, Cecka, Garland, Owens, "Stream-K: Work-centric Parallel Decomposition for Dense
 //   Matrix-Matrix Multiplication on the GPU" (PPoPP 2023: the DP + SK hybrid, the fix-up, ~1.2x on A100 for
@@ -264,10 +278,7 @@ gemm_tc_stream_k(const __grid_constant__ TensorMap map_a, const __grid_constant_
 #pragma unroll
         for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
 
-        // A do-while: every piece has k1 > k0, and a loop that could run zero times leaves a path on which acc
-        // is zeroed with a wgmma group possibly in flight, so ptxas serializes every wgmma (warning C7515; ~8%).
-        int kt = k0;
-        do {
+        for (int kt = k0; kt < k1; ++kt, ++it) {
             const int s = it % STAGES;
             mbar_wait(full + 8 * s, (it / STAGES) & 1);  // k-tile `it` has landed
             const unsigned a = tiles_smem + s * STAGE_BYTES + c * 64 * ROW_BYTES;
@@ -288,8 +299,7 @@ gemm_tc_stream_k(const __grid_constant__ TensorMap map_a, const __grid_constant_
             fence_accumulators(acc);
             wgmma_wait<1>();  // k-tile it-1's products are done: release its stage
             if (kt > k0 && lane == 0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));
-            ++kt, ++it;
-        } while (kt < k1);
+        }
         wgmma_wait<0>();
         fence_accumulators(acc);
         if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));  // the piece's last stage
@@ -304,38 +314,36 @@ gemm_tc_stream_k(const __grid_constant__ TensorMap map_a, const __grid_constant_
             if (threadIdx.x == 128) store_release(flags + blockIdx.x, 1);
             return;
         }
-        // The owner. Where earlier blocks began this tile (k0 > 0), wait for each contributor's flag first; their
-        // slots are added in the store below, not into acc (which keeps acc written by wgmma alone).
-        const long long tile_start = static_cast<long long>(tile) * work.k_tiles;
-        int lowest = blockIdx.x;  // contributors: blocks lowest .. blockIdx.x - 1 (empty ranges skipped)
-        if (k0 > 0) {
+        if (k0 > 0) {  // the owner of a tile begun by earlier blocks: add their contributions, highest block first
+            const long long tile_start = static_cast<long long>(tile) * work.k_tiles;
             for (int q = static_cast<int>(blockIdx.x) - 1; q >= 0 && work.begin(q + 1) > tile_start; --q) {
-                lowest = q;
-                if (threadIdx.x != 128 || work.begin(q + 1) == work.begin(q)) continue;
-                const unsigned long long start = global_ns();
-                while (load_acquire(flags + q) == 0)
-                    if (global_ns() - start > WAIT_LIMIT_NS) __trap();  // never hang: say it failed
-                flags[q] = 0;  // consumed: the slot is not rewritten before the next launch
+                if (work.begin(q + 1) == work.begin(q)) continue;  // an empty range contributes nothing
+                if (threadIdx.x == 128) {
+                    const unsigned long long start = global_ns();
+                    while (load_acquire(flags + q) == 0)
+                        if (global_ns() - start > WAIT_LIMIT_NS) __trap();  // never hang: say it failed
+                    flags[q] = 0;  // consumed: the slot is not rewritten before the next launch
+                }
+                consumers_sync();
+                const float4* theirs = slot(q);
+#pragma unroll
+                for (int i = 0; i < ACC / 4; ++i) {
+                    const float4 v = __ldcg(theirs + i * 128);
+                    acc[4 * i] += v.x;
+                    acc[4 * i + 1] += v.y;
+                    acc[4 * i + 2] += v.z;
+                    acc[4 * i + 3] += v.w;
+                }
             }
-            consumers_sync();
         }
 
-        // acc[4j + 2h + e] is row 16 * (warp % 4) + g + 8h, column 8j + 2t + e of this consumer's 64 x BN tile; in a
-        // slot, acc[4j .. 4j + 3] is float4 j. Contributions are added highest block first: a fixed order.
+        // acc[4j + 2h + e] is row 16 * (warp % 4) + g + 8h, column 8j + 2t + e of this consumer's 64 x BN tile.
         const int row = row0 + c * 64 + 16 * (warp % 4) + g;
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-            float4 sum = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-            for (int q = static_cast<int>(blockIdx.x) - 1; q >= lowest; --q) {
-                if (work.begin(q + 1) == work.begin(q)) continue;
-                const float4 v = __ldcg(slot(q) + j * 128);
-                sum.x += v.x;
-                sum.y += v.y;
-                sum.z += v.z;
-                sum.w += v.w;
-            }
-            store_pair<BF16>(C, ldc, pairs, row, col0 + 8 * j + 2 * t, M, N, alpha, beta, sum.x, sum.y);
-            store_pair<BF16>(C, ldc, pairs, row + 8, col0 + 8 * j + 2 * t, M, N, alpha, beta, sum.z, sum.w);
-        }
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                store_pair<BF16>(C, ldc, pairs, row + 8 * h, col0 + 8 * j + 2 * t, M, N, alpha, beta,
+                                 acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
     });
 }

@@ -27,9 +27,10 @@ its leading dimension rounded up to a multiple of 8, inside the launch and so in
 the generic fallback, and `launch_notes` says which path a launch took (benchmarks store it in each
 record's `extra`).
 
-STATUS: every rung (01-06) verified by tests/test_gpu_gemm_tc.py on the H200 (23 passed at commit f8e3bb1, the
-last kernel change but header comments); compute-sanitizer memcheck, racecheck and synccheck clean on small odd
-shapes (results/h200/gemm_tc_sanitize_*.json). In the catalogue.
+STATUS: every rung verified by tests/test_gpu_gemm_tc.py on the H200: 38 passed at commit 4fdf87d (rungs 01-06 as
+they are now; rung 06 gained the RASTER knob at a0a4dd1, its default order unchanged), and rung 07's tests again
+(10 passed) at a7b73ac, its last code change. Compute-sanitizer memcheck, racecheck and synccheck clean on small
+odd shapes for rungs 01-06 (results/h200/gemm_tc_sanitize_*.json; rung 07 not yet run under it). In the catalogue.
 Records: results/h200/gemm_tc.json.
 """
 
