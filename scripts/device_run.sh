@@ -23,6 +23,8 @@
 #   bash scripts/device_run.sh sched-a         issue 10: GPU tests of rungs 06/07, the tile orders, the work queue and
 #                                              exercise 06, then stream-K's study and the small-items study
 #   bash scripts/device_run.sh sched-b         issue 10: tile orders timed and read by ncu, and the FP32 contrast
+#   bash scripts/device_run.sh sched-next      rung 07's GPU tests (with the do-while k-loop variant), the stream-K
+#                                              study (it times that variant too), then notebook 04 live
 #   bash scripts/device_run.sh notebook04      notebook 04 (scheduling) executed live
 #   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
 #                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
@@ -74,6 +76,10 @@ gemm_records() {
     notebook02) notebooks notebooks/02_gemm_fp32.py ;;
     notebook03) notebooks notebooks/03_tensor_cores.py ;;
     notebook04) notebooks notebooks/04_scheduling.py ;;
+    sched-next)
+      gpu_tests 200 tests/test_gpu_gemm_tc.py -k "stream_k"
+      echo "== stream-K study"; timeout 150 python3 scripts/schedule_study.py "$pack" streamk | grep -v "^{'M'" | tail -5 \
+        && cp "$pack/schedule_stream_k.json" results/h200/ && notebooks notebooks/04_scheduling.py ;;
     sched-a)
       gpu_tests 200 tests/test_gpu_gemm_tc.py -k "stream_k or tile_order or 06_persistent or 07_stream_k"
       gpu_tests 90 tests/test_gpu_work_queue.py

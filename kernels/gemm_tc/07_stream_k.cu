@@ -43,7 +43,8 @@
 // Requires: sm_90a; A and B as rung 04 (the launcher repacks otherwise). Launch: THREADS threads, a 1-D grid of
 //   P = min(SM count, T * k_tiles) blocks, SMEM_BYTES dynamic shared memory (as rung 06), the workspace.
 // Knobs: BF16 (0/1), TN (0/1), BM (128), BN (256), BK (64), STAGES (4), RASTER (2), GROUP_M (8), SK_WAVES (1),
-//   SK_FIXUP_COST (50), SK_MIN_GAIN (105; 0 splits whenever T is not a multiple of P, as the tests do), THREADS.
+//   SK_FIXUP_COST (50), SK_MIN_GAIN (105; 0 splits whenever T is not a multiple of P, as the tests do),
+//   KLOOP_DO_WHILE (0; 1 not yet measured), THREADS.
 // The model's cost was fitted to a first H200 run with no model (every partial wave split, pieces in range
 //   order; results/h200/schedule_stream_k_first_run.json, commit a0a4dd1): at N = K = 4096 stream-K came out
 //   about 0.4 tile-times above T / P, and lost to rung 06 where the last wave was more than about half full
@@ -58,10 +59,11 @@
 //   main loop is slower than rung 06's on every tile; the stream-K gain is net of that.
 //   A fix tried in 9a90ba8 (a do-while k-loop, the fix-up added at the store) removed C7515 but drew C7520 (a
 //   warpgroup arrive on a divergent path) and ran at 0.77x of rung 06 (schedule_stream_k_serialized_9a90ba8.json).
-//   Next: the do-while k-loop ALONE (the fix-up still added into acc, as here) compiles with no ptxas warning and
-//   the HGMMA / WARPGROUP.DEPBAR pattern of rung 06 (checked compile-only after the last GPU run of the session);
-//   measure it, then drop the xfail in tests/test_gemm_tc_family.py. Then a launcher that runs rung 06's kernel
-//   where the model splits nothing.
+//   Next: the do-while k-loop ALONE (knob KLOOP_DO_WHILE = 1; the fix-up still added into acc) compiles with no
+//   ptxas warning and the HGMMA / WARPGROUP.DEPBAR pattern of rung 06 (checked compile-only after the session's
+//   last GPU run; tests/test_gemm_tc_family.py asserts it). It is in the GPU tests and the stream-K study
+//   ("07_do_while") but not yet measured: measure it, make it the default, drop the xfail. Then a launcher that
+//   runs rung 06's kernel where the model splits nothing.
 // Results: results/h200/schedule_stream_k.json (lab/scheduling.py stream_k_study).
 // Ideas: Osama, Merrill, Cecka, Garland, Owens, "Stream-K: Work-centric Parallel Decomposition for Dense
 //   Matrix-Matrix Multiplication on the GPU" (PPoPP 2023: the DP + SK hybrid, the fix-up, ~1.2x on A100 for
@@ -102,6 +104,9 @@
 #endif
 #ifndef SK_MIN_GAIN
 #define SK_MIN_GAIN 105  // percent: split along K only where the model below predicts at least this speed-up
+#endif
+#ifndef KLOOP_DO_WHILE
+#define KLOOP_DO_WHILE 0  // 1: the consumers' k-loop as a do-while (see Measured: compiles unserialized; not measured)
 #endif
 #ifndef THREADS
 #define THREADS (128 * (1 + BM / 64))  // a producer warpgroup, then the consumers
@@ -278,7 +283,12 @@ gemm_tc_stream_k(const __grid_constant__ TensorMap map_a, const __grid_constant_
 #pragma unroll
         for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
 
+#if KLOOP_DO_WHILE
+        int kt = k0;
+        do {  // every piece has k1 > k0: no zero-trip path on which acc is zeroed with a group in flight
+#else
         for (int kt = k0; kt < k1; ++kt, ++it) {
+#endif
             const int s = it % STAGES;
             mbar_wait(full + 8 * s, (it / STAGES) & 1);  // k-tile `it` has landed
             const unsigned a = tiles_smem + s * STAGE_BYTES + c * 64 * ROW_BYTES;
@@ -299,7 +309,12 @@ gemm_tc_stream_k(const __grid_constant__ TensorMap map_a, const __grid_constant_
             fence_accumulators(acc);
             wgmma_wait<1>();  // k-tile it-1's products are done: release its stage
             if (kt > k0 && lane == 0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));
+#if KLOOP_DO_WHILE
+            ++kt, ++it;
+        } while (kt < k1);
+#else
         }
+#endif
         wgmma_wait<0>();
         fence_accumulators(acc);
         if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));  // the piece's last stage

@@ -41,6 +41,8 @@ TARGET_SHAPE = scheduling.ORDER_SHAPES[0]  # where the order targets are stated:
 TC_FAMILY, TC_RUNG = "gemm_tc", "06_persistent"
 DP_RUNG, SK_RUNG, WS_RUNG = "06_persistent", "07_stream_k", "05_warp_specialized"
 FORCED_RUNG = "07_forced_split"  # rung 07 with SK_MIN_GAIN = 0: splits every partial wave
+# Variants of rung 07 a record may hold beside it, with their column titles in stream_k_ratios.
+VARIANTS = ((FORCED_RUNG, "forced / 06"), ("07_do_while", "do-while / 06"))
 # When neither this GPU nor any record says how many SMs and how much L2 the reference GPU has, the predictions
 # use what the driver reports for the reference H200 (its records' provenance); the line printed says so.
 ASSUMED_GPU = {"device": "the reference H200 (assumed: no records here to read it from)", "sm_count": 132,
@@ -500,10 +502,11 @@ def stream_k_ratios(payload: dict | None, tile: Tile, name: str = "schedule_stre
     if payload is None:
         return missing(name)
     sm_count = sm_count_of(payload, Gpu(ASSUMED_GPU["sm_count"], ASSUMED_GPU["l2_bytes"], ""))
-    forced = any(f"{FORCED_RUNG}_ms" in r for r in payload.get("named") or [])
+    named = payload.get("named") or []
+    shown = [(key, title) for key, title in VARIANTS if any(f"{key}_ms" in r for r in named)]
     lines = [source(payload, name),
              f"  {'shape':18s} {'kind':15s} {'rounds':>6s} {'07 / 06':>8s}"
-             + (f" {'forced / 06':>11s}" if forced else "") + f" {'predicted':>9s} {'07 / cuBLAS':>11s}"]
+             + "".join(f" {title:>13s}" for _, title in shown) + f" {'predicted':>9s} {'07 / cuBLAS':>11s}"]
     by_kind: dict[str, list[float]] = {}
     for kind in ("wave-quantized", "well-quantized", "square"):
         rows = _named(payload, kind)
@@ -512,9 +515,9 @@ def stream_k_ratios(payload: dict | None, tile: Tile, name: str = "schedule_stre
             ratio = statistics.median(r[f"{DP_RUNG}_ms"] / r[f"{SK_RUNG}_ms"] for r in mine)
             vs_cublas = statistics.median(r["cublas_ms"] / r[f"{SK_RUNG}_ms"] for r in mine)
             by_kind.setdefault(kind, []).append(ratio)
-            forced_col = (f" {statistics.median(r[f'{DP_RUNG}_ms'] / r[f'{FORCED_RUNG}_ms'] for r in mine):11.3f}"
-                          if forced else "")
-            lines.append(f"  {shape_label(shape):18s} {kind:15s} {len(mine):6d} {ratio:8.3f}{forced_col} "
+            extra = "".join(f" {statistics.median(r[f'{DP_RUNG}_ms'] / r[f'{key}_ms'] for r in mine):13.3f}"
+                            for key, _ in shown)
+            lines.append(f"  {shape_label(shape):18s} {kind:15s} {len(mine):6d} {ratio:8.3f}{extra} "
                          f"{rounds(shape, tile, sm_count)['predicted']:9.2f} {vs_cublas:11.3f}")
     for kind, ratios in by_kind.items():
         if kind in TARGETS:
