@@ -70,8 +70,10 @@ def batch_seed(out: Path, seed: int | None) -> tuple[int, str]:
 
 def grade_batch(exercise: Exercise, submissions: Path, out: Path, seed: int | None = None,
                 include_hidden: bool = True, gpus: list[str] | None = None,
-                on_done: Callable[[SubmissionResult, bool], None] | None = None) -> list[SubmissionResult]:
-    """Grade every submission folder; one worker thread per GPU listed (each its own processes).
+                on_done: Callable[[SubmissionResult, bool], None] | None = None,
+                client=None) -> list[SubmissionResult]:
+    """Grade every submission folder; one worker thread per GPU listed (each its own processes), or, with a
+    dask.distributed `client`, one Dask task per submission on its workers (lab.cluster).
     `seed` None: the batch's recorded seed, or a secret one drawn and recorded (batch_seed)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -93,6 +95,9 @@ def grade_batch(exercise: Exercise, submissions: Path, out: Path, seed: int | No
                 on_done(previous, True)
         else:
             todo.put(sub)
+    if client is not None:
+        _grade_on_cluster(client, exercise, out, list(todo.queue), seed, include_hidden, results, on_done)
+        return _finish(exercise, out, results, seed)
     lock = threading.Lock()
     stop = threading.Event()  # set on Ctrl-C or a grader failure: every worker process is killed, nothing recorded
     failures: list[BaseException] = []
@@ -133,6 +138,32 @@ def grade_batch(exercise: Exercise, submissions: Path, out: Path, seed: int | No
             raise LabError(f"{failures[0]} Grading stopped; every results.json written so far is kept in {out}, "
                            "and the same command resumes from there.") from None
         raise failures[0]
+    return _finish(exercise, out, results, seed)
+
+
+def _grade_on_cluster(client, exercise: Exercise, out: Path, todo: list[Path], seed: int, include_hidden: bool,
+                      results: dict[str, SubmissionResult],
+                      on_done: Callable[[SubmissionResult, bool], None] | None) -> None:
+    """The Dask path: each result recorded the moment its task finishes, once per submission however often
+    Dask had to rerun the task (a lost worker)."""
+    from lab import cluster
+
+    def record(name: str, payload: dict) -> None:
+        if name in results:
+            return
+        write_json_atomic(out / name / "results.json", payload)
+        results[name] = result_from_json(payload)
+        if on_done:
+            on_done(results[name], False)
+
+    try:
+        cluster.grade_on(client, exercise, todo, seed, include_hidden, record)
+    except LabError as exc:
+        raise LabError(f"{exc} Grading stopped; every results.json written so far is kept in {out}, and the same "
+                       "command resumes from there.") from None
+
+
+def _finish(exercise: Exercise, out: Path, results: dict[str, SubmissionResult], seed: int) -> list[SubmissionResult]:
     ordered = [results[k] for k in sorted(results)]
     write_class_csv(out / "grades.csv", ordered)
     write_report(out / "report.md", exercise, ordered, seed)

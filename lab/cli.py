@@ -333,7 +333,17 @@ def cmd_grade(args) -> int:
     exercise = load(args.exercise)
     gpus = _gpus(args.gpus)
     total = len(submissions_in(args.submissions))  # a missing folder is said before anything else
-    device.current()  # one clear sentence when there is no GPU
+    if args.gpus and (args.cluster or args.scheduler):
+        raise LabError("--gpus picks this host's GPUs for the built-in workers; with --cluster or --scheduler, "
+                       "Dask's workers decide (one per GPU), so leave --gpus out.")
+    client = None
+    if args.cluster or args.scheduler:
+        from lab.cluster import client_for
+
+        client = client_for(args.cluster, args.scheduler)  # the workers' GPUs, not this host's, do the work
+        console.print(f"Dask: {len(client.scheduler_info()['workers'])} workers at {client.scheduler.address}")
+    else:
+        device.current()  # one clear sentence when there is no GPU
     subs = Path(args.submissions).resolve()  # `lab grade .` works too
     out = Path(args.out) if args.out else subs.with_name(subs.name + "-graded")
     seed, origin = batch_seed(out, args.hidden_seed)
@@ -346,8 +356,12 @@ def cmd_grade(args) -> int:
             tag = "(already graded)" if cached else f"({result.seconds:.1f} s)"
             prog.console.print(f"{result.submission}: {result.score:g}/{result.max_score:g} {tag}")
 
-        results = grade_batch(exercise, Path(args.submissions), out, seed=seed,
-                              include_hidden=not args.no_hidden, gpus=gpus, on_done=done)
+        try:
+            results = grade_batch(exercise, subs, out, seed=seed, include_hidden=not args.no_hidden, gpus=gpus,
+                                  on_done=done, client=client)
+        finally:
+            if client is not None:
+                client.close()
     console.print(f"{len(results)} graded: per-submission results.json, grades.csv and report.md in {out}")
     return 0
 
@@ -453,6 +467,9 @@ def parser() -> argparse.ArgumentParser:
                         "earlier run, else a new secret one, drawn and recorded there)")
     s.add_argument("--no-hidden", action="store_true", help="visible checks only")
     s.add_argument("--gpus", help="GPU indices, one worker each, e.g. 0,1 (default: the current GPU)")
+    s.add_argument("--cluster", help="'local': a Dask worker per GPU of this host (dask-cuda; the [cluster] extra)")
+    s.add_argument("--scheduler", help="a running Dask scheduler's address, e.g. tcp://10.0.0.5:8786, whose "
+                   "workers grade (the submissions folder must be at the same path on every host)")
     s.add_argument("--out", help="output folder (default: SUBMISSIONS-graded)")
     s.set_defaults(fn=cmd_grade)
 

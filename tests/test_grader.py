@@ -43,6 +43,9 @@ FAKE_WORKER = textwrap.dedent('''
                 os._exit(1)
             if rule[-1] == name and rule[0] == "hang":
                 time.sleep(3600)
+        for rule in rules:
+            if rule[0] == "slow":  # FAKE slow SECONDS: every check takes this long (a batch that runs a while)
+                time.sleep(float(rule[1]))
         failed = ["fail", name] in rules or (name == "performance" and args.no_perf)
         if name == "compile" and ["nocompile"] in rules:
             emit(event="done", check=name, passed=False, score=0.0,
