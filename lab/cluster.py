@@ -66,15 +66,21 @@ def grade_on(client, exercise, todo: list[Path], seed: int, include_hidden: bool
     """Submit one task per submission in `todo` and hand each finished one to `record(name, payload)` as it
     completes. On any exception (Ctrl-C included) the tasks still pending are cancelled; what was recorded
     stays recorded."""
-    from distributed import as_completed
+    from distributed import KilledWorker, as_completed
 
     from lab import grader
 
-    futures = {client.submit(grade_task, exercise.id, str(sub), seed, include_hidden, grader.WORKER_MODULE,
-                             key=f"grade-{exercise.id}-{sub.name}-{seed}", pure=False): sub.name for sub in todo}
+    # pure=False: every task its own key, so two classes graded at once on one scheduler never share a result.
+    futures = {client.submit(grade_task, exercise.id, str(sub.resolve()), seed, include_hidden, grader.WORKER_MODULE,
+                             pure=False): sub.name for sub in todo}
     try:
         for future in as_completed(futures):
-            record(futures[future], future.result())
+            try:
+                payload = future.result()
+            except KilledWorker:
+                raise LabError(f"Dask workers died each time they graded {futures[future]} (Dask gives up after a "
+                               "few tries); look at that submission and the workers' logs.") from None
+            record(futures[future], payload)
     except BaseException:
         client.cancel(list(futures))
         raise
