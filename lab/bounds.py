@@ -107,6 +107,17 @@ TRUNCATION = 2.0  # at most one ulp (2 * u) per rounding
 MMA_K = 16
 
 
+def tensor_core_accumulation_bound(a: np.ndarray, b: np.ndarray, reference: np.ndarray, *, alpha: float = 1.0,
+                                   beta: float = 0.0, c0: np.ndarray | None = None) -> np.ndarray:
+    """E_ij of tensor_core_matmul_bound below: the fp32 accumulator's error on tensor cores before any rounding
+    to an output type (what an epilogue receives, lab/epilogue.py)."""
+    K = a.shape[1]
+    alpha_p = np.abs(reference - (beta * c0 if (beta and c0 is not None) else 0.0))  # |alpha * P|
+    spread = np.sqrt(np.square(a) @ np.square(b))  # S
+    acc = matmul_bound(a, b, reference, alpha=alpha, beta=beta, c0=c0, acc_dtype=np.float32, out_dtype=np.float32)
+    return acc + TRUNCATION * unit_roundoff(np.float32) * math.ceil(K / MMA_K) * (alpha_p + abs(alpha) * spread)
+
+
 def tensor_core_matmul_bound(a: np.ndarray, b: np.ndarray, reference: np.ndarray, *, alpha: float = 1.0,
                              beta: float = 0.0, c0: np.ndarray | None = None, out_dtype=np.float16,
                              accumulation_scale: float = 1.0) -> np.ndarray:
@@ -130,10 +141,6 @@ def tensor_core_matmul_bound(a: np.ndarray, b: np.ndarray, reference: np.ndarray
     tests/test_gemm_tc_bounds.py shows the same for a NumPy model that truncates once per k-step, and that
     fp16 accumulation, one truncation per product at large K, and one wrong element fail.
     """
-    K = a.shape[1]
-    alpha_p = np.abs(reference - (beta * c0 if (beta and c0 is not None) else 0.0))  # |alpha * P|
-    spread = np.sqrt(np.square(a) @ np.square(b))  # S
-    acc = matmul_bound(a, b, reference, alpha=alpha, beta=beta, c0=c0, acc_dtype=np.float32, out_dtype=np.float32)
-    acc += TRUNCATION * unit_roundoff(np.float32) * math.ceil(K / MMA_K) * (alpha_p + abs(alpha) * spread)
+    acc = tensor_core_accumulation_bound(a, b, reference, alpha=alpha, beta=beta, c0=c0)
     rounding = unit_roundoff(out_dtype) * (np.abs(reference) + acc) + half_subnormal_spacing(out_dtype)
     return accumulation_scale * acc + rounding

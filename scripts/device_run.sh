@@ -26,6 +26,9 @@
 #   bash scripts/device_run.sh sched-next      rung 07's GPU tests (with the do-while k-loop variant), the stream-K
 #                                              study (it times that variant too), then notebook 04 live
 #   bash scripts/device_run.sh notebook04      notebook 04 (scheduling) executed live
+#   bash scripts/device_run.sh fusion-a        issue 11: GPU tests of the fused epilogues, softmax and the norms, rung 07's
+#                                              stream-K tests; `lab bench` of those families; the checklist study
+#                                              (with ncu); the stream-K study (do-while k-loop variant)
 #   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
 #                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
@@ -146,6 +149,17 @@ for r in rs.records:
       LAB_EXERCISE_SUMMARY="$pack/gemm_exercises.json" gpu_tests 200 tests/test_gpu_exercises.py
       LAB_GRADER_SUMMARY="$pack/grader_summary.json" gpu_tests 200 tests/test_gpu_grader.py
       notebooks notebooks/02_gemm_fp32.py ;;
+    fusion-a)
+      gpu_tests 420 tests/test_gpu_epilogue.py tests/test_gpu_softmax.py tests/test_gpu_norms.py
+      for f in gemm_tc_epilogue gemm_fp32_epilogue; do
+        echo "== lab bench $f"; timeout 200 python3 -m lab bench "$f" --kinds headline --json "$pack/$f.json" | tail -12
+      done
+      for f in softmax rmsnorm layernorm; do
+        echo "== lab bench $f"; timeout 150 python3 -m lab bench "$f" --kinds headline,tail --json "$pack/$f.json" | tail -14
+      done
+      echo "== checklist study"; timeout 300 python3 scripts/checklist_study.py --out "$pack" | tail -30
+      gpu_tests 200 tests/test_gpu_gemm_tc.py -k "stream_k"
+      echo "== stream-K study"; timeout 150 python3 scripts/schedule_study.py "$pack" streamk | grep -v "^{'M'" | tail -8 ;;
     tc-evidence)
       echo "== gemm_tc under compute-sanitizer"
       timeout 200 python3 scripts/gemm_tc_sanitize.py "$pack/gemm_tc_sanitize.json" --budget 180

@@ -25,8 +25,12 @@ NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 SCRIPT = REPO / "scripts" / "execute_notebooks.py"
 # The family whose records each notebook replays first (its banner names it; "NO RECORDS for" it when absent).
 # Notebook 04 replays JSON payloads, not a family's records; it names its first payload the same way.
+# Notebooks 06 and 07 replay several families (and 06 the checklist study); FUSION_FILES lists them all.
 FAMILY = {"00_setup_and_method": "copy", "01_memory_bound": "copy", "02_gemm_fp32": "gemm_fp32",
-          "03_tensor_cores": "gemm_tc", "04_scheduling": "schedule_orders"}
+          "03_tensor_cores": "gemm_tc", "04_scheduling": "schedule_orders", "06_epilogue_fusion": "gemm_tc_epilogue",
+          "07_softmax_and_norms": "softmax"}
+FUSION_FILES = {"06_epilogue_fusion": ("gemm_tc_epilogue", "gemm_fp32_epilogue", "checklist"),
+                "07_softmax_and_norms": ("softmax", "rmsnorm", "layernorm")}
 
 pytest.importorskip("nbclient", reason="nbclient is not installed: pip install -e '.[test]'")
 pytest.importorskip("jupytext", reason="jupytext is not installed: pip install -e '.[test]'")
@@ -34,7 +38,16 @@ pytest.importorskip("jupytext", reason="jupytext is not installed: pip install -
 
 def _schedule_payloads():
     """tests/test_schedule_plots.py's synthetic scheduling payloads (one source of that test data)."""
-    name = "test_schedule_plots"
+    return _test_module("test_schedule_plots")
+
+
+def _fusion_records():
+    """tests/test_lessons_fusion.py's synthetic epilogue, row-ladder and checklist records (notebooks 06 and 07)."""
+    return _test_module("test_lessons_fusion")
+
+
+def _test_module(name: str):
+    """Another test file of this folder, imported once by path (its synthetic-data writers are shared)."""
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
         module = importlib.util.module_from_spec(spec)
@@ -197,7 +210,8 @@ def _synthetic_gemm_tc_profile() -> dict:
 
 
 def write_synthetic_reference(directory: Path) -> Path:
-    """Synthetic copy, transpose, gemm_fp32 and gemm_tc records and profiles in `directory` (never results/)."""
+    """Synthetic copy, transpose, gemm_fp32 and gemm_tc records and profiles, the scheduling payloads, and the fusion
+    notebooks' records (epilogue GEMMs, softmax and norms, the checklist) in `directory` (never results/)."""
     directory = Path(directory)
     if directory.resolve().is_relative_to((REPO / "results").resolve()):
         raise ValueError("synthetic records must never be written under results/")
@@ -221,6 +235,7 @@ def write_synthetic_reference(directory: Path) -> Path:
     (directory / "gemm_tc.json").write_text(json.dumps(payload))
     (directory / "gemm_tc_profile.json").write_text(json.dumps(_synthetic_gemm_tc_profile()))
     _schedule_payloads().write_synthetic_payloads(directory, SYNTHETIC_PROVENANCE)
+    _fusion_records().write_synthetic_fusion(directory, SYNTHETIC_PROVENANCE)
     return directory
 
 
@@ -287,6 +302,11 @@ def test_notebooks_execute_replaying_the_committed_reference_records(tmp_path, m
     for stem in ("schedule_orders", "schedule_orders_ncu", "schedule_orders_fp32", "schedule_stream_k", "small_items"):
         absent = not (REPO / "results" / "h200" / f"{stem}.json").is_file()
         assert (f"NO RECORDS for {stem}:" in texts["04_scheduling"]) == absent, stem
+    # Notebooks 06 and 07 likewise, file by file.
+    for name, stems in FUSION_FILES.items():
+        for stem in stems:
+            absent = not (REPO / "results" / "h200" / f"{stem}.json").is_file()
+            assert (f"NO RECORDS for {stem}:" in texts[name]) == absent, (name, stem)
 
 
 @pytest.mark.slow
@@ -305,6 +325,17 @@ def test_notebooks_execute_with_no_records_at_all(tmp_path, monkeypatch):
     sched = texts["04_scheduling"]
     assert sched.count("NO RECORDED RESULTS") == 5 and "(nothing to plot" not in sched
     assert "wave 0 reads" in sched and "x L2" in sched and "assumed" in sched
+    for name, stems in FUSION_FILES.items():  # every file named missing; what needs no records still shown
+        text = texts[name]
+        assert text.count("NO RECORDED RESULTS") == len(stems) and "(nothing to plot" not in text, name
+        assert all(f"NO RECORDS for {stem}:" in text for stem in stems), name
+    fused = texts["06_epilogue_fusion"]
+    assert "fused: bias+gelu_tanh: registers" in fused and "fused: bias+gelu_tanh->int8/row" in fused
+    assert "tie: round to even" in fused and "Fused epilogue prediction" in fused and "lab_tanh_approx" in fused
+    assert "check cases, each on three input distributions" in fused and "+ one pass" in fused
+    rows = texts["07_softmax_and_norms"]
+    assert "relative difference" in rows and "E[x^2] - E[x]^2 in fp32" in rows and "| all -inf | all NaN |" in rows
+    assert "build every rung from the same files" in rows and "What changed" in rows
 
 
 @pytest.mark.slow
@@ -329,6 +360,18 @@ def test_notebooks_execute_on_synthetic_records(tmp_path, monkeypatch):
     assert "the fastest order is" in sched and "its DRAM reads:" in sched and "06 / 05 per round" in sched
     assert "wave-quantized: 07 / 06" in sched and "output elements differ" in sched
     assert "faster per item than one launch per item" in sched and "wave boundaries in the sweep" in sched
+    for name in FUSION_FILES:
+        assert "(nothing to plot" not in texts[name], name
+    fused = texts["06_epilogue_fusion"]
+    assert fused.count("REPLAYED from SYNTHETIC TEST DATA") >= 3 and "one extra pass over C" in fused
+    assert "fused / plain = " in fused and "cupy_ops / fused = " in fused and "target <= 1.05: met" in fused
+    assert "fused int8 time / fused fp16 time" in fused and "cold L2: 1024^3" in fused
+    assert "x the minimum" in fused and "library / lab_fused:" in fused and "the lab's fused CUDA epilogue" in fused
+    assert "the plain time, measured" in fused
+    rows = texts["07_softmax_and_norms"]
+    assert rows.count("of the device copy -> target >= 0.9") >= 3 and rows.count("problems; the lowest") == 3
+    assert rows.count("tail sizes by n mod 8") == 3 and "launch paths, tail records" in rows
+    assert "measured" in rows and "the range" in rows
 
 
 # ----------------------------------------------------------------------------------------------

@@ -50,13 +50,16 @@
 //   STAGES (4), MINB (3: blocks per SM promised to ptxas, registers <= 65536 / (MINB * THREADS)),
 //   FRAG_DB (1), ORDER (1), VEC (4; the launcher picks 4 or 1), RASTER (0: blocks take tiles in launch
 //   order; 1-3 the tile orders of lab_tile_order.cuh, for the scheduling lesson's contrast) and GROUP_M
-//   (8). Blocks per SM at these defaults per arch: lab/occupancy.py, shown by the notebook's rung walk.
+//   (8), and the epilogue chain of lab_epilogue.cuh: EPI_OP1 (0) .. EPI_OP4 (0) (bias, scales, activations,
+//   clamp, residual in fp32; fp32 output only here). With any of them set the kernel takes one more
+//   argument, the LabEpilogue; at their defaults the code is the plain GEMM. Blocks per SM at these defaults per arch: lab/occupancy.py, shown by the notebook's rung walk.
 // Ideas from NVIDIA's PTX ISA (cp.async, cp.async.commit_group/wait_group), the CUDA C++
 //   Programming Guide's asynchronous-copy pipelines, and CUTLASS's multistage mainloop and SIMT
 //   thread MMA ("Efficient GEMM in CUDA", software pipelining, serpentine FFMA order); code is this
 //   lab's own.
 #include "lab_cp_async.cuh"
 #include "lab_tile_order.cuh"
+#include "lab_epilogue.cuh"
 
 #ifndef RASTER
 #define RASTER 0
@@ -86,6 +89,19 @@
 #ifndef TN
 #define TN 8
 #endif
+#ifndef EPI_OP1
+#define EPI_OP1 0
+#endif
+#ifndef EPI_OP2
+#define EPI_OP2 0
+#endif
+#ifndef EPI_OP3
+#define EPI_OP3 0
+#endif
+#ifndef EPI_OP4
+#define EPI_OP4 0
+#endif
+#define FUSED_EPILOGUE (EPI_OP1 || EPI_OP2 || EPI_OP3 || EPI_OP4)
 #ifndef THREADS
 #define THREADS 128
 #endif
@@ -174,6 +190,35 @@ __device__ __forceinline__ void store4(float* __restrict__ C, int ldc, int row, 
         if (col + j < N) p[j] = beta != 0.0f ? fmaf(beta, p[j], alpha * acc[j]) : alpha * acc[j];
     }
 }
+
+#if FUSED_EPILOGUE
+// store4 with the epilogue chain after alpha * acc + beta * C, fp32 out (the residual is fp32 too).
+__device__ __forceinline__ void store4_fused(float* __restrict__ C, int ldc, int row, int col, int M, int N,
+                                             float alpha, float beta, const float* acc, const LabEpiRow& er,
+                                             const LabEpilogue& ep) {
+    if (row >= M) return;
+    float* p = C + (long long)row * ldc + col;
+    auto residual = [&](int rr, int cc) {
+        return __ldg(static_cast<const float*>(ep.residual) + (long long)rr * ep.ld_residual + cc);
+    };
+    float r[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        if (col + j >= N) break;
+        r[j] = beta != 0.0f ? fmaf(beta, p[j], alpha * acc[j]) : alpha * acc[j];
+        r[j] = lab_epi_chain<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4>(r[j], row, col + j, er, ep, residual);
+    }
+#if VEC == 4
+    if (col + 3 < N) {
+        *reinterpret_cast<float4*>(p) = make_float4(r[0], r[1], r[2], r[3]);
+        return;
+    }
+#endif
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+        if (col + j < N) p[j] = r[j];
+}
+#endif
 
 // Global -> registers: this thread's float4s of the k-tile starting at k0. (In this rung, load_tile and
 // store_tile serve only the sm_75 fallback; sm_80+ copies with load_tile_async below.)
@@ -325,7 +370,11 @@ __device__ __forceinline__ void load_tile_async(unsigned a_dst, unsigned b_dst, 
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS_PER_SM)
 sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
-                 const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
+                 const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc
+#if FUSED_EPILOGUE
+                 , const __grid_constant__ LabEpilogue ep
+#endif
+) {
     extern __shared__ float4 smem[];  // STAGES x (As[BK][BM+4], Bs[BK][BN]): SMEM_BYTES in all
     float* const tiles = reinterpret_cast<float*>(smem);
     if (dynamic_smem_size() < SMEM_BYTES) __trap();  // launched with too little: stop, do not overrun it
@@ -426,9 +475,17 @@ sgemm_multistage(int M, int N, int K, float alpha, const float* __restrict__ A, 
 #endif
 
 #pragma unroll
-    for (int r = 0; r < TM; ++r)
+    for (int r = 0; r < TM; ++r) {
+        const int row = row0 + tr0 + (r / 4) * 4 * LANES_M + r % 4;
+#if FUSED_EPILOGUE
+        const LabEpiRow er = lab_epi_row<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4, LAB_EPI_OUT_SAME, 0>(ep, row, M);
+#endif
 #pragma unroll
         for (int j = 0; j < TN; j += 4)
-            store4(C, ldc, row0 + tr0 + (r / 4) * 4 * LANES_M + r % 4, col0 + tc0 + j * LANES_N, M, N, alpha, beta,
-                   &acc[r][j]);
+#if FUSED_EPILOGUE
+            store4_fused(C, ldc, row, col0 + tc0 + j * LANES_N, M, N, alpha, beta, &acc[r][j], er, ep);
+#else
+            store4(C, ldc, row, col0 + tc0 + j * LANES_N, M, N, alpha, beta, &acc[r][j]);
+#endif
+    }
 }

@@ -22,7 +22,14 @@
 //   THREADS = 128 * (1 + BM / 64) threads, a 1-D grid of min(ceil(M / BM) * ceil(N / BN), SM count) blocks,
 //   dynamic shared memory SMEM_BYTES = STAGES * (BM + BN) * BK * 2 + 1024 (197632 bytes at the defaults).
 // Knobs: BF16 (0/1), TN (0/1), BM (128), BN (256), BK (64), STAGES (4), RASTER (2: grouped; 0 row, 1 column,
-//   3 snake), GROUP_M (8), THREADS.
+//   3 snake), GROUP_M (8), THREADS; the epilogue (lab_epilogue.cuh): EPI_OP1 (0) .. EPI_OP4 (0), the ops in order,
+//   EPI_OUT (0: the input type; 1 int8, 2 fp8 e4m3), EPI_QROW (0: one quantization scale; 1 per row). With any
+//   of them set the kernel takes one more argument, the LabEpilogue; at their defaults the code is the plain GEMM.
+// Fused epilogue prediction (written before any GPU run; lab/families/gemm_epilogue.py times it against this rung
+//   without it): bias + GELU costs each consumer thread ~15 instructions on each of its 128 outputs per tile, about
+//   2 us of issue per tile against ~50 us of mainloop at 4096^3 and ~100 us at 8192^3, and the consumers' stores
+//   are not overlapped with math here. So 1.02-1.05x the plain time at 4096^3, 1.01-1.03x at 8192^3; int8 output
+//   the same compute with half the bytes stored, so no slower than the fp16 output.
 // Knob probe (results/h200/gemm_tc_knobs_06_{4096,8192}.json, fp16 TN, cold L2, cuBLAS in the same run):
 //   GROUP_M 8 / 16 / 4 gave 0.907 / 0.904 / 0.905x of cuBLAS at 4096^3 and 0.943 / 0.943 / 0.919x at 8192^3.
 // Measured (results/h200/gemm_tc.json, H200, commit f8e3bb1, cold L2, cuBLAS in the same run): fp16 TN
@@ -39,6 +46,7 @@
 #include "lab_cp_async.cuh"
 #include "lab_hopper_gemm.cuh"
 #include "lab_tile_order.cuh"
+#include "lab_epilogue.cuh"
 
 #ifndef BF16
 #define BF16 0
@@ -64,6 +72,25 @@
 #ifndef GROUP_M
 #define GROUP_M 8  // tile-rows per group of the grouped and snake orders (0: row-major)
 #endif
+#ifndef EPI_OP1
+#define EPI_OP1 0
+#endif
+#ifndef EPI_OP2
+#define EPI_OP2 0
+#endif
+#ifndef EPI_OP3
+#define EPI_OP3 0
+#endif
+#ifndef EPI_OP4
+#define EPI_OP4 0
+#endif
+#ifndef EPI_OUT
+#define EPI_OUT 0
+#endif
+#ifndef EPI_QROW
+#define EPI_QROW 0
+#endif
+#define FUSED_EPILOGUE (EPI_OP1 || EPI_OP2 || EPI_OP3 || EPI_OP4 || EPI_OUT)
 #ifndef THREADS
 #define THREADS (128 * (1 + BM / 64))  // a producer warpgroup, then the consumers
 #endif
@@ -102,7 +129,11 @@ __device__ __forceinline__ void tile_origin(int tile, int tiles_m, int tiles_n, 
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_tc_persistent(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, int M,
-                   int N, int K, float alpha, float beta, half_bits* __restrict__ C, int ldc) {
+                   int N, int K, float alpha, float beta, half_bits* __restrict__ C, int ldc
+#if FUSED_EPILOGUE
+                   , const __grid_constant__ LabEpilogue ep
+#endif
+) {
     extern __shared__ __align__(1024) unsigned char smem[];
     __shared__ __align__(8) unsigned long long full_bars[STAGES], empty_bars[STAGES];
     if (dynamic_smem_size() < SMEM_BYTES) __trap();  // launched with too little: stop, do not overrun it
@@ -183,11 +214,21 @@ gemm_tc_persistent(const __grid_constant__ TensorMap map_a, const __grid_constan
 
         // acc[4j + 2h + e] is row 16 * (warp % 4) + g + 8h, column 8j + 2t + e of this consumer's 64 x BN tile.
         const int row = row0 + c * 64 + 16 * (warp % 4) + g;
+#if FUSED_EPILOGUE
+        const LabEpiRow rows[2] = {lab_epi_row<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4, EPI_OUT, EPI_QROW>(ep, row, M),
+                                   lab_epi_row<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4, EPI_OUT, EPI_QROW>(ep, row + 8, M)};
+#endif
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
+#if FUSED_EPILOGUE
+                lab_epi_store_half_pair<BF16, EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4, EPI_OUT>(
+                    C, ldc, pairs, row + 8 * h, col0 + 8 * j + 2 * t, M, N, alpha, beta, acc[4 * j + 2 * h],
+                    acc[4 * j + 2 * h + 1], rows[h], ep);
+#else
                 store_pair<BF16>(C, ldc, pairs, row + 8 * h, col0 + 8 * j + 2 * t, M, N, alpha, beta, acc[4 * j + 2 * h],
                            acc[4 * j + 2 * h + 1]);
+#endif
     }
 }

@@ -150,10 +150,19 @@ class GemmFp32Family(Family):
         b = problem.inputs["B"][set_index % len(problem.inputs["B"])]
         if rung.key in self.VEC_RUNGS:
             rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(VEC=4 if vectors_fit(problem, out, 4) else 1))
+        rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(**self.extra_knobs(problem)))
         self._launch_kernel(rung, p["M"], p["N"], p["K"], p["alpha"], a, p["lda"], b, p["ldb"], p["beta"], out,
-                            p["ldc"])
+                            p["ldc"], self.extra_args(problem, out))
 
-    def _launch_kernel(self, rung: Rung, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc) -> None:
+    def extra_knobs(self, problem: Problem) -> dict:
+        """Knobs a subclass adds per problem (the fused epilogue's); none here."""
+        return {}
+
+    def extra_args(self, problem: Problem, out) -> tuple:
+        """Kernel arguments a subclass appends per problem (the fused epilogue's); none here."""
+        return ()
+
+    def _launch_kernel(self, rung: Rung, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, extra: tuple = ()) -> None:
         from lab.build import get_kernel
 
         k = _knobs(rung)
@@ -164,7 +173,7 @@ class GemmFp32Family(Family):
         grid = ((N + k["BN"] - 1) // k["BN"], (M + k["BM"] - 1) // k["BM"])
         kernel(grid, (k["THREADS"],),
                (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, np.int32(lda), b, np.int32(ldb),
-                np.float32(beta), c, np.int32(ldc)), shared_mem=smem)
+                np.float32(beta), c, np.int32(ldc)) + extra, shared_mem=smem)
 
     def launch_ceiling(self, problem: Problem, out, set_index: int = 0) -> None:
         """cuBLAS SGEMM through CuPy (TF32 stays off unless CUPY_TF32=1 is set, which the lab never does)."""

@@ -256,7 +256,15 @@ class GemmTcFamily(Family):
         knobs = {"BF16": int(p["dtype"] == BFLOAT16), "TN": int(p["layout"] == "TN")}
         if rung.key in self.VEC_RUNGS and out is not None:
             knobs["VEC"] = 8 if vectors_fit(problem, out, 8) else 1
-        return dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs))
+        return dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs, **self.extra_knobs(problem)))
+
+    def extra_knobs(self, problem: Problem) -> dict:
+        """Knobs a subclass adds per problem (the fused epilogue's); none here."""
+        return {}
+
+    def extra_args(self, problem: Problem, out) -> tuple:
+        """Kernel arguments a subclass appends per problem (the fused epilogue's); none here."""
+        return ()
 
     def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
         from lab.build import get_kernel
@@ -285,7 +293,7 @@ class GemmTcFamily(Family):
         else:
             args = (np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]), a,
                     np.int32(p["lda"]), b, np.int32(p["ldb"]), np.float32(p["beta"]), out, np.int32(p["ldc"]))
-        kernel(grid, (_knobs(rung)["THREADS"],), args, shared_mem=smem)
+        kernel(grid, (_knobs(rung)["THREADS"],), args + self.extra_args(problem, out), shared_mem=smem)
 
     def _tensor_maps(self, rung: Rung, p: dict, a, b):
         """TMA maps of A (M x K, k contiguous; boxes BK x BM) and B (TN: N x K, boxes BK x BN; NN: K x N, boxes

@@ -1,0 +1,187 @@
+// Epilogue functors: what a GEMM does to each accumulator on its way to memory, composed as a chain.
+//
+// A rung that takes an epilogue computes v = alpha * acc (+ beta * C on a half output), then applies up to
+// four ops in order, EPI_OP1 .. EPI_OP4 (0 = none), each one of the LAB_EPI_* codes below, then converts v to
+// the output type EPI_OUT: the GEMM's own type (fp16/bf16, or fp32 on the SIMT ladder), int8, or fp8 e4m3.
+// Bias + GELU is EPI_OP1 = 1, EPI_OP2 = 5; "+ residual after the activation" is one more op. Every op works in
+// fp32 on one element; per-row values (row scale, quantization scale) are read once per row (LabEpiRow).
+// lab/epilogue.py restates every op in float64 for the references and carries each op's error bound.
+//
+// Defined behaviour the tests pin down (the references follow it):
+//   ReLU and clamp propagate NaN (as torch does), rather than fmaxf's "the other operand".
+//   int8: q = cvt.rni.sat.s8(v * q_scale): one fp32 multiply by the scale (a multiplier, the inverse of the
+//     dequantization step), round to nearest even, saturate to [-128, 127]; NaN -> 0, +-inf -> 127 / -128.
+//   fp8 e4m3 (sm_89+): cvt.rn.satfinite.e4m3x2: nearest even, |v| past 448 -> +-448 (inf too), NaN -> NaN.
+// Activations use the fast hardware paths (tanh.approx, ex2.approx): their error is part of the bound.
+// Ideas: CUTLASS's epilogue "visitor" trees and LinearCombination* functors; the code is this lab's own.
+#pragma once
+
+#define LAB_EPI_NONE 0
+#define LAB_EPI_BIAS 1       // v += bias[col]
+#define LAB_EPI_ROW_SCALE 2  // v *= row_scale[row]
+#define LAB_EPI_COL_SCALE 3  // v *= col_scale[col]
+#define LAB_EPI_RELU 4
+#define LAB_EPI_GELU_TANH 5  // 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))
+#define LAB_EPI_GELU_ERF 6   // 0.5 v (1 + erf(v / sqrt(2)))
+#define LAB_EPI_SILU 7       // v / (1 + exp(-v))
+#define LAB_EPI_CLAMP 8      // v clamped to [clamp_lo, clamp_hi]
+#define LAB_EPI_RESIDUAL 9   // v += residual[row][col] (in the output's own type)
+
+#define LAB_EPI_OUT_SAME 0   // the GEMM's type (fp16/bf16 as BF16 says; fp32 on the SIMT ladder)
+#define LAB_EPI_OUT_INT8 1
+#define LAB_EPI_OUT_E4M3 2
+
+// Passed by value as one __grid_constant__ kernel argument; lab/epilogue.py builds it (PARAMS_DTYPE there
+// mirrors this layout: every field 8 bytes, clamp_lo and clamp_hi sharing the last).
+struct LabEpilogue {
+    const float* bias;        // N values (fp32)
+    const float* row_scale;   // M values
+    const float* col_scale;   // N values
+    const void* residual;     // M x ld_residual, in the GEMM's output type
+    const float* q_scale;     // 1 value (per tensor) or M (per row, EPI_QROW = 1)
+    void* q_out;              // M x ld_q bytes: the int8 / e4m3 output
+    long long ld_residual;
+    long long ld_q;
+    float clamp_lo, clamp_hi;
+};
+
+struct LabEpiRow {  // what one output row needs, loaded once per row
+    float row_scale;
+    float q_scale;
+};
+
+__device__ __forceinline__ float lab_tanh_approx(float x) {
+    float y;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+template <int OP>
+__device__ __forceinline__ bool lab_epi_uses_row() {
+    return OP == LAB_EPI_ROW_SCALE;
+}
+
+// One op on one element. `residual_in` is the residual element already widened to fp32 (or 0).
+template <int OP>
+__device__ __forceinline__ float lab_epi_op(float v, int col, const LabEpiRow& r, const LabEpilogue& ep,
+                                            float residual_in) {
+    if constexpr (OP == LAB_EPI_BIAS) return v + __ldg(ep.bias + col);
+    if constexpr (OP == LAB_EPI_ROW_SCALE) return v * r.row_scale;
+    if constexpr (OP == LAB_EPI_COL_SCALE) return v * __ldg(ep.col_scale + col);
+    if constexpr (OP == LAB_EPI_RELU) return v < 0.0f ? 0.0f : v;  // NaN stays NaN
+    if constexpr (OP == LAB_EPI_GELU_TANH) {
+        const float inner = 0.7978845608f * v * fmaf(0.044715f, v * v, 1.0f);
+        return 0.5f * v * (1.0f + lab_tanh_approx(inner));
+    }
+    if constexpr (OP == LAB_EPI_GELU_ERF) return 0.5f * v * (1.0f + erff(v * 0.7071067812f));
+    if constexpr (OP == LAB_EPI_SILU) return v / (1.0f + __expf(-v));
+    if constexpr (OP == LAB_EPI_CLAMP) return v < ep.clamp_lo ? ep.clamp_lo : (v > ep.clamp_hi ? ep.clamp_hi : v);
+    if constexpr (OP == LAB_EPI_RESIDUAL) return v + residual_in;
+    return v;
+}
+
+// The chain OP1 -> OP2 -> OP3 -> OP4 on one element; the residual is read only if some op uses it.
+template <int OP1, int OP2, int OP3, int OP4, typename Residual>
+__device__ __forceinline__ float lab_epi_chain(float v, int row, int col, const LabEpiRow& r, const LabEpilogue& ep,
+                                               Residual load_residual) {
+    constexpr bool RES = OP1 == LAB_EPI_RESIDUAL || OP2 == LAB_EPI_RESIDUAL || OP3 == LAB_EPI_RESIDUAL ||
+                         OP4 == LAB_EPI_RESIDUAL;
+    float res = 0.0f;
+    if constexpr (RES) res = load_residual(row, col);
+    v = lab_epi_op<OP1>(v, col, r, ep, res);
+    v = lab_epi_op<OP2>(v, col, r, ep, res);
+    v = lab_epi_op<OP3>(v, col, r, ep, res);
+    return lab_epi_op<OP4>(v, col, r, ep, res);
+}
+
+// The per-row values of `row` (only those the chain and the output type use are read).
+template <int OP1, int OP2, int OP3, int OP4, int OUT, int QROW>
+__device__ __forceinline__ LabEpiRow lab_epi_row(const LabEpilogue& ep, int row, int M) {
+    LabEpiRow r{1.0f, 1.0f};
+    if (row >= M) return r;
+    if (lab_epi_uses_row<OP1>() || lab_epi_uses_row<OP2>() || lab_epi_uses_row<OP3>() || lab_epi_uses_row<OP4>())
+        r.row_scale = __ldg(ep.row_scale + row);
+    if constexpr (OUT != LAB_EPI_OUT_SAME) r.q_scale = __ldg(ep.q_scale + (QROW ? row : 0));
+    return r;
+}
+
+// --- quantized outputs ----------------------------------------------------------------------------------
+
+__device__ __forceinline__ unsigned char lab_quantize_int8(float v, float q_scale) {
+    int q;
+    asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(q) : "f"(v * q_scale));  // NaN -> 0, saturating
+    return static_cast<unsigned char>(q & 0xff);
+}
+
+// Two values as two e4m3 bytes (lo in the low byte), nearest even, saturated to +-448.
+__device__ __forceinline__ unsigned short lab_quantize_e4m3x2(float lo, float hi, float q_scale) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    unsigned short q;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(q) : "f"(hi * q_scale), "f"(lo * q_scale));
+    return q;
+#else
+    __trap();  // the launcher refuses e4m3 outputs below sm_89: this is never reached
+    return 0;
+#endif
+}
+
+// Two adjacent quantized outputs q_out[row][col, col + 1] (col + 1 only if inside N): one 2-byte store when
+// both are inside and the address is even, else byte stores.
+template <int OUT>
+__device__ __forceinline__ void lab_store_quantized_pair(const LabEpilogue& ep, int row, int col, int N, float v0,
+                                                         float v1, float q_scale) {
+    unsigned char* p = static_cast<unsigned char*>(ep.q_out) + (long long)row * ep.ld_q + col;
+    unsigned char b0, b1;
+    if constexpr (OUT == LAB_EPI_OUT_E4M3) {
+        const unsigned short both = lab_quantize_e4m3x2(v0, v1, q_scale);
+        b0 = static_cast<unsigned char>(both & 0xff);
+        b1 = static_cast<unsigned char>(both >> 8);
+    } else {
+        b0 = lab_quantize_int8(v0, q_scale);
+        b1 = lab_quantize_int8(v1, q_scale);
+    }
+    if (col + 1 < N && (reinterpret_cast<unsigned long long>(p) % 2 == 0)) {
+        *reinterpret_cast<unsigned short*>(p) = static_cast<unsigned short>(b0 | (b1 << 8));
+        return;
+    }
+    p[0] = b0;
+    if (col + 1 < N) p[1] = b1;
+}
+
+// --- the tensor-core ladder's store: two adjacent outputs of one row --------------------------------------
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#include "lab_mma.cuh"
+
+// C[row][col, col + 1] (or q_out's) = the chain applied to alpha * acc (+ beta * C on a half output), only
+// inside M x N. The half output is rounded once, as the plain store_pair does; `pairs` (ldc even, C 4-byte
+// aligned) lets both go in one 4-byte store.
+template <int IS_BF16, int OP1, int OP2, int OP3, int OP4, int OUT>
+__device__ __forceinline__ void lab_epi_store_half_pair(unsigned short* __restrict__ C, int ldc, bool pairs, int row,
+                                                        int col, int M, int N, float alpha, float beta, float acc0,
+                                                        float acc1, const LabEpiRow& r, const LabEpilogue& ep) {
+    if (row >= M || col >= N) return;
+    const bool both = col + 1 < N;
+    unsigned short* p = C + (long long)row * ldc + col;
+    float v0 = alpha * acc0, v1 = alpha * acc1;
+    if constexpr (OUT == LAB_EPI_OUT_SAME) {
+        if (beta != 0.0f) {
+            v0 = fmaf(beta, half_bits_to_float<IS_BF16>(p[0]), v0);
+            if (both) v1 = fmaf(beta, half_bits_to_float<IS_BF16>(p[1]), v1);
+        }
+    }
+    auto residual = [&](int rr, int cc) {
+        const unsigned short* res = static_cast<const unsigned short*>(ep.residual);
+        return half_bits_to_float<IS_BF16>(__ldg(res + (long long)rr * ep.ld_residual + cc));
+    };
+    v0 = lab_epi_chain<OP1, OP2, OP3, OP4>(v0, row, col, r, ep, residual);
+    if (both) v1 = lab_epi_chain<OP1, OP2, OP3, OP4>(v1, row, col + 1, r, ep, residual);
+    if constexpr (OUT != LAB_EPI_OUT_SAME) {
+        lab_store_quantized_pair<OUT>(ep, row, col, N, v0, v1, r.q_scale);
+    } else if (pairs && both) {
+        *reinterpret_cast<unsigned*>(p) = pack_half2(float_to_half_bits<IS_BF16>(v0), float_to_half_bits<IS_BF16>(v1));
+    } else {
+        p[0] = float_to_half_bits<IS_BF16>(v0);
+        if (both) p[1] = float_to_half_bits<IS_BF16>(v1);
+    }
+}
+#endif  // sm_80+

@@ -1,0 +1,106 @@
+"""GPU: the fused-epilogue GEMMs on every check case, the quantizers bit for bit on chosen values through the apply
+kernel (the very store the GEMMs run), and the library baselines against the same reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lab import epilogue as E
+from lab.families import get_family
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("name", ["gemm_tc_epilogue", "gemm_fp32_epilogue"])
+def test_fused_rung_correct_on_every_case(name):
+    from lab.verify import check_rung
+
+    fam = get_family(name)
+    failures = [r.line() for r in check_rung(fam, fam.rungs[0], seed=21) if not r.passed]
+    assert not failures, "\n".join(failures)
+
+
+SPECIAL = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5, 127.5, 128.0, 1e6, -127.5, -128.5, -1e6, np.nan, np.inf,
+                    -np.inf, 0.0, -0.0, 1.0625, 1.1875, 448.0, 464.0, 2.0 ** -10, 3 * 2.0 ** -10, 2.0 ** -12, 33.3,
+                    -7.77, 0.25], dtype=np.float32)
+
+
+def _special_matrix(cols: int):
+    """Rows of the special values, rotated, so every value lands on an even and an odd column and at a row end."""
+    rows = [np.roll(np.resize(SPECIAL, cols), r) for r in range(5)]
+    return np.stack(rows).astype(np.float32)
+
+
+@pytest.mark.parametrize("out", ["int8", "e4m3"])
+@pytest.mark.parametrize("cols", [1, 3, 17, 28, 61])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_quantizers_are_bit_exact(out, cols, offset):
+    import cupy as cp
+
+    z = _special_matrix(cols)
+    qs = np.float32(1.0)
+    buf = cp.full((5, cols + 3 + offset), 0x5A, dtype=np.int8 if out == "int8" else np.uint8)
+    target = buf[:, offset:offset + cols]
+    E.apply(cp.asarray(z), E.Epilogue((), out), out=target, q_scale=cp.asarray([qs]))
+    got = target.get()
+    want = E.quantize_int8(z, qs) if out == "int8" else E.quantize_e4m3(z, qs)
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (z, got, want)
+    rest = np.delete(buf.get(), np.s_[offset:offset + cols], axis=1)
+    assert np.all(rest.view(np.uint8) == 0x5A), "wrote outside the output"
+
+
+def test_per_row_quantization_scale_is_exact():
+    import cupy as cp
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(0, 40, (37, 45)).astype(np.float32)
+    qs = rng.uniform(0.5, 2, 37).astype(np.float32)
+    out = cp.empty((37, 45), dtype=cp.int8)
+    E.apply(cp.asarray(z), E.Epilogue((), "int8", True), out=out, q_scale=cp.asarray(qs))
+    assert np.array_equal(out.get(), E.quantize_int8(z, qs[:, None]))
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_half_output_rounds_once_to_nearest_even(bf16):
+    import cupy as cp
+
+    from lab.families.gemm_tc import round_to_bfloat16_bits
+
+    rng = np.random.default_rng(1)
+    z = (rng.normal(size=(9, 33)) * 10.0 ** rng.uniform(-6, 5, (9, 33))).astype(np.float32)
+    z[0, :4] = [65520.0, 65519.0, np.nan, -np.inf]  # fp16: ties to inf, just below it, NaN, inf
+    out = cp.empty((9, 33), dtype=cp.uint16)
+    E.apply(cp.asarray(z), E.Epilogue(()), out=out, bf16=bf16)
+    want = round_to_bfloat16_bits(z) if bf16 else z.astype(np.float16).view(np.uint16)
+    got = out.get()
+    nan = np.isnan(z)
+    assert np.array_equal(got[~nan], want[~nan])
+
+
+def test_library_baselines_match_the_reference():
+    import cupy as cp
+
+    from lab.verify import compare_output
+
+    fam = get_family("gemm_tc_epilogue")
+    for case in ({"epilogue": "bias+gelu_tanh"}, {"epilogue": "bias+gelu_tanh", "out": "int8", "q_per_row": True},
+                 {"epilogue": "row_scale+col_scale+silu+residual"}):
+        problem = fam.make_problem(seed=4, M=256, N=384, K=512, **case)
+        for name, launch in fam.baselines().items():
+            out = cp.empty(problem.out_shape, dtype=problem.dtype)
+            launch(problem, out)
+            cmp = compare_output(fam, problem, out)
+            assert cmp.passed, f"{name} {case}: {cmp.describe()}"
+
+
+def test_plain_ceiling_serves_a_quantized_problem():
+    import cupy as cp
+
+    fam = get_family("gemm_tc_epilogue")
+    problem = fam.make_problem(seed=4, M=300, N=200, K=64, out="int8")
+    out = cp.empty(problem.out_shape, dtype=problem.dtype)
+    fam.launch_ceiling(problem, out)
+    plain = problem._plain_scratch.get().astype(np.float64)
+    a, b, _ = fam._operands(problem)
+    assert np.allclose(plain, a @ b, rtol=2e-2, atol=0.5)

@@ -1,0 +1,78 @@
+"""GPU: every RMSNorm and LayerNorm rung against its float64 reference on every check case (both types, every
+kind of row, the tails, the fallbacks past the registers), guard zones intact and repeat runs identical; the
+CuPy-composed baselines on the same bounds; and a launch that reports the path it took."""
+
+import numpy as np
+import pytest
+
+from lab.families import get_family
+
+pytestmark = pytest.mark.gpu
+
+RMS = get_family("rmsnorm")
+LAYER = get_family("layernorm")
+RUNGS = [(fam, rung) for fam in (RMS, LAYER) for rung in fam.rungs]
+
+
+@pytest.mark.parametrize("fam, rung", RUNGS, ids=[f"{f.name}/{r.key}" for f, r in RUNGS])
+def test_every_rung_is_correct_on_every_case(fam, rung):
+    from lab.verify import check_rung
+
+    failures = [r.line() for r in check_rung(fam, rung, seed=21) if not r.passed]
+    assert not failures, "\n".join(failures)
+
+
+# A subset of the cases for the baselines: every kind of row, both types, the long rows.
+BASELINE_CASES = [c for c in RMS.check_cases()
+                  if c.get("values") or c["n"] in (1, 33, 1025, 32769) or c.get("eps")]
+
+
+@pytest.mark.parametrize("fam", [RMS, LAYER], ids=lambda f: f.name)
+def test_the_composed_cupy_baseline_is_correct(fam):
+    import cupy as cp
+
+    from lab.check import GuardedBuffer
+    from lab.verify import compare_output
+
+    composed = fam.baselines()["cupy_composed"]
+    failures = []
+    for case in BASELINE_CASES:
+        problem = fam.make_problem(seed=22, **case)
+        buf = GuardedBuffer(problem.out_shape, problem.dtype, offset=problem.out_offset)
+        buf.poison()
+        composed(problem, buf.out)
+        cp.cuda.get_current_stream().synchronize()
+        cmp = compare_output(fam, problem, buf.out)
+        if buf.problems() or not cmp.passed:
+            failures.append(f"{problem.label}: {buf.problems()} {cmp.describe()}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("n, path", [(1024, "warp per row, one read, 16-byte"), (4096, "block per row, one read, 16"),
+                                     (40000, "block per row, two reads, 16")])
+def test_rung_03_runs_the_path_its_notes_report(n, path):
+    import cupy as cp
+
+    from lab.check import GuardedBuffer
+    from lab.verify import compare_output
+
+    problem = LAYER.make_problem(seed=23, rows=300, n=n)
+    buf = GuardedBuffer(problem.out_shape, problem.dtype)
+    buf.poison()
+    LAYER.launch(LAYER.rung("03"), problem, buf.out)
+    cp.cuda.get_current_stream().synchronize()
+    assert LAYER.launch_notes(LAYER.rung("03"), problem, buf.out)["path"].startswith(path)
+    assert not buf.problems() and compare_output(LAYER, problem, buf.out).passed
+
+
+def test_the_ceiling_copies_x_and_records_carry_the_path(tmp_path):
+    from lab import bench
+
+    plan = bench.BenchPlan(kinds=("headline",), quick=True, min_time_ms=2)
+    rs = bench.run(RMS, plan)
+    names = {r.rung for r in rs.records}
+    assert {"cupy_device_copy", "cupy_composed", *[r.key for r in RMS.rungs]} <= names
+    for r in rs.records:
+        assert r.median_ms > 0 and np.isfinite(r.value) and r.ceiling_value > 0
+        if r.rung in {k.key for k in RMS.rungs}:
+            assert r.extra.get("path"), r
