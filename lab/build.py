@@ -32,6 +32,9 @@ KERNELS_DIR = REPO_ROOT / "kernels"
 COMMON_DIR = KERNELS_DIR / "common"
 ARCHS = (75, 80, 86, 89, 90)  # the archs every rung is checked against in CI
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+# The header a KernelSpec's `plugin` replaces: a rung that includes it (gemm_tc 06 with EPI_PLUGIN=1) runs code
+# from another file (an exercise's solution, a student's file) with no change to its own source.
+PLUGIN_HEADER = "lab_epilogue_plugin.cuh"
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,11 @@ class KernelSpec:
     knobs: tuple[tuple[str, int], ...] = ()  # passed as -D NAME=VALUE
     min_arch: int = 75
     arch_suffix: str = ""  # "a" for sm_90a-only instructions
-    # How messages name the file (a student's path as they typed it); not part of the kernel's identity.
+    # A file NVRTC is given as PLUGIN_HEADER in place of kernels/common/'s: relative to kernels/, or absolute (a
+    # student's file); "" for the lab's own header.
+    plugin: str = ""
+    # How messages name the file the student wrote (the plugin where there is one, else the source: their path as
+    # they typed it); not part of the kernel's identity.
     label: str = field(default="", compare=False)
 
     def with_knobs(self, **knobs: int) -> KernelSpec:
@@ -53,17 +60,44 @@ class KernelSpec:
     @property
     def shown(self) -> str:
         """The file's name in messages: the label, else the path under kernels/ (a student's file: its name)."""
-        return self.label or (self.path.name if Path(self.source).is_absolute() else self.source)
+        return (self.label if not self.plugin else "") or _shown_path(self.source)
 
     @property
     def path(self) -> Path:
-        return Path(self.source) if Path(self.source).is_absolute() else KERNELS_DIR / self.source
+        return _kernel_path(self.source)
+
+    @property
+    def plugin_shown(self) -> str:
+        """The plugin's name in messages, as `shown` names the source."""
+        return self.label or _shown_path(self.plugin)
+
+    @property
+    def plugin_path(self) -> Path | None:
+        return _kernel_path(self.plugin) if self.plugin else None
+
+
+def _kernel_path(name: str) -> Path:
+    return Path(name) if Path(name).is_absolute() else KERNELS_DIR / name
+
+
+def _shown_path(name: str) -> str:
+    return Path(name).name if Path(name).is_absolute() else name
 
 
 def read_source(spec: KernelSpec) -> str:
     if not spec.path.is_file():
         raise LabError(f"Kernel source {spec.source!r} does not exist under {KERNELS_DIR}; check the rung's path.")
     return decode_source(spec.path.read_bytes(), spec.shown)[0]
+
+
+def read_plugin(spec: KernelSpec) -> str | None:
+    """The text of the spec's plugin (read as read_source reads a source), or None where it has none."""
+    path = spec.plugin_path
+    if path is None:
+        return None
+    if not path.is_file():
+        raise LabError(f"Plugin header {spec.plugin!r} does not exist under {KERNELS_DIR}; check the rung's path.")
+    return decode_source(path.read_bytes(), spec.plugin_shown)[0]
 
 
 def decode_source(data: bytes, shown: str) -> tuple[str, str | None]:
@@ -85,6 +119,15 @@ def lab_headers() -> dict[str, str]:
     """The lab's headers (kernels/common/*.cuh) by bare name: the only files a kernel may include. NVRTC
     gets them in memory, with no include path, so it has no directory to look for anything else in."""
     return {p.name: p.read_text() for p in sorted(COMMON_DIR.glob("*.cuh"))}
+
+
+def compile_headers(spec: KernelSpec) -> dict[str, str]:
+    """The headers NVRTC is given for `spec`: the lab's, with the spec's plugin (if any) as PLUGIN_HEADER."""
+    headers = lab_headers()
+    plugin = read_plugin(spec)
+    if plugin is not None:
+        headers[PLUGIN_HEADER] = plugin
+    return headers
 
 
 def included_headers(source: str, search_dirs: tuple[Path, ...] | None = None) -> list[Path]:
@@ -159,7 +202,7 @@ def compile_options(spec: KernelSpec, arch: int, verbose_ptxas: bool = True) -> 
 def cache_key(spec: KernelSpec, arch: int) -> str:
     h = hashlib.sha256()
     h.update(read_source(spec).encode())
-    for name, text in lab_headers().items():  # every header NVRTC is given, whether included or not
+    for name, text in compile_headers(spec).items():  # every header NVRTC is given, whether included or not
         h.update(name.encode())
         h.update(text.encode())
     h.update(repr((spec.entry, spec.knobs, compile_options(spec, arch), nvrtc_version())).encode())
@@ -189,14 +232,16 @@ _LOG_LINE = re.compile(
     r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>(?:catastrophic )?error|warning)[^:]*: (?P<msg>.*)$")
 
 
-def format_compile_log(log: str, source: str, filename: str, max_errors: int = 5, label: str | None = None) -> str:
+def format_compile_log(log: str, source: str, filename: str, max_errors: int = 5, label: str | None = None,
+                       others: dict[str, tuple[str, str]] | None = None) -> str:
     """Turn NVRTC's log into 'file:line: message' followed by the offending line and its neighbours;
-    `label` names the source in the messages (default: `filename`, the name NVRTC was given)."""
-    lines = source.splitlines()
+    `label` names the source in the messages (default: `filename`, the name NVRTC was given). `others` maps
+    more files NVRTC was given (a plugin header) to (their name in messages, their text), shown the same way."""
+    files = {Path(filename).name: (label or filename, source.splitlines())}
+    files |= {Path(name).name: (shown_as, text.splitlines()) for name, (shown_as, text) in (others or {}).items()}
     out: list[str] = []
     shown = 0
-    own = any((m := _LOG_LINE.match(raw.strip())) and Path(m["file"]).name == Path(filename).name
-              for raw in log.splitlines())
+    own = any((m := _LOG_LINE.match(raw.strip())) and Path(m["file"]).name in files for raw in log.splitlines())
     for raw in log.splitlines():
         m = _LOG_LINE.match(raw.strip())
         if not m or not m["kind"].endswith("error") or (own and m["file"] == "__nv_name_map"):
@@ -206,9 +251,9 @@ def format_compile_log(log: str, source: str, filename: str, max_errors: int = 5
             out.append("  ... more errors follow; fix these first.")
             break
         n = int(m["line"])
-        where = (label or filename) if Path(m["file"]).name == Path(filename).name else m["file"]
+        where, lines = files.get(Path(m["file"]).name, (m["file"], None))
         out.append(f"{where}:{n}: error: {m['msg']}")
-        if Path(m["file"]).name == Path(filename).name:
+        if lines is not None:
             for i in range(max(1, n - 1), min(len(lines), n + 1) + 1):
                 marker = ">>" if i == n else "  "
                 out.append(f"  {marker} {i:4d} | {lines[i - 1]}")
@@ -231,15 +276,20 @@ def compile_cubin(spec: KernelSpec, arch: int, source: str | None = None) -> Com
         )
     filename = spec.path.name
     shown = spec.shown  # a student's file: the name they gave, never a temporary path
-    headers = lab_headers()
+    headers = compile_headers(spec)
     source_guard.check_includes(source, shown, set(headers))
+    # A plugin is checked as a source is: it too may name only the lab's headers.
+    others = {PLUGIN_HEADER: (spec.plugin_shown, headers[PLUGIN_HEADER])} if spec.plugin else {}
+    for plugin_shown, text in others.values():
+        source_guard.check_includes(text, plugin_shown, set(headers))
     result = nvrtc.compile_to_cubin(source, filename, compile_options(spec, arch), [spec.entry], headers)
     foreign = source_guard.foreign_files_in_log(result.log, {filename, *headers})
     if foreign:  # the checks above should make this impossible; if not, the log must not be shown
         raise CompileError(
             f"{shown} made the compiler read {foreign[0]}, which is neither {shown} nor one of the lab's headers; "
             "the compiler's messages are not shown. Include only the lab's headers.")
-    own_errors = re.search(rf"^{re.escape(filename)}\(\d+\): (?:catastrophic )?error", result.log, re.MULTILINE)
+    own_names = "|".join(re.escape(n) for n in (filename, *others))
+    own_errors = re.search(rf"^(?:{own_names})\(\d+\): (?:catastrophic )?error", result.log, re.MULTILINE)
     if not result.ok and "__nv_name_map" in result.log and not own_errors:
         raise CompileError(
             f"{shown} has no kernel named {spec.entry!r}: check the __global__ function's name and that "
@@ -249,9 +299,10 @@ def compile_cubin(spec: KernelSpec, arch: int, source: str | None = None) -> Com
         result = nvrtc.compile_to_cubin(source, filename, compile_options(spec, arch, verbose_ptxas=False),
                                         [spec.entry], headers)
     if not result.ok:
+        what = f"{shown} with {spec.plugin_shown}" if spec.plugin else shown
         raise CompileError(
-            f"{shown} failed to compile for sm_{arch}:\n"
-            f"{format_compile_log(result.log, source, filename, label=shown)}",
+            f"{what} failed to compile for sm_{arch}:\n"
+            f"{format_compile_log(result.log, source, filename, label=shown, others=others)}",
             result.log,
         )
     lowered = (result.lowered_names or {}).get(spec.entry)

@@ -223,22 +223,36 @@ def cmd_profile(args) -> int:
     return 0
 
 
+def _studies() -> dict:
+    """name -> (record file, run): the scheduling lesson's studies (lab.scheduling.run_study) and the fusion
+    lesson's optimization checklist (lab.checklist)."""
+    from lab import checklist, scheduling
+
+    studies = {name: (file, lambda name=name: scheduling.run_study(name))
+               for name, file in scheduling.STUDY_FILES.items()}
+    studies["checklist"] = (checklist.STUDY_FILE,
+                            lambda: checklist.measure_levels(backend=checklist.CupyBackend(), progress=console.print))
+    return studies
+
+
 def cmd_study(args) -> int:
-    """The scheduling lesson's studies (lab.scheduling.run_study): each checked, timed and written as a record."""
+    """The lessons' studies: each checked, timed and written as a record."""
     import json
 
-    from lab import device, scheduling
+    from lab import device
 
-    names = args.name or list(scheduling.STUDY_FILES)
-    unknown = [n for n in names if n not in scheduling.STUDY_FILES]
+    studies = _studies()
+    names = args.name or [n for n in studies if n != "checklist"]
+    unknown = [n for n in names if n not in studies]
     if unknown:
-        raise LabError(f"no study {', '.join(unknown)}; the studies are {', '.join(scheduling.STUDY_FILES)}.")
+        raise LabError(f"no study {', '.join(unknown)}; the studies are {', '.join(studies)}.")
     device.current()  # a sentence, not a CUDA traceback, when there is no GPU
     args.out.mkdir(parents=True, exist_ok=True)
     for name in names:
         console.print(f"[bold]{name}[/bold] ...")
-        path = args.out / scheduling.STUDY_FILES[name]
-        path.write_text(json.dumps(scheduling.run_study(name), indent=1) + "\n")
+        file, run = studies[name]
+        path = args.out / file
+        path.write_text(json.dumps(run(), indent=1) + "\n")
         console.print(f"  written: {path}")
     return 0
 
@@ -433,9 +447,10 @@ def parser() -> argparse.ArgumentParser:
                    "(default: the family's first headline size)")
     s.set_defaults(fn=cmd_profile)
 
-    s = sub.add_parser("study", help="the scheduling lesson's studies: tile orders, Nsight counters, the FP32 "
-                       "contrast, stream-K, small items (GPU; notebook 04 replays them)")
-    s.add_argument("name", nargs="*", help="orders, counters, fp32, streamk, items (default: all)")
+    s = sub.add_parser("study", help="the lessons' studies: tile orders, Nsight counters, the FP32 contrast, "
+                       "stream-K, small items (notebook 04), the optimization checklist (notebook 06; GPU)")
+    s.add_argument("name", nargs="*", help="orders, counters, fp32, streamk, items, checklist (default: all but "
+                   "checklist)")
     s.add_argument("--out", type=Path, default=Path("results/local"), help="folder for the records "
                    "(default: results/local)")
     s.set_defaults(fn=cmd_study)

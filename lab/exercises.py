@@ -10,7 +10,9 @@ An exercise folder holds
                  of the student bundle by `lab release`.
 
 The solution exists once, in kernels/<family>/<rung>.cu: the starter is derived from it, and the student's
-file is compiled with the reference rung's entry point and knobs and launched with its geometry.
+file is compiled with the reference rung's entry point and knobs and launched with its geometry. Where the
+reference rung has a plugin header (KernelSpec.plugin: exercise 08's functor), the solution is that header, and
+the student's file replaces the plugin instead of the rung's source.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.build import REPO_ROOT, KernelSpec, read_source
+from lab.build import REPO_ROOT, KernelSpec, read_plugin, read_source
 from lab.errors import LabError
 from lab.families import get_family
 from lab.ladder import Family, Rung
@@ -172,19 +174,35 @@ class Exercise:
     def reference_spec(self) -> KernelSpec:
         return self.reference_rung().spec
 
+    @property
+    def reference_file(self) -> str:
+        """The file the student's kernel replaces, relative to kernels/: the reference rung's plugin header where
+        it has one, else its source."""
+        spec = self.reference_spec()
+        return spec.plugin or spec.source
+
+    @property
+    def reference_path(self) -> Path:
+        spec = self.reference_spec()
+        return spec.plugin_path or spec.path
+
     def reference_source(self) -> str:
-        return read_source(self.reference_spec())
+        spec = self.reference_spec()
+        return read_source(spec) if not spec.plugin else read_plugin(spec)
 
     def starter_text(self) -> str:
-        return strip_solution(self.reference_source(), self.reference_spec().source)
+        return strip_solution(self.reference_source(), self.reference_file)
 
     @property
     def starter_path(self) -> Path:
         return self.path / STARTER_NAME
 
     def student_spec(self, kernel_path: Path) -> KernelSpec:
-        """The reference rung's entry point and knobs, built from the student's file (an absolute path)."""
-        return dataclasses.replace(self.reference_spec(), source=str(Path(kernel_path).resolve()))
+        """The reference rung's entry point and knobs, built from the student's file (made absolute): as the
+        rung's plugin header where it has one, else as its source."""
+        spec = self.reference_spec()
+        student = str(Path(kernel_path).resolve())
+        return dataclasses.replace(spec, plugin=student) if spec.plugin else dataclasses.replace(spec, source=student)
 
     def student_rung(self, kernel_path: Path) -> Rung:
         """The reference rung with the student's kernel: same key, so the family launches it the same way."""
@@ -236,12 +254,19 @@ def choice_parameters(family: Family) -> dict[str, set[str]]:
     return choices
 
 
+def flag_parameters(family: Family) -> set[str]:
+    """The case keys that take true or false (make_problem's bool defaults: gemm_tc_epilogue's q_per_row)."""
+    params = inspect.signature(family.make_problem).parameters
+    return {p for p in case_parameters(family) if isinstance(params[p].default, bool)}
+
+
 def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _validate_cases(family: Family, cases: list[dict], where: Path) -> None:
     allowed, scalars, choices = case_parameters(family), scalar_parameters(family), choice_parameters(family)
+    flags = flag_parameters(family)
     for case in cases:
         unknown = set(case) - allowed
         if unknown:
@@ -254,11 +279,26 @@ def _validate_cases(family: Family, cases: list[dict], where: Path) -> None:
             if not isinstance(case[key], str) or case[key] not in choices[key]:
                 raise LabError(f"{where}: case {case} has {key}={case[key]!r}; {family.name} takes "
                                f"{' or '.join(repr(c) for c in sorted(choices[key]))}.")
-        bad = {k: v for k, v in case.items() if k not in scalars and k not in choices
+        bad_flags = sorted(k for k in flags & case.keys() if not isinstance(case[k], bool))
+        if bad_flags:
+            raise LabError(f"{where}: case {case} needs true or false for {', '.join(bad_flags)}.")
+        bad = {k: v for k, v in case.items() if k not in scalars and k not in choices and k not in flags
                and (not isinstance(v, int) or isinstance(v, bool) or v < 0)}
         if bad or not case:
             raise LabError(f"{where}: case {case} needs non-negative integer values"
                            + (f" for {', '.join(sorted(bad))}." if bad else "."))
+
+
+def _validate_plugin_cases(family: Family, rung: Rung, cases: list[dict], where: Path) -> None:
+    """A rung with a plugin runs it only on the problems its family says the plugin computes (gemm_tc_epilogue:
+    bias + GELU -> int8); on any other case the student's file would not be run at all."""
+    applies = getattr(family, "plugin_applies", None)
+    if not rung.spec.plugin or applies is None:
+        return
+    for case in cases:
+        if not applies(case):
+            raise LabError(f"{where}: case {case} is not a problem rung {rung.key}'s plugin computes, so it would "
+                           "not run the student's file; give every case the plugin's epilogue and output.")
 
 
 _REQUIRED = ("id", "title", "family", "rung", "entry", "student_file", "checks", "performance", "time_limit_s",
@@ -290,6 +330,7 @@ def _from_folder(folder: Path) -> Exercise:
     performance = Performance(float(perf["points"]), [dict(p) for p in perf["params"]],
                               float(perf["target_of_ceiling"]))
     _validate_cases(family, [c for g in checks for c in g.cases] + performance.params, spec_path)
+    _validate_plugin_cases(family, rung, [c for g in checks for c in g.cases] + performance.params, spec_path)
     return Exercise(
         id=folder.name, number=int(folder.name[:2]), title=data["title"], family=family.name, rung=rung.key,
         entry=data["entry"], student_file=data["student_file"], checks=checks, performance=performance,

@@ -97,12 +97,17 @@ def _refill(problem, seed: int) -> None:
     from lab.check import random_array
 
     for arrays in problem.inputs.values():
+        if isinstance(arrays, dict):  # named operands (an epilogue's bias, scales): shuffled, keeping their values
+            for a in arrays.values():
+                a[...] = _shuffled(a, seed + 7_919 * next(_REFILLS))
+            continue
         for a in arrays:
             refill_seed = seed + 7_919 * next(_REFILLS)
             if a.dtype.kind in "iub":
                 a[...] = _shuffled(a, refill_seed)
             else:
                 a[...] = random_array(a.shape, a.dtype, seed=refill_seed)
+    problem.derived.clear()  # a cached reference belongs to the old values
 
 
 def _shuffled(a, seed: int):

@@ -42,6 +42,8 @@ class Problem:
     out_init: object = None  # copied into the output before every launch (None: the output stays poisoned)
     write_mask: object = None  # boolean mask of the elements the kernel must write (None: all of them)
     flops: int = 0  # for TFLOP/s
+    # What a family computed from the inputs (a cached reference): whoever changes the inputs in place clears it.
+    derived: dict = field(default_factory=dict)
 
 
 class Family:

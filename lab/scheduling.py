@@ -232,11 +232,11 @@ def stream_k_study(min_time_ms: float = 10.0, progress: Callable[[dict], None] |
     fam = _gemm_tc()
     sk = fam.rung("07_stream_k")
     forced = dataclasses.replace(sk, spec=sk.spec.with_knobs(SK_MIN_GAIN=0))  # splits every partial wave
-    do_while = dataclasses.replace(sk, spec=sk.spec.with_knobs(KLOOP_DO_WHILE=1))  # the serialization fix, to measure
+    while_loop = dataclasses.replace(sk, spec=sk.spec.with_knobs(KLOOP_DO_WHILE=0))  # the old, serialized k-loop
     for case in STREAM_K_CHECKS:
         _checked(fam, sk, _fp16_tn(case))
         _checked(fam, forced, _fp16_tn(case))
-        _checked(fam, do_while, _fp16_tn(case))
+        _checked(fam, while_loop, _fp16_tn(case))
     problem = fam.make_problem(**_fp16_tn(WAVE_QUANTIZED[0]))
     outs = []
     for _ in range(3):
@@ -246,12 +246,12 @@ def stream_k_study(min_time_ms: float = 10.0, progress: Callable[[dict], None] |
     differing = int(max(np.count_nonzero(o != outs[0]) for o in outs[1:]))
     keys = ("05_warp_specialized", "06_persistent", "07_stream_k")
     named = time_rungs(WAVE_QUANTIZED + WELL_QUANTIZED + SQUARES, keys, rounds=3, min_time_ms=min_time_ms,
-                       progress=progress, extra={"07_forced_split": forced, "07_do_while": do_while})
+                       progress=progress, extra={"07_forced_split": forced, "07_while_loop": while_loop})
     for row in named:
         row["kind"] = ("wave-quantized" if _shape_in(row, WAVE_QUANTIZED) else
                        "well-quantized" if _shape_in(row, WELL_QUANTIZED) else "square")
     sweep = time_rungs([{"M": m, "N": WAVE_N, "K": WAVE_K} for m in WAVE_MS], keys[1:], min_time_ms=min_time_ms,
-                       progress=progress, extra={"07_forced_split": forced, "07_do_while": do_while})
+                       progress=progress, extra={"07_forced_split": forced, "07_while_loop": while_loop})
     return {"provenance": provenance(), "l2": "cold", "sm_count": device.current().sm_count, "tile": [128, 256],
             "determinism": {"shape": WAVE_QUANTIZED[0], "runs": 3, "differing_elements": differing},
             "model": {"sk_fixup_cost": SK_FIXUP_COST, "sk_min_gain": SK_MIN_GAIN,

@@ -29,6 +29,9 @@
 #   bash scripts/device_run.sh fusion-a        issue 11: GPU tests of the fused epilogues, softmax and the norms, rung 07's
 #                                              stream-K tests; `lab bench` of those families; the checklist study
 #                                              (with ncu); the stream-K study (do-while k-loop variant)
+#   bash scripts/device_run.sh fusion-b        issue 11, after the fixes: the same GPU tests (and exercise 08's), `lab bench` of
+#                                              the fused and norm families, the checklist study
+#   bash scripts/device_run.sh fusion-nb       notebooks 06 and 07 executed live
 #   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
 #                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
@@ -160,6 +163,20 @@ for r in rs.records:
       echo "== checklist study"; timeout 300 python3 scripts/checklist_study.py --out "$pack" | tail -30
       gpu_tests 200 tests/test_gpu_gemm_tc.py -k "stream_k"
       echo "== stream-K study"; timeout 150 python3 scripts/schedule_study.py "$pack" streamk | grep -v "^{'M'" | tail -8 ;;
+    fusion-b)
+      gpu_tests 420 tests/test_gpu_epilogue.py tests/test_gpu_softmax.py tests/test_gpu_norms.py
+      gpu_tests 200 tests/test_gpu_gemm_tc.py -k "stream_k"
+      LAB_EXERCISE_SUMMARY="$pack/gemm_tc_exercise08.json" gpu_tests 300 tests/test_gpu_exercises.py -k "08 or epilogue_exercise"
+      echo "== lab bench gemm_tc_epilogue"
+      timeout 200 python3 -m lab bench gemm_tc_epilogue --kinds headline,sweep --json "$pack/gemm_tc_epilogue.json" | tail -4
+      echo "== lab bench gemm_fp32_epilogue"
+      timeout 120 python3 -m lab bench gemm_fp32_epilogue --kinds headline --json "$pack/gemm_fp32_epilogue.json" | tail -4
+      for f in rmsnorm layernorm; do
+        echo "== lab bench $f"; timeout 150 python3 -m lab bench "$f" --kinds headline,tail --json "$pack/$f.json" | tail -4
+      done
+      echo "== checklist study"; timeout 300 python3 scripts/checklist_study.py --out "$pack" | tail -24 ;;
+    fusion-nb)
+      notebooks notebooks/06_epilogue_fusion.py notebooks/07_softmax_and_norms.py ;;
     tc-evidence)
       echo "== gemm_tc under compute-sanitizer"
       timeout 200 python3 scripts/gemm_tc_sanitize.py "$pack/gemm_tc_sanitize.json" --budget 180

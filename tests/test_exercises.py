@@ -18,13 +18,17 @@ from lab.exercises import CheckGroup, Exercise, Performance, solution_regions, s
 from lab.families import get_family
 
 EXERCISE_IDS = ["01_vectorized_copy", "02_tiled_transpose", "03_smem_tiled_gemm", "04_register_tiled_gemm",
-                "05_mma_fragments", "06_tile_order"]
+                "05_mma_fragments", "06_tile_order", "08_epilogue_functor"]
 GEMM_IDS = ["03_smem_tiled_gemm", "04_register_tiled_gemm", "05_mma_fragments"]
 # Exercises whose starter is correct as it stands and only slow (06 keeps the row-major tile order).
 CORRECT_STARTERS = {"06_tile_order"}
 # Exercises calibrated by a time_orders payload (lab.scheduling) in results/h200/grading/<id>_calibration.json
 # rather than by the family's bench records: the reference rung's knobs at a shape `lab bench` does not time.
 CALIBRATION_ORDER = {"06_tile_order": ("grouped", 8)}
+# Exercises whose target_of_ceiling is a placeholder until a GPU run calibrates it (their README says so).
+UNCALIBRATED = {"08_epilogue_functor"}
+# Exercises whose student file is the reference rung's plugin header, not its source (KernelSpec.plugin).
+PLUGIN_EXERCISES = {"08_epilogue_functor": "lab_plugin_store_pair"}
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "h200"
 
 
@@ -45,7 +49,7 @@ def _all_cases(exercise: Exercise) -> list[dict]:
 def test_all_exercises_are_found_in_order():
     found = exercises.all_exercises()
     assert [e.id for e in found] == EXERCISE_IDS
-    assert [e.number for e in found] == [1, 2, 3, 4, 5, 6]
+    assert [e.number for e in found] == [1, 2, 3, 4, 5, 6, 8]
     assert all(e.path == exercises.EXERCISES_DIR / e.id for e in found)
 
 
@@ -203,6 +207,9 @@ def _recorded_ratios(exercise: Exercise, required: bool = True) -> list[float]:
 
 def test_performance_targets_sit_below_the_reference_s_recorded_speed(ex):
     # A target is a floor for a correct kernel: 10-25% under what the reference rung reached on the H200.
+    if ex.id in UNCALIBRATED:
+        assert "to be calibrated" in (ex.path / "README.md").read_text()
+        pytest.skip(f"{ex.id}'s target is a placeholder until a GPU run calibrates it")
     for ratio in _recorded_ratios(ex):
         assert 0.75 * ratio <= ex.performance.target_of_ceiling <= 0.9 * ratio, (ex.id, ratio)
     readme = (ex.path / "README.md").read_text()
@@ -432,6 +439,10 @@ def test_reference_has_a_solution_region_and_the_starter_a_todo(ex):
 
 def test_starter_keeps_the_signature_and_the_knob_defines(ex):
     starter = ex.starter_text()
+    if ex.id in PLUGIN_EXERCISES:  # a header: the function the rung calls, not the kernel and its knobs
+        assert re.search(rf"__device__ __forceinline__ void {PLUGIN_EXERCISES[ex.id]}\(", starter)
+        assert "#pragma once" in starter and '#include "lab_epilogue.cuh"' in starter
+        return
     # (gemm_tc's entry carries __launch_bounds__ between `void` and its name, on a line of its own)
     assert re.search(rf'extern "C" __global__ void\s+(__launch_bounds__\([\w, ]+\)\s+)?{ex.entry}\(', starter)
     for knob, _ in ex.reference_spec().knobs:
@@ -456,7 +467,8 @@ def test_case_keys_are_the_family_s_problem_parameters(ex):
     assert exercises.case_parameters(family) < set(signature.parameters)
     scalars, choices = exercises.scalar_parameters(family), exercises.choice_parameters(family)
     assert scalars == ({"alpha", "beta"} if ex.family.startswith("gemm") else set())
-    assert set(choices) == ({"layout", "dtype"} if ex.family == "gemm_tc" else set())
+    named = {"gemm_tc": {"layout", "dtype"}, "gemm_tc_epilogue": {"layout", "dtype", "epilogue", "out"}}
+    assert set(choices) == named.get(ex.family, set())
     for case in _all_cases(ex):
         signature.bind(**case)  # TypeError on an unknown key
         assert set(case) <= exercises.case_parameters(family)
@@ -659,13 +671,17 @@ def test_student_spec_and_rung_keep_the_reference_s_entry_knobs_and_key(ex, tmp_
     monkeypatch.chdir(tmp_path)
     spec = ex.student_spec(Path("kernel.cu"))  # relative to the current folder: made absolute
     ref = ex.reference_spec()
-    assert Path(spec.source).is_absolute() and spec.path == tmp_path / "kernel.cu"
+    if ex.id in PLUGIN_EXERCISES:  # the student's file is the plugin header; the rung's source stays
+        assert Path(spec.plugin).is_absolute() and spec.plugin_path == tmp_path / "kernel.cu"
+        assert spec.source == ref.source and build.read_plugin(spec) == ex.starter_text()
+    else:
+        assert Path(spec.source).is_absolute() and spec.path == tmp_path / "kernel.cu"
+        assert build.read_source(spec) == ex.starter_text()
     assert (spec.entry, spec.knobs, spec.min_arch, spec.arch_suffix) == (ref.entry, ref.knobs, ref.min_arch,
                                                                          ref.arch_suffix)
     rung = ex.student_rung(tmp_path / "kernel.cu")
     assert (rung.family, rung.key, rung.title) == (ex.family, ex.rung, ex.reference_rung().title)
     assert rung.spec == spec
-    assert build.read_source(spec) == ex.starter_text()
 
 
 def test_a_student_s_compile_error_names_their_file(ex, tmp_path):
@@ -697,7 +713,7 @@ def test_reference_passes_every_case_and_the_starter_fails(ex):
     if why:
         pytest.skip(f"{ex.id}'s reference rung {why}")
     family = ex.family_object()
-    reference = ex.student_rung(ex.reference_spec().path)
+    reference = ex.student_rung(ex.reference_path)
     for group in ex.checks + ex.hidden_checks():
         for case in group.cases:
             result = check_case(family, reference, case, seed=7)

@@ -1,11 +1,11 @@
 """GPU: the GEMM exercises (03 shared-memory tiled, 04 register-tiled, 05 tensor-core fragments, 06 the tile
-order of the warp-specialized Hopper rung) graded end to end through the grader, hidden checks included: worker
-processes, time limits, the performance check against cuBLAS (SGEMM, or for 05 and 06 cuBLAS in the same type
-and layout).
+order of the warp-specialized Hopper rung, 08 the epilogue functor plugged into the persistent one) graded end
+to end through the grader, hidden checks included: worker processes, time limits, the performance check against
+cuBLAS (SGEMM, or for 05 and 06 cuBLAS in the same type and layout; for 08, rung 06 without the epilogue).
 The reference rung must earn every correctness point and reach its performance target (chosen below
 the rung's predicted speed); the stripped starter must compile and earn nothing, except 06's: it keeps the
-row-major tile order, so it must earn every correctness point and miss the performance target. 06 needs
-sm_90a (wgmma, setmaxnreg) and is skipped, with the reason, on any other GPU. The performance path
+row-major tile order, so it must earn every correctness point and miss the performance target. 06 and 08 need
+sm_90a (wgmma, setmaxnreg) and are skipped, with the reason, on any other GPU. The performance path
 is also checked directly on problems whose output is an input (beta != 0) and has padding.
 
     python -m pytest -q -m gpu tests/test_gpu_exercises.py
@@ -29,7 +29,14 @@ pytestmark = pytest.mark.gpu
 GEMM_EXERCISES = ["03_smem_tiled_gemm", "04_register_tiled_gemm", "05_mma_fragments", "06_tile_order"]
 # Starters that are correct as they stand and only slow: 06's is rung 05 in row-major tile order.
 ROW_MAJOR_STARTERS = ["06_tile_order"]
-EMPTY_STARTERS = [e for e in GEMM_EXERCISES if e not in ROW_MAJOR_STARTERS]
+# Exercises on the fused-epilogue family: int8 outputs (beta must be 0), so the beta cases below do not apply.
+EPILOGUE_EXERCISES = ["08_epilogue_functor"]
+GRADED_EXERCISES = GEMM_EXERCISES + EPILOGUE_EXERCISES
+# Performance checks that cannot pass yet, and why: expected to fail (xfail) until the reason is fixed.
+PERFORMANCE_PENDING = {
+    "08_epilogue_functor": "target_of_ceiling is a placeholder until the reference is timed on an H200",
+}
+EMPTY_STARTERS = [e for e in GRADED_EXERCISES if e not in ROW_MAJOR_STARTERS]
 SEED = 4242
 _SUMMARY: dict = {}
 
@@ -60,7 +67,7 @@ def _record(result: grader.SubmissionResult) -> None:
     Path(os.environ["LAB_EXERCISE_SUMMARY"]).write_text(json.dumps(_SUMMARY, indent=1) + "\n")
 
 
-@pytest.fixture(scope="module", params=GEMM_EXERCISES)
+@pytest.fixture(scope="module", params=GRADED_EXERCISES)
 def graded(request, tmp_path_factory):
     """The reference solution and the starter of one exercise, each graded once with the hidden checks."""
     exercise = load(request.param)
@@ -92,6 +99,8 @@ def test_the_reference_earns_every_correctness_point_visible_and_hidden(graded):
 def test_the_reference_reaches_the_performance_target(graded):
     exercise, results = graded
     perf = results["reference"].check("performance")
+    if exercise.id in PERFORMANCE_PENDING and not perf.passed:
+        pytest.xfail(f"{PERFORMANCE_PENDING[exercise.id]}.\n{perf.output}")
     ceiling = exercise.family_object().ceiling_title
     assert ceiling in perf.output and "TFLOP/s" in perf.output, perf.output
     ratio = perf.extra.get("ratio_of_ceiling")
@@ -192,3 +201,23 @@ def test_the_timed_runs_of_the_tensor_core_exercise_take_either_type_and_layout(
     for name in ("A", "B"):
         values = to_float32(problem.inputs[name][0], case["dtype"], xp=cp)
         assert 0.5 < float(cp.abs(values).max()) < 100, name  # N(0, 1) values; cast ones would be ~1e-40
+
+
+@pytest.mark.parametrize("case", [
+    {"M": 257, "N": 255, "K": 129, "alpha": 1.5, "pad": 3, "layout": "NN", "dtype": "bfloat16", "q_per_row": True},
+    {"M": 300, "N": 200, "K": 100, "layout": "TN", "dtype": "float16"},
+], ids=["nn-bf16-alpha-pad-rows", "tn-fp16"])
+def test_the_timed_runs_of_the_epilogue_exercise_check_its_int8_output(case):
+    # The performance check times the plugin rung on fresh inputs and checks its last int8 output; the ceiling
+    # (rung 06 without the epilogue) writes a scratch fp16 C, which is not graded.
+    from lab import grade_worker
+
+    exercise = load("08_epilogue_functor")
+    _skip_unless_this_gpu_runs(exercise)
+    family = exercise.family_object()
+    rung = exercise.reference_rung()
+    problem = family.make_problem(seed=17, epilogue="bias+gelu_tanh", out="int8", **case)
+    _, ok = grade_worker.time_fresh(family, problem, lambda p, o: family.launch(rung, p, o), seed=17)
+    assert ok is True
+    _, ok = grade_worker.time_fresh(family, problem, family.launch_ceiling, seed=17, check=False)
+    assert ok is None

@@ -544,3 +544,21 @@ def test_gpu_check_names_the_given_file_and_grades_a_latin1_kernel(tmp_path, mon
     assert main(["check", "01", "latin.cu", "--seed", "3"]) == 0
     out = capsys.readouterr().out
     assert "is not UTF-8 (byte 6)" in out and "friendly" in out
+
+
+def test_a_refill_shuffles_named_operands_and_forgets_the_cached_reference():
+    # The fused-epilogue family keeps its chain's operands in a dict (inputs["epilogue"]) and caches its
+    # reference in problem.derived: both must follow a refill, or the timed run's output is judged against stale
+    # values.
+    import numpy as np
+
+    from lab import grade_worker
+    from lab.ladder import Problem
+
+    bias = np.arange(1, 65, dtype=np.float32)
+    codes = np.arange(64, dtype=np.uint16).reshape(8, 8)
+    problem = Problem("epi", {"A": [codes], "epilogue": {"bias": bias}}, (8, 8), 0)
+    problem.derived["expected"] = "stale"
+    grade_worker._refill(problem, seed=3)
+    assert not np.array_equal(bias, np.arange(1, 65)) and np.array_equal(np.sort(bias), np.arange(1, 65))
+    assert problem.derived == {}

@@ -117,7 +117,7 @@ def test_stripped_kernels_carry_todos_not_markers(bundle):
         text = path.read_text()
         assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text, path
     for ex in exercises.all_exercises():
-        shipped = bundle / "kernels" / ex.reference_spec().source
+        shipped = bundle / "kernels" / ex.reference_file  # the rung's source, or its plugin header (exercise 08)
         assert shipped.read_text() == ex.starter_text()
 
 
@@ -203,7 +203,9 @@ def test_cleared_notebook_keeps_markdown_and_empties_code_cells():
 @pytest.mark.parametrize("rung", all_rungs(), ids=[f"{r.family}/{r.key}" for r in all_rungs()])
 def test_every_stripped_kernel_in_the_bundle_compiles(bundle, rung):
     shipped = bundle / "kernels" / rung.spec.source
-    spec = KernelSpec(str(shipped), rung.spec.entry, rung.spec.knobs, rung.spec.min_arch, rung.spec.arch_suffix)
+    plugin = str(bundle / "kernels" / rung.spec.plugin) if rung.spec.plugin else ""  # the bundle's (a starter)
+    spec = KernelSpec(str(shipped), rung.spec.entry, rung.spec.knobs, rung.spec.min_arch, rung.spec.arch_suffix,
+                      plugin)
     compiled = build.compile_cubin(spec, 90)
     assert compiled.lowered_name == rung.spec.entry
 
@@ -219,7 +221,8 @@ def test_the_bundle_s_lab_finds_its_own_exercises_without_hidden_checks(bundle):
     assert out[0] == str(bundle / "lab" / "__init__.py")
     assert out[1] == ("[('01_vectorized_copy', 0, 10.0), ('02_tiled_transpose', 0, 8.0), "
                       "('03_smem_tiled_gemm', 0, 10.0), ('04_register_tiled_gemm', 0, 10.0), "
-                      "('05_mma_fragments', 0, 10.0), ('06_tile_order', 0, 10.0)]")
+                      "('05_mma_fragments', 0, 10.0), ('06_tile_order', 0, 10.0), "
+                      "('08_epilogue_functor', 0, 10.0)]")
     assert out[2] == "True"
 
 
@@ -287,7 +290,7 @@ def test_the_grading_evidence_stays_out(bundle):
 
 def test_the_bundle_says_which_kernels_are_starters(bundle):
     stripped = release.stripped_kernels(bundle)
-    assert {ex.reference_spec().source for ex in exercises.all_exercises()} <= set(stripped)
+    assert {ex.reference_file for ex in exercises.all_exercises()} <= set(stripped)
     assert release.stripped_kernels(REPO) == []  # the development tree has no bundle.json
     code = "from lab.tour import stripped_note; print(stripped_note())"
     env = dict(os.environ, PYTHONPATH=str(bundle))

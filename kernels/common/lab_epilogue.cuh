@@ -16,6 +16,8 @@
 // Ideas: CUTLASS's epilogue "visitor" trees and LinearCombination* functors; the code is this lab's own.
 #pragma once
 
+#include "lab_mma.cuh"  // half_bits_to_float (any arch); the sm_80+ conversions below
+
 #define LAB_EPI_NONE 0
 #define LAB_EPI_BIAS 1       // v += bias[col]
 #define LAB_EPI_ROW_SCALE 2  // v *= row_scale[row]
@@ -50,24 +52,35 @@ struct LabEpiRow {  // what one output row needs, loaded once per row
     float q_scale;
 };
 
+// What one element needs besides its value: its column's bias and scale, its residual (fp32; unused ones 0).
+// A rung loads these for several columns ahead of the math (lab_epi_cols, lab_epi_residual), so the loads of a
+// whole chunk of outputs are in flight together instead of one dependent load per store.
+struct LabEpiElem {
+    float bias;
+    float col_scale;
+    float residual;
+};
+
 __device__ __forceinline__ float lab_tanh_approx(float x) {
     float y;
     asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
 
-template <int OP>
-__device__ __forceinline__ bool lab_epi_uses_row() {
-    return OP == LAB_EPI_ROW_SCALE;
-}
+template <int OP1, int OP2, int OP3, int OP4>
+struct LabEpiUses {
+    template <int CODE>
+    static constexpr bool has = OP1 == CODE || OP2 == CODE || OP3 == CODE || OP4 == CODE;
+    static constexpr bool bias = has<LAB_EPI_BIAS>, row_scale = has<LAB_EPI_ROW_SCALE>,
+                          col_scale = has<LAB_EPI_COL_SCALE>, residual = has<LAB_EPI_RESIDUAL>;
+};
 
-// One op on one element. `residual_in` is the residual element already widened to fp32 (or 0).
+// One op on one element.
 template <int OP>
-__device__ __forceinline__ float lab_epi_op(float v, int col, const LabEpiRow& r, const LabEpilogue& ep,
-                                            float residual_in) {
-    if constexpr (OP == LAB_EPI_BIAS) return v + __ldg(ep.bias + col);
+__device__ __forceinline__ float lab_epi_op(float v, const LabEpiElem& e, const LabEpiRow& r, const LabEpilogue& ep) {
+    if constexpr (OP == LAB_EPI_BIAS) return v + e.bias;
     if constexpr (OP == LAB_EPI_ROW_SCALE) return v * r.row_scale;
-    if constexpr (OP == LAB_EPI_COL_SCALE) return v * __ldg(ep.col_scale + col);
+    if constexpr (OP == LAB_EPI_COL_SCALE) return v * e.col_scale;
     if constexpr (OP == LAB_EPI_RELU) return v < 0.0f ? 0.0f : v;  // NaN stays NaN
     if constexpr (OP == LAB_EPI_GELU_TANH) {
         const float inner = 0.7978845608f * v * fmaf(0.044715f, v * v, 1.0f);
@@ -76,22 +89,17 @@ __device__ __forceinline__ float lab_epi_op(float v, int col, const LabEpiRow& r
     if constexpr (OP == LAB_EPI_GELU_ERF) return 0.5f * v * (1.0f + erff(v * 0.7071067812f));
     if constexpr (OP == LAB_EPI_SILU) return v / (1.0f + __expf(-v));
     if constexpr (OP == LAB_EPI_CLAMP) return v < ep.clamp_lo ? ep.clamp_lo : (v > ep.clamp_hi ? ep.clamp_hi : v);
-    if constexpr (OP == LAB_EPI_RESIDUAL) return v + residual_in;
+    if constexpr (OP == LAB_EPI_RESIDUAL) return v + e.residual;
     return v;
 }
 
-// The chain OP1 -> OP2 -> OP3 -> OP4 on one element; the residual is read only if some op uses it.
-template <int OP1, int OP2, int OP3, int OP4, typename Residual>
-__device__ __forceinline__ float lab_epi_chain(float v, int row, int col, const LabEpiRow& r, const LabEpilogue& ep,
-                                               Residual load_residual) {
-    constexpr bool RES = OP1 == LAB_EPI_RESIDUAL || OP2 == LAB_EPI_RESIDUAL || OP3 == LAB_EPI_RESIDUAL ||
-                         OP4 == LAB_EPI_RESIDUAL;
-    float res = 0.0f;
-    if constexpr (RES) res = load_residual(row, col);
-    v = lab_epi_op<OP1>(v, col, r, ep, res);
-    v = lab_epi_op<OP2>(v, col, r, ep, res);
-    v = lab_epi_op<OP3>(v, col, r, ep, res);
-    return lab_epi_op<OP4>(v, col, r, ep, res);
+// The chain OP1 -> OP2 -> OP3 -> OP4 on one element.
+template <int OP1, int OP2, int OP3, int OP4>
+__device__ __forceinline__ float lab_epi_chain(float v, const LabEpiElem& e, const LabEpiRow& r, const LabEpilogue& ep) {
+    v = lab_epi_op<OP1>(v, e, r, ep);
+    v = lab_epi_op<OP2>(v, e, r, ep);
+    v = lab_epi_op<OP3>(v, e, r, ep);
+    return lab_epi_op<OP4>(v, e, r, ep);
 }
 
 // The per-row values of `row` (only those the chain and the output type use are read).
@@ -99,11 +107,35 @@ template <int OP1, int OP2, int OP3, int OP4, int OUT, int QROW>
 __device__ __forceinline__ LabEpiRow lab_epi_row(const LabEpilogue& ep, int row, int M) {
     LabEpiRow r{1.0f, 1.0f};
     if (row >= M) return r;
-    if (lab_epi_uses_row<OP1>() || lab_epi_uses_row<OP2>() || lab_epi_uses_row<OP3>() || lab_epi_uses_row<OP4>())
-        r.row_scale = __ldg(ep.row_scale + row);
+    if constexpr (LabEpiUses<OP1, OP2, OP3, OP4>::row_scale) r.row_scale = __ldg(ep.row_scale + row);
     if constexpr (OUT != LAB_EPI_OUT_SAME) r.q_scale = __ldg(ep.q_scale + (QROW ? row : 0));
     return r;
 }
+
+// Column `col`'s bias and scale (0 and 1 past N or where the chain does not use them).
+template <int OP1, int OP2, int OP3, int OP4>
+__device__ __forceinline__ LabEpiElem lab_epi_col(const LabEpilogue& ep, int col, int N) {
+    using U = LabEpiUses<OP1, OP2, OP3, OP4>;
+    LabEpiElem e{0.0f, 1.0f, 0.0f};
+    if (col >= N) return e;
+    if constexpr (U::bias) e.bias = __ldg(ep.bias + col);
+    if constexpr (U::col_scale) e.col_scale = __ldg(ep.col_scale + col);
+    return e;
+}
+
+// The residual at (row, col) in the output's 16-bit type (IS_BF16) or fp32 (IS_BF16 = -1), into `e`.
+template <int OP1, int OP2, int OP3, int OP4, int IS_BF16>
+__device__ __forceinline__ void lab_epi_residual(LabEpiElem& e, const LabEpilogue& ep, int row, int col, int M, int N) {
+    if constexpr (LabEpiUses<OP1, OP2, OP3, OP4>::residual) {
+        if (row >= M || col >= N) return;
+        const long long at = (long long)row * ep.ld_residual + col;
+        if constexpr (IS_BF16 < 0)
+            e.residual = __ldg(static_cast<const float*>(ep.residual) + at);
+        else
+            e.residual = half_bits_to_float<IS_BF16>(__ldg(static_cast<const unsigned short*>(ep.residual) + at));
+    }
+}
+
 
 // --- quantized outputs ----------------------------------------------------------------------------------
 
@@ -150,15 +182,15 @@ __device__ __forceinline__ void lab_store_quantized_pair(const LabEpilogue& ep, 
 
 // --- the tensor-core ladder's store: two adjacent outputs of one row --------------------------------------
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#include "lab_mma.cuh"
 
 // C[row][col, col + 1] (or q_out's) = the chain applied to alpha * acc (+ beta * C on a half output), only
-// inside M x N. The half output is rounded once, as the plain store_pair does; `pairs` (ldc even, C 4-byte
-// aligned) lets both go in one 4-byte store.
+// inside M x N, with e0 and e1 the two columns' values (lab_epi_col, lab_epi_residual). The half output is
+// rounded once, as the plain store_pair does; `pairs` (ldc even, C 4-byte aligned) lets both go in one 4-byte store.
 template <int IS_BF16, int OP1, int OP2, int OP3, int OP4, int OUT>
 __device__ __forceinline__ void lab_epi_store_half_pair(unsigned short* __restrict__ C, int ldc, bool pairs, int row,
                                                         int col, int M, int N, float alpha, float beta, float acc0,
-                                                        float acc1, const LabEpiRow& r, const LabEpilogue& ep) {
+                                                        float acc1, const LabEpiRow& r, const LabEpiElem& e0,
+                                                        const LabEpiElem& e1, const LabEpilogue& ep) {
     if (row >= M || col >= N) return;
     const bool both = col + 1 < N;
     unsigned short* p = C + (long long)row * ldc + col;
@@ -169,12 +201,8 @@ __device__ __forceinline__ void lab_epi_store_half_pair(unsigned short* __restri
             if (both) v1 = fmaf(beta, half_bits_to_float<IS_BF16>(p[1]), v1);
         }
     }
-    auto residual = [&](int rr, int cc) {
-        const unsigned short* res = static_cast<const unsigned short*>(ep.residual);
-        return half_bits_to_float<IS_BF16>(__ldg(res + (long long)rr * ep.ld_residual + cc));
-    };
-    v0 = lab_epi_chain<OP1, OP2, OP3, OP4>(v0, row, col, r, ep, residual);
-    if (both) v1 = lab_epi_chain<OP1, OP2, OP3, OP4>(v1, row, col + 1, r, ep, residual);
+    v0 = lab_epi_chain<OP1, OP2, OP3, OP4>(v0, e0, r, ep);
+    v1 = lab_epi_chain<OP1, OP2, OP3, OP4>(v1, e1, r, ep);
     if constexpr (OUT != LAB_EPI_OUT_SAME) {
         lab_store_quantized_pair<OUT>(ep, row, col, N, v0, v1, r.q_scale);
     } else if (pairs && both) {
@@ -182,6 +210,47 @@ __device__ __forceinline__ void lab_epi_store_half_pair(unsigned short* __restri
     } else {
         p[0] = float_to_half_bits<IS_BF16>(v0);
         if (both) p[1] = float_to_half_bits<IS_BF16>(v1);
+    }
+}
+
+// A wgmma consumer's whole fragment of a TILE_N-wide tile (acc[4j + 2h + e] is row `row + 8h`, column
+// col0 + 8j + 2t + e): CHUNK column-pairs at a time, first every column value and residual of the chunk (loads in
+// flight together), then the math and the stores. One pair at a time, each store waited on its own bias load.
+// Chunks are smaller when each element carries more (a residual per element): 8 pairs' values would spill.
+template <int OP1, int OP2, int OP3, int OP4>
+__host__ __device__ constexpr int lab_epi_chunk() {
+    return LabEpiUses<OP1, OP2, OP3, OP4>::residual ? 2 : 8;
+}
+
+template <int IS_BF16, int TILE_N, int OP1, int OP2, int OP3, int OP4, int OUT,
+          int CHUNK = lab_epi_chunk<OP1, OP2, OP3, OP4>()>
+__device__ __forceinline__ void lab_epi_store_wgmma_fragment(unsigned short* __restrict__ C, int ldc, bool pairs,
+                                                             int row, int col0, int t, int M, int N, float alpha,
+                                                             float beta, const float (&acc)[TILE_N / 2],
+                                                             const LabEpiRow (&rows)[2], const LabEpilogue& ep) {
+    static_assert((TILE_N / 8) % CHUNK == 0, "whole chunks of column pairs");
+#pragma unroll
+    for (int j0 = 0; j0 < TILE_N / 8; j0 += CHUNK) {
+        LabEpiElem e[CHUNK][2][2];  // [pair][h][column of the pair]
+#pragma unroll
+        for (int j = 0; j < CHUNK; ++j)
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+                const int col = col0 + 8 * (j0 + j) + 2 * t + k;
+                const LabEpiElem c = lab_epi_col<OP1, OP2, OP3, OP4>(ep, col, N);
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    e[j][h][k] = c;
+                    lab_epi_residual<OP1, OP2, OP3, OP4, IS_BF16>(e[j][h][k], ep, row + 8 * h, col, M, N);
+                }
+            }
+#pragma unroll
+        for (int j = 0; j < CHUNK; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                lab_epi_store_half_pair<IS_BF16, OP1, OP2, OP3, OP4, OUT>(
+                    C, ldc, pairs, row + 8 * h, col0 + 8 * (j0 + j) + 2 * t, M, N, alpha, beta, acc[4 * (j0 + j) + 2 * h],
+                    acc[4 * (j0 + j) + 2 * h + 1], rows[h], e[j][h][0], e[j][h][1], ep);
     }
 }
 #endif  // sm_80+

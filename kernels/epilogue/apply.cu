@@ -40,6 +40,10 @@ lab_epilogue_apply(const float* __restrict__ Z, int M, int N, long long ldz, uns
     const float z0 = Z[row * ldz + col], z1 = col + 1 < N ? Z[row * ldz + col + 1] : 0.0f;
     const bool pairs = (ldc % 2 == 0) && (reinterpret_cast<unsigned long long>(C) % 4 == 0);
     const LabEpiRow r = lab_epi_row<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4, EPI_OUT, EPI_QROW>(ep, row, M);
+    LabEpiElem e0 = lab_epi_col<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4>(ep, col, N);
+    LabEpiElem e1 = lab_epi_col<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4>(ep, col + 1, N);
+    lab_epi_residual<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4, BF16>(e0, ep, row, col, M, N);
+    lab_epi_residual<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4, BF16>(e1, ep, row, col + 1, M, N);
     lab_epi_store_half_pair<BF16, EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4, EPI_OUT>(C, ldc, pairs, row, col, M, N, 1.0f,
-                                                                             0.0f, z0, z1, r, ep);
+                                                                             0.0f, z0, z1, r, e0, e1, ep);
 }

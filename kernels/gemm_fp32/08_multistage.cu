@@ -192,21 +192,25 @@ __device__ __forceinline__ void store4(float* __restrict__ C, int ldc, int row, 
 }
 
 #if FUSED_EPILOGUE
-// store4 with the epilogue chain after alpha * acc + beta * C, fp32 out (the residual is fp32 too).
+// store4 with the epilogue chain after alpha * acc + beta * C, fp32 out (the residual is fp32 too); the four
+// columns' values are loaded before any math.
 __device__ __forceinline__ void store4_fused(float* __restrict__ C, int ldc, int row, int col, int M, int N,
                                              float alpha, float beta, const float* acc, const LabEpiRow& er,
                                              const LabEpilogue& ep) {
     if (row >= M) return;
     float* p = C + (long long)row * ldc + col;
-    auto residual = [&](int rr, int cc) {
-        return __ldg(static_cast<const float*>(ep.residual) + (long long)rr * ep.ld_residual + cc);
-    };
+    LabEpiElem e[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        e[j] = lab_epi_col<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4>(ep, col + j, N);
+        lab_epi_residual<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4, -1>(e[j], ep, row, col + j, M, N);
+    }
     float r[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         if (col + j >= N) break;
         r[j] = beta != 0.0f ? fmaf(beta, p[j], alpha * acc[j]) : alpha * acc[j];
-        r[j] = lab_epi_chain<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4>(r[j], row, col + j, er, ep, residual);
+        r[j] = lab_epi_chain<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4>(r[j], e[j], er, ep);
     }
 #if VEC == 4
     if (col + 3 < N) {

@@ -25,11 +25,17 @@
 //   3 snake), GROUP_M (8), THREADS; the epilogue (lab_epilogue.cuh): EPI_OP1 (0) .. EPI_OP4 (0), the ops in order,
 //   EPI_OUT (0: the input type; 1 int8, 2 fp8 e4m3), EPI_QROW (0: one quantization scale; 1 per row). With any
 //   of them set the kernel takes one more argument, the LabEpilogue; at their defaults the code is the plain GEMM.
+//   EPI_PLUGIN (0; 1: each pair of outputs goes through lab_epilogue_plugin.cuh's lab_plugin_store_pair instead).
 // Fused epilogue prediction (written before any GPU run; lab/families/gemm_epilogue.py times it against this rung
 //   without it): bias + GELU costs each consumer thread ~15 instructions on each of its 128 outputs per tile, about
 //   2 us of issue per tile against ~50 us of mainloop at 4096^3 and ~100 us at 8192^3, and the consumers' stores
 //   are not overlapped with math here. So 1.02-1.05x the plain time at 4096^3, 1.01-1.03x at 8192^3; int8 output
 //   the same compute with half the bytes stored, so no slower than the fp16 output.
+//   First measurement (results/h200/gemm_tc_epilogue_first_run.json, commit 5a65fcb): 1.146x the plain time at
+//   4096^3 and 1.076x at 8192^3 (int8 per row: 1.170x, 1.112x), well over the prediction: the SASS showed each
+//   output pair waiting on its own bias load (LDG, then the math, then the store, pair after pair), with only two
+//   consumer warps per scheduler to hide it. Now the chunk's bias / scale / residual loads are issued together
+//   ahead of the math (lab_epi_store_wgmma_fragment). Prediction for that: 1.03-1.07x at 4096^3.
 // Knob probe (results/h200/gemm_tc_knobs_06_{4096,8192}.json, fp16 TN, cold L2, cuBLAS in the same run):
 //   GROUP_M 8 / 16 / 4 gave 0.907 / 0.904 / 0.905x of cuBLAS at 4096^3 and 0.943 / 0.943 / 0.919x at 8192^3.
 // Measured (results/h200/gemm_tc.json, H200, commit f8e3bb1, cold L2, cuBLAS in the same run): fp16 TN
@@ -90,7 +96,13 @@
 #ifndef EPI_QROW
 #define EPI_QROW 0
 #endif
-#define FUSED_EPILOGUE (EPI_OP1 || EPI_OP2 || EPI_OP3 || EPI_OP4 || EPI_OUT)
+#ifndef EPI_PLUGIN
+#define EPI_PLUGIN 0
+#endif
+#if EPI_PLUGIN
+#include "lab_epilogue_plugin.cuh"
+#endif
+#define FUSED_EPILOGUE (EPI_OP1 || EPI_OP2 || EPI_OP3 || EPI_OP4 || EPI_OUT || EPI_PLUGIN)
 #ifndef THREADS
 #define THREADS (128 * (1 + BM / 64))  // a producer warpgroup, then the consumers
 #endif
@@ -217,16 +229,22 @@ gemm_tc_persistent(const __grid_constant__ TensorMap map_a, const __grid_constan
 #if FUSED_EPILOGUE
         const LabEpiRow rows[2] = {lab_epi_row<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4, EPI_OUT, EPI_QROW>(ep, row, M),
                                    lab_epi_row<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4, EPI_OUT, EPI_QROW>(ep, row + 8, M)};
-#endif
+#if EPI_PLUGIN
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-#if FUSED_EPILOGUE
-                lab_epi_store_half_pair<BF16, EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4, EPI_OUT>(
-                    C, ldc, pairs, row + 8 * h, col0 + 8 * j + 2 * t, M, N, alpha, beta, acc[4 * j + 2 * h],
-                    acc[4 * j + 2 * h + 1], rows[h], ep);
+                lab_plugin_store_pair<BF16>(ep, row + 8 * h, col0 + 8 * j + 2 * t, M, N, alpha * acc[4 * j + 2 * h],
+                                            alpha * acc[4 * j + 2 * h + 1], rows[h].q_scale);
 #else
+        lab_epi_store_wgmma_fragment<BF16, BN, EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4, EPI_OUT>(
+            C, ldc, pairs, row, col0, t, M, N, alpha, beta, acc, rows, ep);
+#endif
+#else
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
                 store_pair<BF16>(C, ldc, pairs, row + 8 * h, col0 + 8 * j + 2 * t, M, N, alpha, beta, acc[4 * j + 2 * h],
                            acc[4 * j + 2 * h + 1]);
 #endif

@@ -5,9 +5,9 @@
 //   by exp(m_old - m_new) (Milakov & Gimelshein, "Online normalizer calculation for softmax",
 //   arXiv:1805.02867, 2018). The block then combines the threads' (m, d) pairs: M = block_max(m), each
 //   thread rescales its d by exp(m - M), D = block_sum(d). The output pass is rung 01's pass 3.
-// Why: one read of x fewer per element (two reads and one write instead of three and one), and one
-//   block reduction pair instead of two separate passes with a barrier between them. The extra work is
-//   an exp per raised max, rare after a thread's first few elements on unordered data.
+// Why: one read of x fewer per element (two reads and one write instead of three and one); the two block
+//   reductions now run back to back after one pass instead of each closing its own pass. The extra work
+//   is an exp per raised max, rare after a thread's first few elements on unordered data.
 // Prediction (H200, arrays ~256 MiB): the same L2 reasoning as rung 01 (the second read mostly hits the
 //   L2 at n <= 4096), so the gain is one pass of L2 traffic and latency: ~0.55-0.75x of copy at
 //   n = 1024-4096, ~0.45-0.6x at n = 32768. Still scalar accesses; rung 03 reads the row once.

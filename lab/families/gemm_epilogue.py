@@ -14,6 +14,8 @@ composes them; "cupy_fused", cuBLAS then one generated elementwise kernel for th
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from lab.epilogue import ChainInputs, Epilogue, decode_e4m3, kernel_params, output_reference, storage_dtype
@@ -107,14 +109,22 @@ class _FusedEpilogue:
 
     def _expected(self, problem: Problem) -> tuple[np.ndarray, np.ndarray]:
         """(reference, bound) of the stored output, padded to ldc, computed once per problem."""
-        cached = getattr(problem, "_epilogue_expected", None)
-        if cached is None:
-            p = problem.params
-            v, b = self._accumulators(problem)
-            ref, bound = output_reference(_epilogue(p), v, b, self._host_chain_inputs(problem), self._out_dtype(p))
-            cached = (padded(ref, p["ldc"]), padded(bound, p["ldc"]))
-            problem._epilogue_expected = cached
-        return cached
+        if "expected" not in problem.derived:
+            problem.derived["expected"] = self.expected(problem)
+        return problem.derived["expected"]
+
+    def expected(self, problem: Problem, rounded_product: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(reference, bound), padded to ldc. `rounded_product`: for a path that stores the product in the GEMM's
+        type before its epilogue reads it back (the library baselines), one more rounding of v."""
+        from lab.bounds import half_subnormal_spacing, unit_roundoff
+
+        p = problem.params
+        v, b = self._accumulators(problem)
+        if rounded_product:
+            out = self._out_dtype(p)
+            b = b + unit_roundoff(out) * (np.abs(v) + b) + half_subnormal_spacing(out)
+        ref, bound = output_reference(_epilogue(p), v, b, self._host_chain_inputs(problem), self._out_dtype(p))
+        return padded(ref, p["ldc"]), padded(bound, p["ldc"])
 
     def reference(self, problem: Problem) -> np.ndarray:
         return self._expected(problem)[0]
@@ -164,8 +174,18 @@ class GemmTcEpilogueFamily(_FusedEpilogue, GemmTcFamily):
     profile_figure = "dram_bytes"
     _item_bytes = 2
     PLAIN = GemmTcFamily.rungs[5]
+    # Exercise 08's rung: rung 06 storing through a functor in a plugin header (lab_epilogue_plugin.cuh, or a
+    # student's file in its place) instead of its own chain. The functor is bias + GELU -> int8 only: on any other
+    # epilogue this rung runs as rung 06 (variant), and the benchmarks time it only where it applies (rungs_for).
+    PLUGIN_RUNG = "08_functor_plugin"
+    PLUGIN_EPILOGUE = Epilogue(("bias", "gelu_tanh"), "int8")  # per tensor; per row (q_per_row) too
     rungs = (Rung("gemm_tc_epilogue", "06_persistent", PLAIN.spec,
-                  "rung 06, the epilogue chain fused into its stores"),)
+                  "rung 06, the epilogue chain fused into its stores"),
+             Rung("gemm_tc_epilogue", PLUGIN_RUNG,
+                  dataclasses.replace(PLAIN.spec.with_knobs(EPI_PLUGIN=1, EPI_OUT=1),
+                                      plugin="common/lab_epilogue_plugin.cuh"),
+                  "rung 06 with exercise 08's functor (a plugin header)"))
+    PERSISTENT_RUNGS = (*GemmTcFamily.PERSISTENT_RUNGS, PLUGIN_RUNG)
 
     def make_problem(self, seed: int = 0, dist: str = "normal", M: int = 64, N: int = 64, K: int = 64,
                      alpha: float = 1.0, beta: float = 0.0, pad: int = 0, layout: str = "TN", dtype: str = "float16",
@@ -206,6 +226,29 @@ class GemmTcEpilogueFamily(_FusedEpilogue, GemmTcFamily):
     def launch_ceiling(self, problem: Problem, out, set_index: int = 0) -> None:
         """Rung 06 itself, without the epilogue, on the same operands."""
         GemmTcFamily.launch(GemmTcFamily(), self.PLAIN, problem, self._plain_output(problem, out), set_index)
+
+    def plugin_applies(self, params: dict) -> bool:
+        """Whether the plugin rung's functor computes this problem's epilogue (bias + GELU -> int8)."""
+        epi = _epilogue(params)
+        return (epi.ops, epi.out) == (self.PLUGIN_EPILOGUE.ops, self.PLUGIN_EPILOGUE.out)
+
+    def variant(self, rung: Rung, problem: Problem, out=None) -> Rung:
+        """The plugin rung on an epilogue its functor does not compute is rung 06 with its own chain (same key,
+        so it launches the same way): every check case of the family runs on every rung."""
+        if rung.key == self.PLUGIN_RUNG and not self.plugin_applies(problem.params):
+            rung = dataclasses.replace(rung, spec=self.PLAIN.spec)
+        return super().variant(rung, problem, out)
+
+    def launch_notes(self, rung: Rung, problem: Problem, out) -> dict:
+        notes = super().launch_notes(rung, problem, out)
+        if rung.key == self.PLUGIN_RUNG:
+            notes["epilogue"] = "plugin" if self.plugin_applies(problem.params) else "rung 06's chain"
+        return notes
+
+    def rungs_for(self, kind: str, params: dict, quick: bool = False) -> tuple[Rung, ...]:
+        """The plugin rung is timed only where its functor applies."""
+        rungs = super().rungs_for(kind, params, quick)
+        return tuple(r for r in rungs if r.key != self.PLUGIN_RUNG or self.plugin_applies(params))
 
     def baselines(self) -> dict:
         return {"cupy_ops": _library_path, "cupy_fused": _graph_fused_path}

@@ -71,8 +71,8 @@ def _knobs(rung: Rung) -> dict:
 def _validate(rows: int, n: int, dtype: str, mask: str) -> None:
     if rows < 1 or n < 1:
         raise LabError(f"softmax needs rows >= 1 and n >= 1; got rows={rows} n={n}.")
-    if rows * n >= 2**31 or n >= 2**31:
-        raise LabError(f"softmax takes at most 2^31 - 1 elements; got rows={rows} n={n}.")
+    if rows >= 2**31 or n >= 2**31:  # int32 kernel arguments (row offsets are 64-bit)
+        raise LabError(f"softmax takes rows and n below 2^31; got rows={rows} n={n}.")
     if dtype not in DTYPES:
         raise LabError(f"softmax dtype must be one of {', '.join(DTYPES)}; got {dtype!r}.")
     if mask not in MASKS:
@@ -412,7 +412,7 @@ class SoftmaxFamily(Family):
         seen, params = set(), []
         for b in shapes.byte_sweep(1 << 14, max_bytes):
             rows = max(1, b // per_row)
-            if rows not in seen and rows * SWEEP_ROW_LENGTH < 2**31:
+            if rows not in seen:
                 seen.add(rows)
                 params.append({"rows": rows, "n": SWEEP_ROW_LENGTH, "dtype": SWEEP_DTYPE})
         return params

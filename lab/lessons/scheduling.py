@@ -42,7 +42,8 @@ TC_FAMILY, TC_RUNG = "gemm_tc", "06_persistent"
 DP_RUNG, SK_RUNG, WS_RUNG = "06_persistent", "07_stream_k", "05_warp_specialized"
 FORCED_RUNG = "07_forced_split"  # rung 07 with SK_MIN_GAIN = 0: splits every partial wave
 # Variants of rung 07 a record may hold beside it, with their column titles in stream_k_ratios.
-VARIANTS = ((FORCED_RUNG, "forced / 06"), ("07_do_while", "do-while / 06"))
+# "07_do_while": the do-while k-loop before it became the default (5a65fcb); "07_while_loop": the old loop after.
+VARIANTS = ((FORCED_RUNG, "forced / 06"), ("07_do_while", "do-while / 06"), ("07_while_loop", "old loop / 06"))
 # When neither this GPU nor any record says how many SMs and how much L2 the reference GPU has, the predictions
 # use what the driver reports for the reference H200 (its records' provenance); the line printed says so.
 ASSUMED_GPU = {"device": "the reference H200 (assumed: no records here to read it from)", "sm_count": 132,
