@@ -18,7 +18,6 @@ from lab.families.gemm_tc import BFLOAT16, to_float32, to_storage
 from lab.families.norms import (
     DEFAULT_EPS,
     REQUIRED_N,
-    VEC1_ELEMS,
     LayerNormFamily,
     NormFamily,
     RMSNormFamily,
@@ -72,51 +71,14 @@ def _welford(x: np.ndarray, threads: int) -> tuple[np.ndarray, np.ndarray]:
     return row_mean, _thread_sums(spread, threads) / np.float32(n)
 
 
-def _chan(x: np.ndarray, threads: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rung 03's block statistics: each thread's two-pass (count, mean, m2) over its values (t, t + threads, ...),
-    merged in fp32 by Chan et al.'s update over a tree of threads, the lower group first."""
-    rows, n = x.shape
-    k = -(-n // threads)
-    padded = np.zeros((rows, k * threads), np.float32)
-    padded[:, :n] = x
-    live = np.zeros(k * threads, bool)
-    live[:n] = True
-    vals = padded.reshape(rows, k, threads)
-    mask = live.reshape(k, threads)[None]
-    cnt = mask.sum(axis=1).astype(np.float32) * np.ones((rows, 1), np.float32)
-    total = np.zeros((rows, threads), np.float32)
-    for j in range(k):
-        total = total + vals[:, j]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(cnt > 0, total / cnt, np.float32(0)).astype(np.float32)
-    m2 = np.zeros((rows, threads), np.float32)
-    for j in range(k):
-        d = np.where(mask[:, j], vals[:, j] - mean, np.float32(0))
-        m2 = m2 + d * d
-    while cnt.shape[1] > 1:
-        h = cnt.shape[1] // 2
-        na, nb, ma, mb, qa, qb = cnt[:, :h], cnt[:, h:], mean[:, :h], mean[:, h:], m2[:, :h], m2[:, h:]
-        tot = na + nb
-        with np.errstate(invalid="ignore", divide="ignore"):
-            f = np.where(tot > 0, nb / tot, np.float32(0)).astype(np.float32)
-        delta = mb - ma
-        mean = (ma + delta * f).astype(np.float32)
-        m2 = (qa + qb + delta * delta * na * f).astype(np.float32)
-        cnt = tot
-    return mean[:, 0], m2[:, 0] / np.float32(n)
-
-
 def model(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, eps: float, centered: bool, how: str = "two_pass",
           threads: int = THREADS) -> np.ndarray:
     """The fp32 result (before rounding to 16 bits) of a norm computed the way `how` says: "two_pass" (rungs 02
-    and 03's warps: the mean, then the centered sum), "welford" (rung 01 and the two-read fallback), "chan" (rung 03's
-    LayerNorm blocks: per-thread two-pass statistics merged in one tree), "naive"
+    and 03: the mean, then the centered sum), "welford" (rung 01 and the two-read fallback), "naive"
     (E[x^2] - E[x]^2, which no rung uses), "no_eps", "no_bias", "wrong_weight" (w shifted by one)."""
     n = x.shape[1]
     if centered and how == "welford":
         mean, var = _welford(x, threads)
-    elif centered and how == "chan":
-        mean, var = _chan(x, threads)
     elif centered and how == "naive":
         mean = _thread_sums(x, threads) / np.float32(n)
         var = _thread_sums(x * x, threads) / np.float32(n) - mean * mean
@@ -198,7 +160,7 @@ BOUND_CASES = [dict(rows=r, n=n, values=v) for r, n, v in (
 
 @pytest.mark.parametrize("fam_cls", FAMILIES, ids=lambda c: c.name)
 @pytest.mark.parametrize("dtype", ["float16", BFLOAT16])
-@pytest.mark.parametrize("how", ["two_pass", "welford", "chan"])
+@pytest.mark.parametrize("how", ["two_pass", "welford"])
 @pytest.mark.parametrize("threads", [32, THREADS, 1024])
 def test_the_rungs_arithmetic_passes_the_bound_with_half_the_statistics_allowance(fam_cls, dtype, how, threads):
     """The rungs' statistics (runs of n / threads values per thread, then a tree: a warp's, rung 01's and 02's
@@ -420,8 +382,7 @@ def test_every_rung_header_states_a_numeric_prediction():
 
 
 def _variants():
-    """Every rung as the launcher can build it (both types, every VEC, both row shapes, rung 03's ELEMS), once per
-    source: the
+    """Every rung as the launcher can build it (both types, every VEC, both row shapes), once per source: the
     RMSNorm entry's compile carries the LayerNorm entry too (one file, two extern "C" kernels)."""
     out = []
     for rung in RMSNormFamily.rungs:
@@ -433,10 +394,6 @@ def _variants():
                 for wr in warp_rows:
                     knobs = {"BF16": bf16} | ({"VEC": vec} if vec else {})
                     knobs |= {"WARP_ROW": wr} if wr is not None else {}
-                    if wr is not None and vec == 1:  # rung 03 at VEC = 1, as the launcher builds it: blocks only
-                        if wr:
-                            continue
-                        knobs["ELEMS"] = VEC1_ELEMS
                     out.append(dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs)))
     return out
 
@@ -455,9 +412,7 @@ def test_every_rung_variant_compiles_without_spills(built, arch):
         assert usage is not None, f"ptxas printed no resource report for {entry}"
         assert usage["registers"] > 0 and usage["spill_store_bytes"] == 0 and usage["spill_load_bytes"] == 0, usage
         assert usage["stack_frame_bytes"] == 0, (entry, usage)
-        # The 32-float reduction scratch at most; rung 03's LayerNorm blocks merge (count, mean, m2): 96 floats.
-        merged = "WARP_ROW" in k and not k["WARP_ROW"] and entry.startswith("layernorm_")
-        assert usage["smem_static_bytes"] <= (384 if merged else 128), (entry, usage)
+        assert usage["smem_static_bytes"] <= 128  # the 32-float reduction scratch at most
         assert usage["registers"] * threads <= 65536, f"{entry}: the largest block would not fit one SM's registers"
 
 
@@ -483,48 +438,19 @@ def _built(fam, key, **params):
 
 
 @pytest.mark.parametrize("n, warp_row, vec, threads", [
-    (1, 1, 8, 128), (512, 1, 8, 128), (1000, 1, 8, 128), (1023, 1, 8, 128), (1024, 1, 8, 128), (1025, 0, 8, 64),
-    (1026, 0, 8, 64), (1028, 0, 8, 64), (4096, 0, 8, 128), (4097, 0, 8, 160), (8192, 0, 8, 256),
-    (32767, 0, 8, 1024), (32768, 0, 8, 1024), (32769, 0, 8, 1024),
+    (1, 1, 1, 128), (512, 1, 8, 128), (1000, 1, 8, 128), (1023, 1, 1, 128), (1024, 1, 8, 128), (1025, 0, 1, 64),
+    (1026, 0, 2, 64), (1028, 0, 4, 64), (4096, 0, 8, 128), (8192, 0, 8, 256), (32768, 0, 8, 1024),
+    (32769, 0, 1, 1024),
 ])
 def test_rung_03_picks_a_warp_or_a_block_per_row_by_n_and_says_so(n, warp_row, vec, threads):
-    """Rung 03's VEC no longer follows n (rows have scalar heads and tails): 16-byte accesses at every n."""
     for fam_cls in FAMILIES:
         fam, p, built = _built(fam_cls(), "03", n=n)
         k = dict(built.spec.knobs)
-        assert (k["WARP_ROW"], k["VEC"], k["BF16"], k["ELEMS"]) == (warp_row, vec, 0, 32)
+        assert (k["WARP_ROW"], k["VEC"], k["BF16"]) == (warp_row, vec, 0)
         assert fam.threads(built, n) == threads
         notes = fam.launch_notes(fam.rung("03"), p, None)
         assert notes["path"].startswith("warp per row" if warp_row else "block per row"), notes
         assert ("two reads" in notes["path"]) == (n > 32768) and notes["vec"] == vec and notes["threads"] == threads
-        assert ("heads and tails" in notes["path"]) == (n % 8 != 0) and notes["elems"] == 32
-
-
-@pytest.mark.parametrize("x_offset, out_offset, vec, ragged", [
-    (0, 0, 8, False), (4, 4, 8, True), (3, 3, 8, True), (0, 4, 4, False), (2, 0, 2, False), (3, 1, 2, True),
-    (0, 1, 1, False), (5, 0, 1, False),
-])
-def test_rung_03_takes_its_vectors_from_x_against_y_alone(x_offset, out_offset, vec, ragged):
-    """x and y moved together keep 16-byte bodies (the rows get heads); apart by 8, 4 or an odd number of bytes
-    they narrow VEC to what both share; w and b (aligned here) never narrow it. VEC = 1 runs blocks of threads
-    holding 8 values: registers up to 8192."""
-    for fam_cls in FAMILIES:
-        np_fam = fam_cls()
-        np_fam.array_module = np
-        for n in (256, 1024, 8193):
-            p = np_fam.make_problem(rows=2, n=n, x_offset=x_offset)
-            buf = np.empty(2 * n + 16, np.float16)
-            start = (-buf.ctypes.data // 2) % 8 + out_offset  # out_offset values past a 16-byte boundary
-            out = buf[start:start + 2 * n].reshape(2, n)
-            built = np_fam.variant(np_fam.rung("03"), p, out)
-            k = dict(built.spec.knobs)
-            warp_row = int(vec > 1 and n <= 1024)
-            assert (k["VEC"], k["ELEMS"], k["WARP_ROW"]) == (vec, VEC1_ELEMS if vec == 1 else 32, warp_row), (n, k)
-            notes = np_fam.launch_notes(np_fam.rung("03"), p, out)
-            two = n > (8192 if vec == 1 else 32768)
-            assert ("two reads" if two else "one read") in notes["path"] and f"{2 * vec}-byte" in notes["path"], notes
-            assert ("heads and tails" in notes["path"]) == (ragged or (vec > 1 and n % vec != 0)), notes
-            assert notes["threads"] == (128 if warp_row else min(1024, 32 * -(-n // (32 * k["ELEMS"]))))
 
 
 def test_rung_02_reads_twice_past_its_registers_and_rung_01_always():
@@ -586,38 +512,3 @@ def test_min_dram_bytes_count_weights_and_bias_once():
     params = {"rows": 10, "n": 64}
     assert RMSNormFamily().min_dram_bytes(params) == 2 * (2 * 640 + 64)
     assert LayerNormFamily().min_dram_bytes(params) == 2 * (2 * 640 + 128)
-
-
-def _byte_perm(x: int, y: int, sel: int) -> int:
-    """CUDA's __byte_perm (no sign replication): byte i of the result is byte (sel >> 4i) & 7 of y:x."""
-    both = (y << 32) | x
-    return sum(((both >> (8 * ((sel >> (4 * i)) & 7))) & 0xFF) << (8 * i) for i in range(4))
-
-
-def _shifted(lo: list[int], hi: list[int], s: int) -> list[int]:
-    """Rung 03's shifted(): the word selects and byte_perm, step for step, on 16-bit values."""
-    w = len(lo) // 2
-    win = [lo[2 * k] | lo[2 * k + 1] << 16 for k in range(w)] + [hi[2 * k] | hi[2 * k + 1] << 16 for k in range(w)]
-    q, bit = s // 2, w // 2
-    while bit >= 1:
-        for m in range(2 * w - bit):
-            win[m] = win[m + bit] if q & bit else win[m]
-        bit //= 2
-    sel = 0x5432 if s & 1 else 0x3210
-    out = []
-    for k in range(w):
-        r = _byte_perm(win[k], win[k + 1], sel)
-        out += [r & 0xFFFF, r >> 16]
-    return out
-
-
-@pytest.mark.parametrize("vec", [2, 4, 8])
-def test_rung_03_realigns_w_and_b_packs_at_every_shift(vec):
-    """The body pack of w that starts s values into an aligned pack is values s .. s + VEC - 1 of the two aligned
-    packs that hold it, for every s the rows can give (the kernel's shifted(), modelled step for step)."""
-    values = [0x1000 + i for i in range(2 * vec)]
-    for s in range(1, vec):
-        assert _shifted(values[:vec], values[vec:], s) == values[s:s + vec], s
-    with open(build.KERNELS_DIR / "norms/03_specialized.cu") as f:
-        source = f.read()
-    assert "0x5432u : 0x3210u" in source and "win[m] = (q & bit) ? win[m + bit] : win[m]" in source

@@ -7,8 +7,7 @@ x, w, b and y are fp16 or bf16, stored as gemm_tc stores them (bf16 as uint16 bi
 helpers convert); the statistics are fp32 and eps is a kernel argument. Any rows >= 1 and n >= 1. (fp32
 statistics hold sums of x^2 up to ~3e38: bf16 rows with |x| past ~1e19 / sqrt(n) overflow them, as they would in
 any norm with fp32 statistics; the checks' largest values are fp16's, ~6e4.) Rows longer than a rung's registers
-hold (rung 02: 8192 values, rung 03: 32768, 8192 at VEC = 1) take the two-read path of rung 01 in 16-byte
-packs: correct at any n.
+hold (rung 02: 8192 values, rung 03: 32768) take the two-read path of rung 01 in 16-byte packs: correct at any n.
 
 One source per rung serves both ladders: kernels/norms/NN_<what>.cu is a template on LAYER with two extern "C"
 entries, rmsnorm_<what> and layernorm_<what>, of one signature:
@@ -17,11 +16,8 @@ entries, rmsnorm_<what> and layernorm_<what>, of one signature:
 so the two families are one class here (NormFamily) that differs in `centered` (LayerNorm subtracts the mean and
 adds b). The launcher passes BF16 as a knob, and to rungs 02 and 03 VEC (16-bit values per access) as the widest
 of 8, 4, 2, 1 that divides n and to which x, y, w and b are all aligned: VEC = 8 is the 16-byte path, odd n runs
-with 2-byte accesses. Rung 03 splits each row into a scalar head (up to x's next 2 * VEC-byte boundary), a body
-of packs and a scalar tail, and realigns w and b in registers, so its VEC depends on x - y alone (8 unless the
-output is placed oddly against x); it also gets ELEMS (8 at VEC = 1), WARP_ROW (a warp per row when n <= 32 *
-ELEMS and VEC > 1, else a block per row) and its block size from n; `launch_notes` says which path a launch took
-(benchmarks store it in each record's extra).
+with 2-byte accesses. Rung 03 also gets WARP_ROW (a warp per row when n <= 32 * ELEMS, else a block per row) and
+its block size from n; `launch_notes` says which path a launch took (benchmarks store it in each record's extra).
 
 Metric: GB/s of x read once plus y written once (4 bytes per value), against the device copy of x (the same
 bytes), timed in the same run. w and b (n values each, read by every row through the cache) are left out of the
@@ -55,7 +51,6 @@ DTYPES = ("float16", BFLOAT16)
 VALUES = ("random", "constant", "large", "tiny", "offset")
 DEFAULT_EPS = 1e-5
 MIN_ARCH = 80  # cvt.rn.bf16.f32
-VEC1_ELEMS = 8  # rung 03's values a thread holds at VEC = 1, always in a block (a 2-byte pack a register: more spill)
 HEADLINE_ARRAY_BYTES = 256 << 20  # each of x and y: far past the H200's 50 MB L2
 TAIL_BYTES = 256 << 20  # x and y together, for the tail's sizes
 REQUIRED_N = (1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1023, 1024, 1025, 4095, 4096, 4097, 8191, 8193, 32768,
@@ -281,33 +276,23 @@ class NormFamily(Family):
 
     # --- launching ------------------------------------------------------------------------------
     def vector_width(self, problem: Problem, out=None, set_index: int = 0) -> int:
-        """Rung 02's VEC: the widest of 8, 4, 2, 1 values that divides n and to which x (this set's), w, b and (when
-        given) the output are all aligned, 2 * VEC bytes."""
+        """VEC: the widest of 8, 4, 2, 1 values that divides n and to which x (this set's), w, b and (when given)
+        the output are all aligned, 2 * VEC bytes."""
         x = problem.inputs["x"][set_index % len(problem.inputs["x"])]
         arrays = [x, problem.inputs["w"]] + ([problem.inputs["b"]] if self.centered else [])
         arrays += [out] if out is not None else []
         n = problem.params["n"]
         return next(v for v in (8, 4, 2, 1) if n % v == 0 and all(_ptr(a) % (2 * v) == 0 for a in arrays))
 
-    def relative_vector_width(self, problem: Problem, out=None, set_index: int = 0) -> int:
-        """Rung 03's VEC: the widest of 8, 4, 2, 1 values at which x (this set's) and the output agree mod 2 * VEC
-        bytes (the output taken as agreeing when not given). Each row's scalar head and tail take up n and x's own
-        alignment, and w and b are realigned in registers, so neither narrows it."""
-        x = problem.inputs["x"][set_index % len(problem.inputs["x"])]
-        apart = _ptr(x) - _ptr(out) if out is not None else 0
-        return next(v for v in (8, 4, 2, 1) if apart % (2 * v) == 0)
-
     def variant(self, rung: Rung, problem: Problem, out=None, set_index: int = 0) -> Rung:
-        """The rung built for this problem: its type; VEC (rung 02: from n and the alignments; rung 03: from x - y);
-        ELEMS (rung 03: 8 when VEC = 1, else the rung's) and a warp or a block per row (rung 03: blocks at VEC = 1)."""
+        """The rung built for this problem: its type; VEC from n and the alignments (rungs 02 and 03); a warp or a
+        block per row (rung 03)."""
         knobs = {"BF16": int(problem.params["dtype"] == BFLOAT16)}
         defaults = _knobs(rung)
-        if "WARP_ROW" in defaults:
-            knobs["VEC"] = self.relative_vector_width(problem, out, set_index)
-            knobs["ELEMS"] = VEC1_ELEMS if knobs["VEC"] == 1 else defaults["ELEMS"]
-            knobs["WARP_ROW"] = int(knobs["VEC"] > 1 and problem.params["n"] <= 32 * knobs["ELEMS"])
-        elif "VEC" in defaults:
+        if "VEC" in defaults:
             knobs["VEC"] = self.vector_width(problem, out, set_index)
+        if "WARP_ROW" in defaults:
+            knobs["WARP_ROW"] = int(problem.params["n"] <= 32 * defaults["ELEMS"])
         return dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs))
 
     @staticmethod
@@ -322,8 +307,7 @@ class NormFamily(Family):
 
     @staticmethod
     def registers_hold(built: Rung, n: int) -> bool:
-        """Whether a row of n values fits the registers of a built variant's block (else: two reads). Rung 03's
-        kernel makes the same test on n (not on the row's body), so every row of a launch takes one path."""
+        """Whether a row of n values fits the registers of a built variant's block (else: two reads)."""
         k = _knobs(built)
         if "ELEMS" not in k:
             return False  # rung 01 always reads twice
@@ -349,22 +333,14 @@ class NormFamily(Family):
 
     def launch_notes(self, rung: Rung, problem: Problem, out) -> dict:
         """How a launch of `rung` on `problem` runs: the path (a warp or a block per row, one read or two), the
-        access width, whether rows have scalar heads or tails (rung 03), the block size and the values a thread
-        holds."""
+        access width and the block size."""
         n = problem.params["n"]
         built = self.variant(rung, problem, out)
         k = _knobs(built)
         vec = k.get("VEC", 1)
         reads = "one read" if self.registers_hold(built, n) else "two reads"
         shape = "warp per row" if k.get("WARP_ROW") else "block per row"
-        path = f"{shape}, {reads}, {2 * vec}-byte accesses"
-        notes = {"vec": vec, "threads": self.threads(built, n)}
-        if "WARP_ROW" in k:
-            x = problem.inputs["x"][0]
-            ragged = vec > 1 and (n % vec != 0 or _ptr(x) % (2 * vec) != 0)
-            path += ", 2-byte row heads and tails" if ragged else ""
-            notes["elems"] = k["ELEMS"]
-        return {"path": path} | notes
+        return {"path": f"{shape}, {reads}, {2 * vec}-byte accesses", "vec": vec, "threads": self.threads(built, n)}
 
     def launch_ceiling(self, problem: Problem, out, set_index: int = 0) -> None:
         x = problem.inputs["x"][set_index % len(problem.inputs["x"])]
@@ -402,8 +378,8 @@ class NormFamily(Family):
     # --- shape families -------------------------------------------------------------------------
     def check_cases(self) -> list[dict]:
         """Every length of REQUIRED_N (warp, vector and block boundaries +- 1, past the registers) on a few row
-        counts; the special value kinds, other eps, misaligned x or y, odd n on rows starting at every offset
-        mod 16 bytes, and more rows than the GPU holds at once; each in both types."""
+        counts; the special value kinds, other eps, misaligned x or y, and more rows than the GPU holds at once;
+        each in both types."""
         base = []
         for n in REQUIRED_N:
             row_counts = (1, 3, 37) if n <= 1025 else (1, 3)
@@ -415,14 +391,6 @@ class NormFamily(Family):
                                                                                         "eps": 1e-6}]
         base += [{"rows": 3, "n": 1024, "out_offset": 1}, {"rows": 3, "n": 1024, "x_offset": 4, "out_offset": 4},
                  {"rows": 2, "n": 4096, "x_offset": 3}, {"rows": 3, "n": 1026, "x_offset": 2, "out_offset": 2}]
-        # Rung 03's head / body / tail: odd n on 9 rows start at every offset mod 8 (so every head length and every
-        # shift of w and b against the body), on both sides of the warp / block and register / two-read
-        # boundaries; x and y moved together off a 16-byte boundary.
-        base += [{"rows": 9, "n": n} for n in (1023, 1025, 4097, 32767, 32769)]
-        base += [{"rows": 9, "n": 1021, "x_offset": 5, "out_offset": 5}, {"rows": 9, "n": 4099, "x_offset": 3,
-                                                                          "out_offset": 3}]
-        # x and y apart by an odd number of values: rung 03 at VEC = 1 (8 values a thread), across its boundaries.
-        base += [{"rows": 3, "n": n, "out_offset": 1} for n in (255, 257, 8191, 8193)]
         # More warp rows than an H200 holds at once (132 SMs x 16 blocks x 4 warps): rung 03's warps stride over rows.
         base += [{"rows": 20000, "n": 32}, {"rows": 9000, "n": 7}]
         return [case | {"dtype": dtype} for case in base for dtype in DTYPES]
