@@ -36,6 +36,8 @@
 //   output pair waiting on its own bias load (LDG, then the math, then the store, pair after pair), with only two
 //   consumer warps per scheduler to hide it. Now the chunk's bias / scale / residual loads are issued together
 //   ahead of the math (lab_epi_store_wgmma_fragment). Prediction for that: 1.03-1.07x at 4096^3.
+//   Measured (results/h200/gemm_tc_epilogue.json, commit c89eb79, cold L2, medians): 1.024x at 4096^3 and 1.008x at
+//   8192^3 (int8 per row: 1.022x, 1.038x), a little under the prediction; 5.3x faster than cuBLAS + CuPy ops.
 // Knob probe (results/h200/gemm_tc_knobs_06_{4096,8192}.json, fp16 TN, cold L2, cuBLAS in the same run):
 //   GROUP_M 8 / 16 / 4 gave 0.907 / 0.904 / 0.905x of cuBLAS at 4096^3 and 0.943 / 0.943 / 0.919x at 8192^3.
 // Measured (results/h200/gemm_tc.json, H200, commit f8e3bb1, cold L2, cuBLAS in the same run): fp16 TN
