@@ -32,6 +32,8 @@
 #   bash scripts/device_run.sh fusion-b        issue 11, after the fixes: the same GPU tests (and exercise 08's), `lab bench` of
 #                                              the fused and norm families, the checklist study
 #   bash scripts/device_run.sh fusion-nb       notebooks 06 and 07 executed live
+#   bash scripts/device_run.sh fusion-sanitize compute-sanitizer memcheck over the fused, softmax and norm families, racecheck
+#                                              over their last rungs
 #   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
 #                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
@@ -175,6 +177,14 @@ for r in rs.records:
         echo "== lab bench $f"; timeout 150 python3 -m lab bench "$f" --kinds headline,tail --json "$pack/$f.json" | tail -4
       done
       echo "== checklist study"; timeout 300 python3 scripts/checklist_study.py --out "$pack" | tail -24 ;;
+    fusion-sanitize)
+      for spec in "gemm_tc_epilogue memcheck 120 ''" "softmax memcheck 120 ''" "rmsnorm memcheck 90 ''" "layernorm memcheck 90 ''" \
+                  "softmax racecheck 50 04" "rmsnorm racecheck 50 03" "layernorm racecheck 50 03"; do
+        set -- $spec; rungs="${4//\'/}"
+        echo "== compute-sanitizer $2 on $1 ${rungs:-(every rung)}"
+        timeout $(( $3 + 15 )) python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_${1}_${2%%,*}.json" --family "$1" \
+          --tools "$2" --budget "$3" ${rungs:+--rungs "$rungs"} | tail -8
+      done ;;
     fusion-nb)
       notebooks notebooks/06_epilogue_fusion.py notebooks/07_softmax_and_norms.py ;;
     tc-evidence)

@@ -5,6 +5,7 @@ goes through the lab's own checks (lab.verify.check_case: poisoned output, guard
 repeated runs), so a run passes only when the sanitizer is clean AND the answers are right.
 
     python3 scripts/gemm_tc_sanitize.py OUT.json [--budget 180] [--tools memcheck,racecheck,synccheck]
+    python3 scripts/gemm_tc_sanitize.py OUT.json --family softmax     (also gemm_tc_epilogue, rmsnorm, layernorm)
 
 Each (tool, rung) is a child process (this script with --child TOOL RUNG) under the sanitizer, with its
 own time limit, so one crash or hang hides nothing else. Rungs come from GemmTcFamily().rungs, so rungs
@@ -57,19 +58,48 @@ SMALL_CASES = [
     {"M": 40, "N": 24, "K": 520, "layout": "NN", "dtype": "float16", **ALPHA_BETA},
 ]
 CASES = {"memcheck": _each_layout_and_type(MEMCHECK_SHAPES), "racecheck": SMALL_CASES, "synccheck": SMALL_CASES}
+# The other families' small cases: tails and odd shapes, each a few blocks (the sanitizers are slow).
+EPILOGUE_CASES = [{"M": 17, "N": 33, "K": 72, "epilogue": "bias+gelu_tanh", "layout": "TN", "dtype": "float16"},
+                  {"M": 65, "N": 63, "K": 67, "epilogue": "bias+gelu_tanh", "out": "int8", "q_per_row": True,
+                   "layout": "NN", "dtype": "bfloat16"},
+                  {"M": 40, "N": 37, "K": 520, "epilogue": "row_scale+col_scale+silu+residual", "layout": "TN",
+                   "dtype": "float16", "pad": 3},
+                  {"M": 9, "N": 5, "K": 33, "epilogue": "gelu_tanh", "out": "e4m3", "layout": "TN", "dtype": "float16"}]
+ROW_CASES = [{"rows": 3, "n": n} for n in (1, 33, 1025, 4097)]
+FAMILY_CASES = {
+    "gemm_tc": CASES,
+    "gemm_tc_epilogue": {"memcheck": EPILOGUE_CASES, "racecheck": EPILOGUE_CASES[:2], "synccheck": EPILOGUE_CASES[:2]},
+    "softmax": {tool: [c | {"dtype": d} for c in ROW_CASES for d in ("float16", "float32")]
+                for tool in sanitizer.TOOLS},
+    **{norm: {tool: [c | {"dtype": d} for c in ROW_CASES for d in ("float16", "bfloat16")] for tool in sanitizer.TOOLS}
+       for norm in ("rmsnorm", "layernorm")},
+}
+
+
+def cases_for(family: str, tool: str) -> list[dict]:
+    return FAMILY_CASES[family][tool]
+
+
 TIMEOUT_S = {"memcheck": 75, "racecheck": 90, "synccheck": 60}  # one child, at most (the first compiles)
+SMALL_FAMILY_TIMEOUT_S = 45  # the other families' children: a few small cases each
+
+
+def timeout_for(family: str, tool: str) -> float:
+    return TIMEOUT_S[tool] if family == "gemm_tc" else SMALL_FAMILY_TIMEOUT_S
+
+
 MIN_CHILD_S = 15  # below this much budget a child is not started (it would only be killed)
 DEFAULT_BUDGET_S = 180
 
 
 # --- the plan: which (tool, rung) children, and which rungs are skipped -----------------------------
 
-def plan(rungs, arch: int, tools=sanitizer.TOOLS) -> list[dict]:
+def plan(rungs, arch: int, tools=sanitizer.TOOLS, family: str = "gemm_tc") -> list[dict]:
     """One row per tool and rung (tool by tool, memcheck first: the most important finishes first when
     the budget runs short), with the reason a rung is skipped on this GPU, if it is."""
     from lab.build import arch_refusal
 
-    return [{"tool": tool, "rung": rung.key, "shapes": [describe_params(c) for c in CASES[tool]],
+    return [{"tool": tool, "rung": rung.key, "shapes": [describe_params(c) for c in cases_for(family, tool)],
              "skip": arch_refusal(rung.spec, arch)} for tool in tools for rung in rungs]
 
 
@@ -108,12 +138,13 @@ def check_cases(family, rung_key: str, cases: list[dict], seed: int = 17) -> dic
 def child(tool: str, rung_key: str) -> None:
     import cupy as cp
 
-    from lab.families.gemm_tc import GemmTcFamily
+    from lab.families import get_family
 
     # Every array its own cudaMalloc: memcheck knows allocations, not arrays, so inside a memory pool's
     # chunk a read past the end of A or B would land on a neighbour and go unseen.
     cp.cuda.set_allocator(None)
-    sanitizer.emit_result({"tool": tool, **check_cases(GemmTcFamily(), rung_key, CASES[tool])})
+    family = os.environ.get("LAB_SANITIZE_FAMILY", "gemm_tc")
+    sanitizer.emit_result({"tool": tool, **check_cases(get_family(family), rung_key, cases_for(family, tool))})
 
 
 # --- the parent: every child under its tool, one JSON ------------------------------------------------
@@ -150,30 +181,33 @@ def save(path: Path, payload: dict) -> None:
     path.write_text(json.dumps(payload, indent=1) + "\n")
 
 
-def main(out: Path, budget_s: float, tools: tuple[str, ...], rungs: tuple[str, ...] = ()) -> int:
+def main(out: Path, budget_s: float, tools: tuple[str, ...], rungs: tuple[str, ...] = (),
+         family: str = "gemm_tc") -> int:
     from lab import device, records
-    from lab.families.gemm_tc import GemmTcFamily
+    from lab.families import get_family
 
     # `timeout` stops this process with SIGTERM; as SystemExit it lets run_under end the child in flight.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     start = time.monotonic()
     path = sanitizer.find_sanitizer()
-    fam = GemmTcFamily()
+    fam = get_family(family)
     chosen = [r for r in fam.rungs if not rungs or any(r.key.startswith(prefix) for prefix in rungs)]
-    rows_planned = plan(chosen, device.current().arch, tools)
-    payload = {"provenance": records.provenance(), "family": "gemm_tc", "budget_s": budget_s,
+    rows_planned = plan(chosen, device.current().arch, tools, family)
+    payload = {"provenance": records.provenance(), "family": family, "budget_s": budget_s,
                "sanitizer": {"path": path, "version": sanitizer.sanitizer_version(path) if path else None},
-               "cases": {t: [describe_params(c) for c in CASES[t]] for t in tools}, "rows": []}
-    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+               "cases": {t: [describe_params(c) for c in cases_for(family, t)] for t in tools}, "rows": []}
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                        "LAB_SANITIZE_FAMILY": family}
     for planned in rows_planned:
         left = budget_s - (time.monotonic() - start)
-        if planned["skip"] or path is None or left < max(MIN_CHILD_S, TIMEOUT_S[planned["tool"]]):
+        limit = timeout_for(family, planned["tool"])
+        if planned["skip"] or path is None or left < max(MIN_CHILD_S, limit):
             why = "compute-sanitizer is not installed here" if path is None else \
                 f"the time budget ({budget_s:.0f} s) had less left than one child's timeout"
             row = row_of(planned, None, why)
         else:
             run = sanitizer.run_under(path, planned["tool"], child_command(planned["tool"], planned["rung"]),
-                                      min(TIMEOUT_S[planned["tool"]], left), env)
+                                      min(limit, left), env)
             row = row_of(planned, run)
         payload["rows"].append(row)
         payload.update(summarize(payload["rows"]), wall_s=round(time.monotonic() - start, 1))
@@ -189,6 +223,7 @@ def _args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, help="seconds for all children together")
     p.add_argument("--tools", default=",".join(sanitizer.TOOLS), help="comma list of memcheck, racecheck, synccheck")
     p.add_argument("--rungs", default="", help="comma list of rung keys or prefixes (01,05_warp); default: all")
+    p.add_argument("--family", default="gemm_tc", choices=sorted(FAMILY_CASES), help="the ladder (default gemm_tc)")
     p.add_argument("--child", nargs=2, metavar=("TOOL", "RUNG"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.tools = tuple(t for t in args.tools.split(",") if t)
@@ -209,7 +244,7 @@ if __name__ == "__main__":
         if a.child:
             child(*a.child)
         else:
-            sys.exit(main(a.out, a.budget, a.tools, a.rungs))
+            sys.exit(main(a.out, a.budget, a.tools, a.rungs, a.family))
     except LabError as exc:  # no GPU, say: one sentence, not a traceback
         print(exc, file=sys.stderr)
         sys.exit(2)
