@@ -10,6 +10,12 @@ saturate.
 
 Library baselines (fp16 only, as CuPy has no bf16): "cupy_ops", cuBLAS then one CuPy operation per op, as a user
 composes them; "cupy_fused", cuBLAS then one generated elementwise kernel for the whole chain (graph-level fusion).
+
+STATUS: tests/test_gpu_epilogue.py (every check case of both families, the quantizers bit for bit, the baselines)
+passed on the H200 at c89eb79, the last change to the kernels' code; compute-sanitizer memcheck clean on both
+tensor-core rungs (results/h200/sanitize_fusion/). Records: results/h200/gemm_tc_epilogue.json and
+gemm_fp32_epilogue.json (c89eb79); the first run's, before the loads were issued ahead of the math,
+gemm_tc_epilogue_first_run.json.
 """
 
 from __future__ import annotations

@@ -23,8 +23,10 @@ Metric: GB/s of x read once plus y written once (4 bytes per value), against the
 bytes), timed in the same run. w and b (n values each, read by every row through the cache) are left out of the
 bytes moved and counted in min_dram_bytes.
 
-STATUS: written and compile-checked without a GPU (tests/test_norms_family.py); tests/test_gpu_norms.py has not
-run yet, and nothing here has been measured: the headers' figures are predictions.
+STATUS: tests/test_gpu_norms.py passed on the H200 at 5a65fcb, the kernels' version here (a later attempt on rung
+03 was measured and reverted: its header says why); compute-sanitizer memcheck clean on every rung and racecheck
+on rung 03 (results/h200/sanitize_fusion/, run on this version). Records: results/h200/rmsnorm.json and
+layernorm.json (5a65fcb); notebook 07 holds the headers' predictions against them.
 """
 
 from __future__ import annotations
