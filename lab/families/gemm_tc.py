@@ -32,7 +32,8 @@ they are now; rung 06 gained the RASTER knob at a0a4dd1, its default order uncha
 (10 passed) at c89eb79, its last code change (the do-while k-loop made the default). Rung 06's epilogue knobs
 (c89eb79) leave its default build unchanged; its fused builds are verified by tests/test_gpu_epilogue.py.
 Compute-sanitizer memcheck, racecheck and synccheck clean on small odd shapes for rungs 01-06
-(results/h200/gemm_tc_sanitize_*.json; rung 07 not yet run under it). In the catalogue.
+(results/h200/gemm_tc_sanitize_*.json); rung 07 (its do-while default) memcheck-clean on the same shapes
+(gemm_tc_sanitize_07_memcheck.json), not yet under racecheck or synccheck. In the catalogue.
 Records: results/h200/gemm_tc.json.
 """
 
