@@ -25,8 +25,6 @@ CORRECT_STARTERS = {"06_tile_order"}
 # Exercises calibrated by a time_orders payload (lab.scheduling) in results/h200/grading/<id>_calibration.json
 # rather than by the family's bench records: the reference rung's knobs at a shape `lab bench` does not time.
 CALIBRATION_ORDER = {"06_tile_order": ("grouped", 8)}
-# Exercises whose target_of_ceiling is a placeholder until a GPU run calibrates it (their README says so).
-UNCALIBRATED: set = set()
 # Exercises whose student file is the reference rung's plugin header, not its source (KernelSpec.plugin).
 PLUGIN_EXERCISES = {"08_epilogue_functor": "lab_plugin_store_pair"}
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "h200"
@@ -207,9 +205,6 @@ def _recorded_ratios(exercise: Exercise, required: bool = True) -> list[float]:
 
 def test_performance_targets_sit_below_the_reference_s_recorded_speed(ex):
     # A target is a floor for a correct kernel: 10-25% under what the reference rung reached on the H200.
-    if ex.id in UNCALIBRATED:
-        assert "to be calibrated" in (ex.path / "README.md").read_text()
-        pytest.skip(f"{ex.id}'s target is a placeholder until a GPU run calibrates it")
     for ratio in _recorded_ratios(ex):
         assert 0.75 * ratio <= ex.performance.target_of_ceiling <= 0.9 * ratio, (ex.id, ratio)
     readme = (ex.path / "README.md").read_text()

@@ -32,8 +32,6 @@ ROW_MAJOR_STARTERS = ["06_tile_order"]
 # Exercises on the fused-epilogue family: int8 outputs (beta must be 0), so the beta cases below do not apply.
 EPILOGUE_EXERCISES = ["08_epilogue_functor"]
 GRADED_EXERCISES = GEMM_EXERCISES + EPILOGUE_EXERCISES
-# Performance checks that cannot pass yet, and why: expected to fail (xfail) until the reason is fixed.
-PERFORMANCE_PENDING: dict = {}  # exercise id -> why its reference cannot reach its target yet (none now)
 EMPTY_STARTERS = [e for e in GRADED_EXERCISES if e not in ROW_MAJOR_STARTERS]
 SEED = 4242
 _SUMMARY: dict = {}
@@ -97,8 +95,6 @@ def test_the_reference_earns_every_correctness_point_visible_and_hidden(graded):
 def test_the_reference_reaches_the_performance_target(graded):
     exercise, results = graded
     perf = results["reference"].check("performance")
-    if exercise.id in PERFORMANCE_PENDING and not perf.passed:
-        pytest.xfail(f"{PERFORMANCE_PENDING[exercise.id]}.\n{perf.output}")
     ceiling = exercise.family_object().ceiling_title
     assert ceiling in perf.output and "TFLOP/s" in perf.output, perf.output
     ratio = perf.extra.get("ratio_of_ceiling")

@@ -28,7 +28,7 @@
 //   and 0.75-0.76x (LayerNorm); odd n fall to 2-byte accesses (tail minima 0.47x / 0.36x).
 //   An attempt (commit c89eb79: a per-row scalar head, 16-byte body and tail with w and b shifted in registers,
 //   and a one-round Chan merge for LayerNorm's block statistics) lifted RMSNorm's tail minimum to 0.85x but cost
-//   LayerNorm 20-25% at n >= 4096 (rmsnorm_headtail_c89eb79.json, layernorm_headtail_c89eb79.json): reverted.
+//   LayerNorm 21-26% at n >= 4096 (rmsnorm_headtail_c89eb79.json, layernorm_headtail_c89eb79.json): reverted.
 //   Next: the head/tail alone, measured per norm, then the LayerNorm block path's registers.
 // Requires: sm_80+; any n >= 1, any rows. Launch: WARP_ROW = 1: blocks of 32 * WARPS threads, grid up to
 //   the GPU's resident blocks; WARP_ROW = 0: grid (rows), blocks of 32 * ceil(n / (32 * ELEMS)) threads,
