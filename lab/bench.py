@@ -41,7 +41,7 @@ def _targets(family: Family, kind: str, params: dict, quick: bool = False,
     """Everything timed on a problem: the ceiling first, library baselines, then the rungs (those that run
     on a GPU of `arch`, when one is given)."""
     targets = [(family.ceiling_name, family.launch_ceiling)]
-    targets += list(family.baselines().items())
+    targets += list(family.baselines_for(params).items())
     rungs = family.rungs_for(kind, params, quick)
     if arch is not None:
         rungs = runnable_rungs(rungs, arch)[0]

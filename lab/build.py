@@ -320,7 +320,7 @@ def compile_cubin(spec: KernelSpec, arch: int, source: str | None = None) -> Com
 
 # SASS opcodes worth pointing out in a lesson: wide loads, async copies, tensor cores, barriers.
 NOTABLE_OPS = ("LDG", "STG", "LDS", "STS", "LDGSTS", "LDSM", "HMMA", "HGMMA", "FFMA", "BAR", "SHFL",
-               "LDL", "STL", "ATOMG", "RED",
+               "LDL", "STL", "ATOMG", "RED", "REDG",
                "UTMALDG", "SYNCS", "USETMAXREG")  # Hopper: TMA loads, mbarrier operations, setmaxnreg
 
 _PTXAS_FUNC = re.compile(r"Compiling entry function '(?P<name>[^']+)'")
@@ -478,8 +478,10 @@ def _cached_cubin(spec: KernelSpec, arch: int) -> tuple[Path, str]:
 
 
 @functools.lru_cache(maxsize=256)
-def get_kernel(spec: KernelSpec):
-    """A launchable `cupy.RawKernel` for the current GPU, built (or fetched from the cache) on first use."""
+def get_kernel(spec: KernelSpec, cooperative: bool = False):
+    """A launchable `cupy.RawKernel` for the current GPU, built (or fetched from the cache) on first use.
+    `cooperative`: launched with cuLaunchCooperativeKernel, which refuses a grid that cannot be resident all at
+    once instead of letting a grid-wide barrier hang."""
     import cupy
 
     from lab import device
@@ -492,5 +494,5 @@ def get_kernel(spec: KernelSpec):
     archs = nvrtc.supported_archs()
     arch = gpu.arch if gpu.arch in archs else max(a for a in archs if a <= gpu.arch)
     path, lowered = _cached_cubin(spec, arch)
-    module = cupy.RawModule(path=str(path))
+    module = cupy.RawModule(path=str(path), enable_cooperative_groups=cooperative)
     return module.get_function(lowered)

@@ -224,14 +224,15 @@ def cmd_profile(args) -> int:
 
 
 def _studies() -> dict:
-    """name -> (record file, run): the scheduling lesson's studies (lab.scheduling.run_study) and the fusion
-    lesson's optimization checklist (lab.checklist)."""
-    from lab import checklist, scheduling
+    """name -> (record file, run): the scheduling lesson's studies (lab.scheduling.run_study), the fusion
+    lesson's optimization checklist (lab.checklist) and the split-K lesson's split factors (lab.split_k)."""
+    from lab import checklist, scheduling, split_k
 
     studies = {name: (file, lambda name=name: scheduling.run_study(name))
                for name, file in scheduling.STUDY_FILES.items()}
     studies["checklist"] = (checklist.STUDY_FILE,
                             lambda: checklist.measure_levels(backend=checklist.CupyBackend(), progress=console.print))
+    studies["splitk"] = (split_k.STUDY_FILE, lambda: split_k.split_factor_study(progress=console.print))
     return studies
 
 
@@ -448,9 +449,10 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_profile)
 
     s = sub.add_parser("study", help="the lessons' studies: tile orders, Nsight counters, the FP32 contrast, "
-                       "stream-K, small items (notebook 04), the optimization checklist (notebook 06; GPU)")
-    s.add_argument("name", nargs="*", help="orders, counters, fp32, streamk, items, checklist (default: all but "
-                   "checklist)")
+                       "stream-K, small items (notebook 04), split factors (notebook 05), the optimization checklist "
+                       "(notebook 06; GPU)")
+    s.add_argument("name", nargs="*", help="orders, counters, fp32, streamk, items, splitk, checklist (default: all "
+                   "but checklist)")
     s.add_argument("--out", type=Path, default=Path("results/local"), help="folder for the records "
                    "(default: results/local)")
     s.set_defaults(fn=cmd_study)

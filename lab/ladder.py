@@ -138,6 +138,11 @@ class Family:
         """Extra library baselines timed beside the ceiling: name -> launch(problem, out, set_index)."""
         return {}
 
+    def baselines_for(self, params: dict) -> dict:
+        """The baselines that apply to a problem of these params (all of them unless a family says otherwise:
+        cuBLAS's batched call, say, only serves a group of equal shapes)."""
+        return self.baselines()
+
     def launch_notes(self, rung: Rung, problem: Problem, out) -> dict:
         """What a record of `rung` on `problem` should say about how it ran (the path a launcher chose for
         the shape, say), stored in the record's `extra`; nothing unless a family says so."""

@@ -254,4 +254,4 @@ def test_check_reads_a_latin1_kernel_with_a_note(tmp_path, capsys, no_gpu):
 
 def test_an_unknown_study_is_named_with_the_ones_there_are(capsys, tmp_path):
     assert cli.main(["study", "waves", "--out", str(tmp_path)]) == 2
-    _one_line_error(capsys, "no study waves", "orders", "counters", "fp32", "streamk", "items", "checklist")
+    _one_line_error(capsys, "no study waves", "orders", "counters", "fp32", "streamk", "items", "splitk", "checklist")

@@ -73,6 +73,7 @@
 #include "lab_cp_async.cuh"
 #include "lab_hopper_gemm.cuh"
 #include "lab_tile_order.cuh"
+#include "lab_sync.cuh"
 
 #ifndef BF16
 #define BF16 0
@@ -124,7 +125,6 @@
 #define ROW_BYTES 128                         // BK = 64 two-byte elements: one 128-byte swizzle row
 #define SLOT_FLOATS (CONSUMERS * 128 * ACC)   // one block's partial tile: BM * BN floats
 #define FIXUP_BARRIER 1                       // named barrier of the consumer threads (0 is __syncthreads)
-#define WAIT_LIMIT_NS 10000000000ull          // 10 s
 
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "gemm_tc rung 07 needs sm_90a (wgmma, setmaxnreg): build it with -arch=sm_90a"
@@ -205,25 +205,7 @@ struct StreamK {
     }
 };
 
-__device__ __forceinline__ int load_acquire(const int* p) {
-    int v;
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void store_release(int* p, int v) {
-    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
-__device__ __forceinline__ unsigned long long global_ns() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
-    return t;
-}
-
-__device__ __forceinline__ void consumers_sync() {
-    asm volatile("bar.sync %0, %1;\n" ::"n"(FIXUP_BARRIER), "n"(128 * CONSUMERS) : "memory");
-}
+__device__ __forceinline__ void consumers_sync() { named_barrier_sync<FIXUP_BARRIER, 128 * CONSUMERS>(); }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_tc_stream_k(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, int M, int N,
@@ -338,7 +320,7 @@ gemm_tc_stream_k(const __grid_constant__ TensorMap map_a, const __grid_constant_
                 if (threadIdx.x == 128) {
                     const unsigned long long start = global_ns();
                     while (load_acquire(flags + q) == 0)
-                        if (global_ns() - start > WAIT_LIMIT_NS) __trap();  // never hang: say it failed
+                        if (global_ns() - start > LAB_WAIT_LIMIT_NS) __trap();  // never hang: say it failed
                     flags[q] = 0;  // consumed: the slot is not rewritten before the next launch
                 }
                 consumers_sync();

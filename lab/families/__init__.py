@@ -8,6 +8,7 @@ from lab.errors import LabError
 from lab.families.copy import CopyFamily
 from lab.families.gemm import GemmFp32Family
 from lab.families.gemm_epilogue import GemmFp32EpilogueFamily, GemmTcEpilogueFamily
+from lab.families.gemm_split_k import GemmSplitKFamily
 from lab.families.gemm_tc import GemmTcFamily
 from lab.families.norms import LayerNormFamily, RMSNormFamily
 from lab.families.softmax import SoftmaxFamily
@@ -19,7 +20,7 @@ def families() -> dict[str, Family]:
     """Every ladder, in reading order (a fresh instance each call: families hold no state worth sharing)."""
     return {f.name: f for f in (CopyFamily(), TransposeFamily(), GemmFp32Family(), GemmTcFamily(),
                                             GemmFp32EpilogueFamily(), GemmTcEpilogueFamily(), SoftmaxFamily(),
-                                            RMSNormFamily(), LayerNormFamily())}
+                                            RMSNormFamily(), LayerNormFamily(), GemmSplitKFamily())}
 
 
 def get_family(name: str) -> Family:

@@ -1,0 +1,223 @@
+"""Split-K: GEMMs whose M x N has too few tiles to fill the GPU, while K is long (K-heavy reductions, the
+weight-gradient GEMMs of training, a decode step's larger batches). gemm_tc's rung 06 runs one block per tile, so
+256 x 256 x 65536 keeps 2 of 132 SMs busy; rung 08 (kernels/gemm_tc/08_split_k.cu) cuts K into S splits and sums
+the partial tiles three ways: an fp32 workspace and a reduction kernel, in-kernel after a grid barrier (both
+deterministic, bit-identical to each other), or with fp32 atomics in L2 (not reproducible bit for bit:
+`run_to_run_bits` counts the differences).
+
+The problems, the reference, the bound and the cuBLAS ceiling are gemm_tc's (fp16 and bf16, NN and TN, any shape).
+A problem may name its split factor (`splits`; 0 lets `choose_splits` pick it); the launcher clamps it to
+[1, k-tiles] and says what ran in `launch_notes`. Where N <= 128, every rung runs 128 x 128 tiles instead of
+128 x 256 (half the tile is wasted otherwise): a shape specialization the dispatch layer can reuse.
+
+STATUS: not yet run on a GPU (CPU tests compile every mode for sm_90a with no spills and no wgmma serialization).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from lab.build import KernelSpec
+from lab.errors import LabError
+from lab.families.gemm_tc import HOPPER_ARCH, GemmTcFamily, dynamic_smem_bytes
+from lab.ladder import Problem, Rung
+
+SPLIT_MODES = {"08_split_k": 0, "08_split_k_in_kernel": 1, "08_split_k_atomic": 2}
+MODE_NAMES = {0: "workspace + reduction kernel", 1: "in-kernel after a grid barrier", 2: "fp32 atomics in L2"}
+MIN_K_TILES_PER_SPLIT = 4  # a split shorter than this spends more on its pipeline fill and partial tile than it saves
+MAX_WORKSPACE_BYTES = 1 << 30
+REDUCE_THREADS = 256
+NARROW_N = 128  # at or below this N every rung uses 128 x 128 tiles
+
+
+def _split_rung(key: str, title: str) -> Rung:
+    spec = KernelSpec("gemm_tc/08_split_k.cu", "gemm_tc_split_k",
+                      tuple(sorted(dict(BF16=0, TN=1, BM=128, BN=256, BK=64, STAGES=4, RASTER=2, GROUP_M=8,
+                                        SPLIT_MODE=SPLIT_MODES[key], THREADS=384).items())),
+                      min_arch=HOPPER_ARCH, arch_suffix="a")
+    return Rung("gemm_split_k", key, spec, title)
+
+
+def choose_splits(M: int, N: int, K: int, bm: int, bn: int, sms: int) -> int:
+    """S for a shape: about one wave of (tile, split) units, each split at least MIN_K_TILES_PER_SPLIT k-tiles
+    long; 1 when the tiles alone fill the GPU."""
+    tiles = -(-M // bm) * -(-N // bn)
+    k_tiles = -(-K // 64)
+    return max(1, min(sms // tiles, k_tiles // MIN_K_TILES_PER_SPLIT))
+
+
+def workspace_floats(mode: int, M: int, N: int, splits: int) -> int:
+    """fp32 elements of workspace a launch needs: S slices of M x LDW (modes 0, 1) or one accumulator (mode 2)."""
+    ldw = -(-N // 4) * 4
+    return (splits if mode in (0, 1) else 1) * M * ldw
+
+
+class GemmSplitKFamily(GemmTcFamily):
+    name = "gemm_split_k"
+    title = "Split-K GEMM for K-heavy shapes with few output tiles (fp16/bf16, fp32 accumulation)"
+    PLAIN = GemmTcFamily.rungs[5]
+    rungs = (Rung("gemm_split_k", "06_persistent", PLAIN.spec, "rung 06: one block per tile, data-parallel"),
+             _split_rung("08_split_k", "split-K: fp32 slices, then a reduction kernel (deterministic)"),
+             _split_rung("08_split_k_in_kernel", "split-K: slices reduced in-kernel after a grid barrier "
+                                                 "(deterministic)"),
+             _split_rung("08_split_k_atomic", "split-K: fp32 atomics in L2, the last split stores C "
+                                              "(not deterministic)"))
+    sweep_figure = "throughput"
+    profile_figure = None
+
+    def make_problem(self, seed: int = 0, dist: str = "normal", M: int = 64, N: int = 64, K: int = 64,
+                     alpha: float = 1.0, beta: float = 0.0, pad: int = 0, layout: str = "TN", dtype: str = "float16",
+                     sets: int = 1, splits: int = 0) -> Problem:
+        if splits < 0:
+            raise LabError(f"splits is the number of K splits (0 lets the launcher choose); got {splits}.")
+        if M * (-(-N // 4) * 4) >= 1 << 31:
+            raise LabError(f"gemm_split_k's workspace slices hold fewer than 2^31 floats (M x N rounded up to 4 "
+                           f"columns); {M} x {N} is too large: split M into row blocks, or use gemm_tc.")
+        problem = super().make_problem(seed, dist, M=M, N=N, K=K, alpha=alpha, beta=beta, pad=pad, layout=layout,
+                                       dtype=dtype, sets=sets)
+        problem.params["splits"] = splits
+        if splits:
+            problem.label += f" S={splits}"
+        return problem
+
+    # --- launching ------------------------------------------------------------------------------
+    def variant(self, rung: Rung, problem: Problem, out=None) -> Rung:
+        rung = super().variant(rung, problem, out)
+        if problem.params["N"] <= NARROW_N:
+            rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(BN=128))
+        return rung
+
+    def splits_for(self, rung: Rung, problem: Problem) -> int:
+        """The split factor a launch of `rung` uses: the problem's, else choose_splits', clamped to [1, k-tiles]
+        and to MAX_WORKSPACE_BYTES of slices."""
+        from lab import device
+
+        p = problem.params
+        k = dict(self.variant(rung, problem).spec.knobs)
+        k_tiles = -(-p["K"] // k["BK"])
+        s = p.get("splits") or choose_splits(p["M"], p["N"], p["K"], k["BM"], k["BN"], device.current().sm_count)
+        s = max(1, min(s, k_tiles))
+        if SPLIT_MODES[rung.key] in (0, 1):
+            s = min(s, max(1, MAX_WORKSPACE_BYTES // (4 * workspace_floats(0, p["M"], p["N"], 1))))
+        return s
+
+    def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
+        if rung.key not in SPLIT_MODES:
+            # Rung 06 under its own key: GemmTcFamily's launcher, with this family's tile choice.
+            return super().launch(rung, problem, out, set_index)
+        from lab import device
+        from lab.build import get_kernel
+
+        p = problem.params
+        mode = SPLIT_MODES[rung.key]
+        built = self.variant(rung, problem, out)
+        k = dict(built.spec.knobs)
+        a = problem.inputs["A"][set_index % len(problem.inputs["A"])]
+        b = problem.inputs["B"][set_index % len(problem.inputs["B"])]
+        splits = self.splits_for(rung, problem)
+        tiles = -(-p["M"] // k["BM"]) * -(-p["N"] // k["BN"])
+        grid = min(tiles * splits, device.current().sm_count)
+        workspace, sync = split_k_workspace(mode, p["M"], p["N"], splits, tiles)
+        kernel = get_kernel(built.spec, cooperative=mode == 1)
+        smem = dynamic_smem_bytes(built)
+        kernel.max_dynamic_shared_size_bytes = smem
+        (map_a, map_b), a, b = self._tensor_maps(built, p, a, b)
+        kernel((grid,), (k["THREADS"],),
+               (map_a, map_b, np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]),
+                np.float32(p["beta"]), out, np.int32(p["ldc"]), np.int32(splits), workspace, sync), shared_mem=smem)
+        if mode == 0:
+            reduce = get_kernel(dataclasses.replace(built.spec, entry="gemm_tc_split_k_reduce"))
+            quads = p["M"] * (-(-p["N"] // 4))
+            blocks = max(1, min(-(-quads // REDUCE_THREADS), 8 * device.current().sm_count))
+            reduce((blocks,), (REDUCE_THREADS,), (np.int32(p["M"]), np.int32(p["N"]), np.float32(p["alpha"]),
+                                                  np.float32(p["beta"]), out, np.int32(p["ldc"]), workspace,
+                                                  np.int32(splits)))
+
+    def launch_notes(self, rung: Rung, problem: Problem, out) -> dict:
+        notes = super().launch_notes(rung, problem, out)
+        k = dict(self.variant(rung, problem, out).spec.knobs)
+        notes["tile"] = f"{k['BM']}x{k['BN']}"
+        if rung.key in SPLIT_MODES:
+            notes["splits"] = self.splits_for(rung, problem)
+            notes["reduction"] = MODE_NAMES[SPLIT_MODES[rung.key]]
+        return notes
+
+    def rungs_for(self, kind: str, params: dict, quick: bool = False) -> tuple[Rung, ...]:
+        return self.rungs
+
+    # --- shape families -------------------------------------------------------------------------
+    def check_cases(self) -> list[dict]:
+        """gemm_tc's shapes (automatic S), then K-heavy ones with split factors that do not divide the k-tiles,
+        more splits than k-tiles (clamped), S = 1, and tails in M, N and K."""
+        cases = super().check_cases()
+        forced = [{"M": 256, "N": 256, "K": 1000, "splits": s} for s in (1, 3, 5, 7, 16, 40)]
+        forced += [{"M": 129, "N": 67, "K": 4099, "splits": 13}, {"M": 1, "N": 1, "K": 8191, "splits": 9},
+                   {"M": 130, "N": 257, "K": 3000, "splits": 6, "alpha": 0.5, "beta": -1.5},
+                   {"M": 64, "N": 128, "K": 640, "splits": 10}, {"M": 300, "N": 129, "K": 16384, "splits": 0},
+                   {"M": 33, "N": 17, "K": 70000, "splits": 0}, {"M": 128, "N": 128, "K": 131072, "splits": 0}]
+        return cases + [case | {"layout": layout, "dtype": dtype} for case in forced
+                        for layout in ("TN", "NN") for dtype in ("float16", "bfloat16")]
+
+    def headline_params(self) -> list[dict]:
+        shapes = ({"M": 256, "N": 256, "K": 65536}, {"M": 128, "N": 128, "K": 131072},
+                  {"M": 512, "N": 512, "K": 32768}, {"M": 1024, "N": 1024, "K": 16384})
+        return [s | {"layout": "TN", "dtype": dtype} for dtype in ("float16", "bfloat16") for s in shapes]
+
+    def sweep_params(self, max_bytes: int = 0) -> list[dict]:
+        return []  # the split-factor sweep is lab.split_k.split_factor_study (TFLOP/s against S)
+
+    def tail_params(self) -> list[dict]:
+        return []
+
+    def in_readme(self, params: dict) -> bool:
+        return params.get("dtype") == "float16"
+
+
+_WORKSPACES: dict = {}  # (device, stream, mode) -> (workspace, sync), grown as needed
+
+
+def split_k_workspace(mode: int, M: int, N: int, splits: int, tiles: int) -> tuple:
+    """(workspace, sync) for a split-K launch on the current device and stream: fp32 slices (modes 0, 1) or the
+    zeroed accumulator (mode 2), and the ints the kernel synchronizes on (mode 1: the grid barrier's count and
+    generation; mode 2: one arrival counter per tile). Kept per device, stream and mode (two launches at once on
+    one workspace would mix their partial sums); grown, never shrunk; the kernels leave mode 2's accumulator and
+    every counter at zero when they finish."""
+    import cupy as cp
+
+    key = (cp.cuda.Device().id, cp.cuda.get_current_stream().ptr, mode)
+    need = workspace_floats(mode, M, N, splits)
+    ints = 2 if mode == 1 else max(tiles, 1)
+    workspace, sync = _WORKSPACES.get(key, (None, None))
+    if workspace is None or workspace.size < need or sync.size < ints:
+        size = max(need, workspace.size if workspace is not None else 0)
+        workspace = cp.zeros(size, dtype=cp.float32) if mode == 2 else cp.empty(size, dtype=cp.float32)
+        sync = cp.zeros(max(ints, sync.size if sync is not None else 0), dtype=cp.int32)
+        _WORKSPACES[key] = (workspace, sync)
+    return workspace, sync
+
+
+def run_to_run_bits(family: GemmSplitKFamily, rung: Rung, problem: Problem, runs: int = 20) -> dict:
+    """Launch `rung` `runs` times on the same inputs and compare each output with the first, bit for bit: how
+    many elements differ, and the largest difference of their 16-bit patterns (ULPs of the stored type, for values
+    of one sign)."""
+    import cupy as cp
+
+    out = cp.empty(problem.out_shape, problem.dtype)
+    first = None
+    differing, max_ulps = [], 0
+    for _ in range(runs):
+        if problem.out_init is not None:
+            out[...] = problem.out_init
+        family.launch(rung, problem, out)
+        bits = out.view(cp.int16).astype(cp.int32)[:, :problem.params["N"]]
+        if first is None:
+            first = bits.copy()
+            continue
+        diff = cp.abs(bits - first)
+        differing.append(int(cp.count_nonzero(diff)))
+        max_ulps = max(max_ulps, int(diff.max()))
+    return {"rung": rung.key, "runs": runs, "elements": int(first.size), "differing_per_run": differing,
+            "runs_with_differences": sum(1 for d in differing if d), "max_ulps": max_ulps,
+            "splits": family.splits_for(rung, problem) if rung.key in SPLIT_MODES else 1}

@@ -1,0 +1,72 @@
+"""The split-K lesson's study: TFLOP/s against the split factor S for each way of summing the partial tiles
+(lab.families.gemm_split_k), beside rung 06 (S = 1, data-parallel) and cuBLAS in the same run, and how many bits
+of the atomic variant's output change from run to run. `lab study splitk` writes it to
+results/<gpu>/split_k_factors.json; notebook 05 plots it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+STUDY_FILE = "split_k_factors.json"
+SHAPES = ({"M": 256, "N": 256, "K": 65536}, {"M": 128, "N": 128, "K": 131072})
+FACTORS = (1, 2, 4, 8, 16, 33, 48, 66, 99, 132, 198, 264)
+MODES = ("08_split_k", "08_split_k_in_kernel", "08_split_k_atomic")
+CHECKS = ({"M": 129, "N": 67, "K": 4099, "splits": 13}, {"M": 256, "N": 256, "K": 1000, "splits": 7},
+          {"M": 1, "N": 1, "K": 8191, "splits": 9})
+DETERMINISM_RUNS = 20
+
+
+def _tflops(flops: int, ms: float) -> float:
+    return flops / (ms * 1e-3) / 1e12
+
+
+def split_factor_study(min_time_ms: float = 10.0, progress: Callable[[dict], None] | None = None) -> dict:
+    """Every mode checked on odd shapes first; then, per shape (fp16 TN, cold L2): cuBLAS, rung 06 and each mode at
+    the launcher's own S, then each mode at every S in FACTORS that the shape's k-tiles allow; then each mode run
+    DETERMINISM_RUNS times at its own S, bit for bit against its first run."""
+    import cupy as cp
+
+    from lab import device
+    from lab.families.gemm_split_k import GemmSplitKFamily, run_to_run_bits
+    from lab.records import provenance
+    from lab.scheduling import _checked, _timer
+
+    fam = GemmSplitKFamily()
+    for key in MODES:
+        for case in CHECKS:
+            for dtype in ("float16", "bfloat16"):
+                _checked(fam, fam.rung(key), case | {"layout": "TN", "dtype": dtype})
+    timed = _timer(min_time_ms)
+    rows, determinism = [], []
+    for shape in SHAPES:
+        problem = fam.make_problem(**shape, layout="TN", dtype="float16")
+        out = cp.empty(problem.out_shape, problem.dtype)
+        tflops = partial(_tflops, problem.flops)
+
+        base = {**shape, "cublas_ms": timed(partial(fam.launch_ceiling, problem, out)).median_ms,
+                "06_persistent_ms": timed(partial(fam.launch, fam.rung("06_persistent"), problem, out)).median_ms}
+        for key in MODES:
+            base[f"{key}_ms"] = timed(partial(fam.launch, fam.rung(key), problem, out)).median_ms
+            base[f"{key}_splits"] = fam.splits_for(fam.rung(key), problem)
+        base["tflops"] = {k.removesuffix("_ms"): tflops(v) for k, v in base.items() if k.endswith("_ms")}
+        rows.append(base | {"kind": "auto"})
+        if progress:
+            progress(rows[-1])
+        k_tiles = -(-shape["K"] // 64)
+        for s in (f for f in FACTORS if f <= k_tiles):
+            problem.params["splits"] = s
+            row = {**shape, "kind": "factor", "splits": s}
+            for key in MODES:
+                row[f"{key}_ms"] = timed(partial(fam.launch, fam.rung(key), problem, out)).median_ms
+            row["tflops"] = {k.removesuffix("_ms"): tflops(v) for k, v in row.items() if k.endswith("_ms")}
+            rows.append(row)
+            if progress:
+                progress(row)
+        problem.params["splits"] = 0
+        for key in MODES:
+            determinism.append({**shape} | run_to_run_bits(fam, fam.rung(key), problem, DETERMINISM_RUNS))
+        del problem, out
+        cp.get_default_memory_pool().free_all_blocks()
+    return {"provenance": provenance(), "l2": "cold", "dtype": "float16", "layout": "TN",
+            "sm_count": device.current().sm_count, "checked": list(CHECKS), "rows": rows, "determinism": determinism}

@@ -1,0 +1,97 @@
+"""CPU: the split-K family's rungs compile for sm_90a without spills and without wgmma serialization, its split
+factor choice, its workspace sizes, and its sentences for bad input."""
+
+import types
+
+import pytest
+
+from lab import build
+from lab.errors import LabError
+from lab.families import get_family
+from lab.families.gemm_split_k import SPLIT_MODES, GemmSplitKFamily, choose_splits, workspace_floats
+from lab.families.gemm_tc import dynamic_smem_bytes
+
+FAM = GemmSplitKFamily()
+SPLIT_RUNGS = [FAM.rung(key) for key in SPLIT_MODES]
+
+
+def test_the_family_is_in_the_catalogue():
+    assert get_family("gemm_split_k").rungs == FAM.rungs
+    assert [r.key for r in FAM.rungs] == ["06_persistent", "08_split_k", "08_split_k_in_kernel", "08_split_k_atomic"]
+
+
+@pytest.mark.parametrize("rung", SPLIT_RUNGS, ids=lambda r: r.key)
+@pytest.mark.parametrize("knobs", [{"BF16": 0, "TN": 1, "BN": 256}, {"BF16": 1, "TN": 0, "BN": 128}],
+                         ids=["fp16-TN-256", "bf16-NN-128"])
+def test_split_rungs_compile_without_spills_and_keep_the_wgmma_pipeline(rung, knobs):
+    """A 64-bit division after the mainloop (a called subroutine) made ptxas serialize every wgmma (C7520): the
+    kernels keep to 32-bit index arithmetic, and this guards it."""
+    spec = rung.spec.with_knobs(**knobs)
+    assert "Potential Performance Loss" not in build.compile_cubin(spec, 90).log
+    rep = build.compile_report(spec, 90, dynamic_smem_bytes(rung))
+    assert rep.arch == "sm_90a"
+    assert rep.spill_store_bytes == 0 and rep.spill_load_bytes == 0 and rep.stack_frame_bytes == 0, rep
+    if rep.sass_available:
+        assert rep.instructions.get("HGMMA", 0) + rep.instructions.get("HGMMA.64", 0) > 0, rep.instructions
+        if SPLIT_MODES[rung.key] == 2:
+            assert any(op.startswith("RED") for op in rep.instructions), rep.instructions
+
+
+def test_the_reduction_kernel_compiles():
+    spec = FAM.rung("08_split_k").spec
+    rep = build.compile_report(spec.__class__(**{**spec.__dict__, "entry": "gemm_tc_split_k_reduce"}), 90)
+    assert rep.spill_store_bytes == 0 and rep.registers > 0, rep
+
+
+def test_choose_splits_fills_about_one_wave():
+    assert choose_splits(256, 256, 65536, 128, 256, 132) == 66  # 2 tiles
+    assert choose_splits(128, 128, 131072, 128, 128, 132) == 132  # 1 tile
+    assert choose_splits(1024, 1024, 16384, 128, 256, 132) == 4  # 32 tiles
+    assert choose_splits(4096, 4096, 4096, 128, 256, 132) == 1  # the tiles alone fill the GPU
+    assert choose_splits(64, 64, 512, 128, 256, 132) == 2  # 8 k-tiles: splits of at least 4
+
+
+def test_workspace_sizes():
+    assert workspace_floats(0, 10, 9, 3) == 3 * 10 * 12  # LDW: N rounded up to 4
+    assert workspace_floats(1, 10, 8, 3) == 3 * 10 * 8
+    assert workspace_floats(2, 10, 9, 3) == 10 * 12  # one accumulator, whatever S
+
+
+def test_narrow_n_runs_128_wide_tiles():
+    fam = GemmSplitKFamily()
+    fam.array_module = __import__("numpy")
+    narrow = fam.make_problem(M=64, N=128, K=64)
+    wide = fam.make_problem(M=64, N=129, K=64)
+    for rung in FAM.rungs:
+        assert dict(fam.variant(rung, narrow).spec.knobs)["BN"] == 128
+        assert dict(fam.variant(rung, wide).spec.knobs)["BN"] == 256
+
+
+def test_splits_are_clamped_to_the_k_tiles(monkeypatch):
+    from lab import device
+
+    monkeypatch.setattr(device, "current", lambda: types.SimpleNamespace(sm_count=132))
+    fam = GemmSplitKFamily()
+    fam.array_module = __import__("numpy")
+    rung = fam.rung("08_split_k")
+    assert fam.splits_for(rung, fam.make_problem(M=64, N=64, K=300, splits=40)) == 5  # 5 k-tiles
+    assert fam.splits_for(rung, fam.make_problem(M=64, N=64, K=300, splits=3)) == 3
+    assert fam.splits_for(rung, fam.make_problem(M=256, N=256, K=65536)) == 66
+
+
+def test_bad_input_gets_one_sentence():
+    fam = GemmSplitKFamily()
+    fam.array_module = __import__("numpy")
+    with pytest.raises(LabError, match="splits is the number of K splits"):
+        fam.make_problem(M=8, N=8, K=8, splits=-1)
+    with pytest.raises(LabError, match="fewer than 2\\^31 floats"):
+        fam.make_problem(M=1 << 20, N=1 << 12, K=8)
+
+
+def test_check_cases_cover_uneven_and_excess_split_factors():
+    cases = FAM.check_cases()
+    forced = [c for c in cases if c.get("splits")]
+    assert any(-(-c["K"] // 64) % c["splits"] for c in forced)  # S does not divide the k-tiles
+    assert any(c["splits"] > -(-c["K"] // 64) for c in forced)  # more splits than k-tiles: clamped
+    assert {c["dtype"] for c in forced} == {"float16", "bfloat16"} and {c["layout"] for c in forced} == {"TN", "NN"}
+    assert any(c.get("beta") for c in forced)
