@@ -138,6 +138,12 @@ class Family:
         """Extra library baselines timed beside the ceiling: name -> launch(problem, out, set_index)."""
         return {}
 
+    def reproducible(self, rung: Rung) -> bool:
+        """Whether `rung` gives the same bits on every run of the same inputs (the checks call a difference a
+        race). False only for a rung whose summation order depends on timing by design (fp32 atomics): each of
+        its runs is still checked against the bound."""
+        return True
+
     def baselines_for(self, params: dict) -> dict:
         """The baselines that apply to a problem of these params (all of them unless a family says otherwise:
         cuBLAS's batched call, say, only serves a group of equal shapes)."""

@@ -58,7 +58,7 @@ def _checked(family, rung, case: dict) -> None:
 
     result = check_case(family, rung, case)
     if not result.passed:
-        raise LabError(f"{rung.key} {dict(rung.spec.knobs)} failed its check on {result.label}: "
+        raise LabError(f"{rung.key} {dict(rung.spec.knobs)} failed its check on {result.case}: "
                        f"{'; '.join(result.reasons)[:400]}")
 
 

@@ -34,7 +34,8 @@
 #   bash scripts/device_run.sh fusion-nb       notebooks 06 and 07 executed live
 #   bash scripts/device_run.sh fusion-sanitize compute-sanitizer memcheck over the fused, softmax and norm families, racecheck
 #                                              over their last rungs
-#   bash scripts/device_run.sh splitk-a        issue 12: split-K's GPU tests, the split-factor study, `lab bench gemm_split_k`
+#   bash scripts/device_run.sh splitk-a        issue 12: split-K's GPU tests, ncu on its kernels, the split-factor study,
+#                                              `lab bench gemm_split_k`
 #   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
 #                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
@@ -190,6 +191,7 @@ for r in rs.records:
       notebooks notebooks/06_epilogue_fusion.py notebooks/07_softmax_and_norms.py ;;
     splitk-a)
       gpu_tests 300 tests/test_gpu_split_k.py -x
+      echo "== ncu on the split-K kernels"; timeout 200 python3 scripts/split_k_ncu.py "$pack" | tail -40
       echo "== lab study splitk"; timeout 200 python3 -m lab study splitk --out "$pack" | tail -30
       echo "== lab bench gemm_split_k"
       timeout 150 python3 -m lab bench gemm_split_k --kinds headline --json "$pack/gemm_split_k.json" | tail -12 ;;

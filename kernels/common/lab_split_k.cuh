@@ -47,42 +47,71 @@ __device__ __forceinline__ void lab_split_red_pair(float* __restrict__ accum, in
         asm volatile("red.relaxed.gpu.global.add.f32 [%0], %1;\n" ::"l"(p), "f"(v0) : "memory");
 }
 
-// C[row][col .. col + 3] from the sum of the slices, added in the order s = 0, 1, ..., S - 1 whoever computed them
-// (so the bits do not depend on timing), then alpha, beta and one rounding, as rung 06's store. `col` is a
-// multiple of 4; columns past N are left alone. The slices are read through L2 (.cg): they were written by
-// other SMs during this launch, and L1 is not coherent.
-template <int IS_BF16>
-__device__ __forceinline__ void lab_split_reduce_quad(const float* __restrict__ slices, long long slice_floats,
-                                                      int splits, int ldw, unsigned short* __restrict__ C, int ldc,
-                                                      bool pairs, int row, int col, int M, int N, float alpha,
-                                                      float beta) {
-    const float4* p = reinterpret_cast<const float4*>(slices + static_cast<long long>(row) * ldw + col);
-    const long long step = slice_floats / 4;
-    float4 sum = __ldcg(p);
-    for (int s = 1; s < splits; ++s) {
-        const float4 v = __ldcg(p + s * step);
-        sum.x += v.x;
-        sum.y += v.y;
-        sum.z += v.z;
-        sum.w += v.w;
-    }
-    store_pair<IS_BF16>(C, ldc, pairs, row, col, M, N, alpha, beta, sum.x, sum.y);
-    store_pair<IS_BF16>(C, ldc, pairs, row, col + 2, M, N, alpha, beta, sum.z, sum.w);
+#define LAB_SPLIT_BATCH 8  // slices each thread loads before it adds them: loads in flight, the order unchanged
+
+// Threads that share one quad's slices, from S alone, so that every caller (the reduction kernel, the split
+// kernel after its grid barrier) sums in the same tree and gets the same bits. With few output quads (128 x 128 is
+// 4096 of them) one thread per quad would leave most of the GPU idle and walk S slices one after another.
+__device__ __forceinline__ int lab_split_lanes(int splits) { return splits >= 32 ? 8 : splits >= 8 ? 4 : 1; }
+
+// Every quad of C (four columns, `col` a multiple of 4) from the sum of the S slices, for the threads numbered
+// `first`, first + stride, ... (`first` % 32 is the lane; stride a multiple of 32). Lane p of a quad's group sums
+// slices p, p + lanes, p + 2 lanes, ... in that order; the group then adds its partial sums in a fixed butterfly
+// (a + b and b + a are the same bits, so every lane ends with the same value), and its first lane applies alpha
+// and beta, rounds once and stores, as rung 06's store_pair. The order never depends on timing: the result is the
+// same bits on every run. The loads are plain ones (load_in_order): the caller orders them after the slices' stores
+// (a kernel boundary, or the grid barrier's acquire and a fence).
+// M * LDW < 2^31 (the launcher's limit), so the indices are 32-bit (see lab_split_range).
+// A plain 16-byte load that ptxas issues where it stands: a batch of them is in flight at once (left to itself,
+// ptxas interleaved two or three loads with the adds), and never through the non-coherent path (ld.global.nc),
+// which the in-kernel reduction must not use for slices written during the same launch.
+__device__ __forceinline__ float4 load_in_order(const float4* p) {
+    float4 v;
+    asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+    return v;
 }
 
-// Every quad of C from `first`, stepping by `stride` threads: the separate reduction kernel's whole grid, or
-// the split kernel's consumer threads after its grid barrier. M * LDW < 2^31 (the launcher's limit), so the indices
-// are 32-bit: see lab_split_range on 64-bit division.
+__device__ __forceinline__ void add4(float4& sum, const float4& v) {
+    sum.x += v.x;
+    sum.y += v.y;
+    sum.z += v.z;
+    sum.w += v.w;
+}
+
 template <int IS_BF16>
-__device__ __forceinline__ void lab_split_reduce(const float* __restrict__ slices, int splits, unsigned short* C,
+__device__ __forceinline__ void lab_split_reduce(const float* slices, int splits, unsigned short* C,
                                                  int ldc, int M, int N, float alpha, float beta, int first,
                                                  int stride) {
     const int ldw = lab_split_ldw(N), quads_per_row = ldw / 4, quads = M * quads_per_row;
-    const long long slice_floats = static_cast<long long>(M) * ldw;
+    const int lanes = lab_split_lanes(splits), items = quads * lanes, lane = first & 31;
+    const long long step = static_cast<long long>(M) * ldw / 4;  // one slice, in float4s
     const bool pairs = (ldc % 2 == 0) && (reinterpret_cast<unsigned long long>(C) % 4 == 0);
-    for (int q = first; q < quads; q += stride) {
+    for (int warp_first = first - lane; warp_first < items; warp_first += stride) {  // warp-uniform: the shuffles
+        const int i = warp_first + lane, q = i / lanes, p = i - q * lanes;
         const int row = q / quads_per_row, col = 4 * (q - row * quads_per_row);
-        lab_split_reduce_quad<IS_BF16>(slices, slice_floats, splits, ldw, C, ldc, pairs, row, col, M, N, alpha, beta);
+        float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i < items) {
+            const float4* base = reinterpret_cast<const float4*>(slices + static_cast<long long>(row) * ldw + col);
+            int s = p;
+            for (; s + (LAB_SPLIT_BATCH - 1) * lanes < splits; s += LAB_SPLIT_BATCH * lanes) {  // whole batches
+                float4 v[LAB_SPLIT_BATCH];
+#pragma unroll
+                for (int b = 0; b < LAB_SPLIT_BATCH; ++b) v[b] = load_in_order(base + (s + b * lanes) * step);
+#pragma unroll
+                for (int b = 0; b < LAB_SPLIT_BATCH; ++b) add4(sum, v[b]);
+            }
+            for (; s < splits; s += lanes) add4(sum, load_in_order(base + s * step));
+        }
+        for (int offset = lanes / 2; offset > 0; offset /= 2) {
+            sum.x += __shfl_xor_sync(0xffffffffu, sum.x, offset);
+            sum.y += __shfl_xor_sync(0xffffffffu, sum.y, offset);
+            sum.z += __shfl_xor_sync(0xffffffffu, sum.z, offset);
+            sum.w += __shfl_xor_sync(0xffffffffu, sum.w, offset);
+        }
+        if (i < items && p == 0) {
+            store_pair<IS_BF16>(C, ldc, pairs, row, col, M, N, alpha, beta, sum.x, sum.y);
+            store_pair<IS_BF16>(C, ldc, pairs, row, col + 2, M, N, alpha, beta, sum.z, sum.w);
+        }
     }
 }
 

@@ -132,6 +132,7 @@ __device__ __forceinline__ void grid_barrier(int* bar) {
         }
     }
     consumers_sync();
+    __threadfence();  // every thread's later plain loads of the slices see the other blocks' stores
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)

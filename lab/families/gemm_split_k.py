@@ -48,6 +48,12 @@ def choose_splits(M: int, N: int, K: int, bm: int, bn: int, sms: int) -> int:
     return max(1, min(sms // tiles, k_tiles // MIN_K_TILES_PER_SPLIT))
 
 
+def reduce_lanes(splits: int) -> int:
+    """Threads that share one quad of C in the reduction (lab_split_k.cuh's lab_split_lanes, restated to size the
+    reduction kernel's grid)."""
+    return 8 if splits >= 32 else 4 if splits >= 8 else 1
+
+
 def workspace_floats(mode: int, M: int, N: int, splits: int) -> int:
     """fp32 elements of workspace a launch needs: S slices of M x LDW (modes 0, 1) or one accumulator (mode 2)."""
     ldw = -(-N // 4) * 4
@@ -129,8 +135,8 @@ class GemmSplitKFamily(GemmTcFamily):
                 np.float32(p["beta"]), out, np.int32(p["ldc"]), np.int32(splits), workspace, sync), shared_mem=smem)
         if mode == 0:
             reduce = get_kernel(dataclasses.replace(built.spec, entry="gemm_tc_split_k_reduce"))
-            quads = p["M"] * (-(-p["N"] // 4))
-            blocks = max(1, min(-(-quads // REDUCE_THREADS), 8 * device.current().sm_count))
+            items = p["M"] * (-(-p["N"] // 4)) * reduce_lanes(splits)
+            blocks = max(1, min(-(-items // REDUCE_THREADS), 8 * device.current().sm_count))
             reduce((blocks,), (REDUCE_THREADS,), (np.int32(p["M"]), np.int32(p["N"]), np.float32(p["alpha"]),
                                                   np.float32(p["beta"]), out, np.int32(p["ldc"]), workspace,
                                                   np.int32(splits)))
@@ -146,6 +152,10 @@ class GemmSplitKFamily(GemmTcFamily):
 
     def rungs_for(self, kind: str, params: dict, quick: bool = False) -> tuple[Rung, ...]:
         return self.rungs
+
+    def reproducible(self, rung: Rung) -> bool:
+        """The atomic reduction adds the splits in the order they arrive: its low bits change from run to run."""
+        return SPLIT_MODES.get(rung.key) != 2
 
     # --- shape families -------------------------------------------------------------------------
     def check_cases(self) -> list[dict]:
