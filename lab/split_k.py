@@ -5,6 +5,7 @@ results/<gpu>/split_k_factors.json; notebook 05 plots it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from functools import partial
 
@@ -17,14 +18,21 @@ CHECKS = ({"M": 129, "N": 67, "K": 4099, "splits": 13}, {"M": 256, "N": 256, "K"
 DETERMINISM_RUNS = 20
 
 
+def interleaved_variants(fam) -> dict:
+    """The deterministic modes with SPLIT_INTERLEAVE = 1 (split s takes every S-th k-tile), by name."""
+    return {f"{key}_interleaved": dataclasses.replace(fam.rung(key), spec=fam.rung(key).spec.with_knobs(
+        SPLIT_INTERLEAVE=1)) for key in MODES[:2]}
+
+
 def _tflops(flops: int, ms: float) -> float:
     return flops / (ms * 1e-3) / 1e12
 
 
 def split_factor_study(min_time_ms: float = 10.0, progress: Callable[[dict], None] | None = None) -> dict:
     """Every mode checked on odd shapes first; then, per shape (fp16 TN, cold L2): cuBLAS, rung 06 and each mode at
-    the launcher's own S, then each mode at every S in FACTORS that the shape's k-tiles allow; then each mode run
-    DETERMINISM_RUNS times at its own S, bit for bit against its first run."""
+    the launcher's own S, then each mode at every S in FACTORS that the shape's k-tiles allow (the deterministic modes
+    also with interleaved splits); then each mode run DETERMINISM_RUNS times at its own S, bit for bit against its
+    first run."""
     import cupy as cp
 
     from lab import device
@@ -33,10 +41,11 @@ def split_factor_study(min_time_ms: float = 10.0, progress: Callable[[dict], Non
     from lab.scheduling import _checked, _timer
 
     fam = GemmSplitKFamily()
-    for key in MODES:
+    variants = {key: fam.rung(key) for key in MODES} | interleaved_variants(fam)
+    for rung in variants.values():
         for case in CHECKS:
             for dtype in ("float16", "bfloat16"):
-                _checked(fam, fam.rung(key), case | {"layout": "TN", "dtype": dtype})
+                _checked(fam, rung, case | {"layout": "TN", "dtype": dtype})
     timed = _timer(min_time_ms)
     rows, determinism = [], []
     for shape in SHAPES:
@@ -46,9 +55,9 @@ def split_factor_study(min_time_ms: float = 10.0, progress: Callable[[dict], Non
 
         base = {**shape, "cublas_ms": timed(partial(fam.launch_ceiling, problem, out)).median_ms,
                 "06_persistent_ms": timed(partial(fam.launch, fam.rung("06_persistent"), problem, out)).median_ms}
-        for key in MODES:
-            base[f"{key}_ms"] = timed(partial(fam.launch, fam.rung(key), problem, out)).median_ms
-            base[f"{key}_splits"] = fam.splits_for(fam.rung(key), problem)
+        for key, rung in variants.items():
+            base[f"{key}_ms"] = timed(partial(fam.launch, rung, problem, out)).median_ms
+            base[f"{key}_splits"] = fam.splits_for(rung, problem)
         base["tflops"] = {k.removesuffix("_ms"): tflops(v) for k, v in base.items() if k.endswith("_ms")}
         rows.append(base | {"kind": "auto"})
         if progress:
@@ -57,8 +66,8 @@ def split_factor_study(min_time_ms: float = 10.0, progress: Callable[[dict], Non
         for s in (f for f in FACTORS if f <= k_tiles):
             problem.params["splits"] = s
             row = {**shape, "kind": "factor", "splits": s}
-            for key in MODES:
-                row[f"{key}_ms"] = timed(partial(fam.launch, fam.rung(key), problem, out)).median_ms
+            for key, rung in variants.items():
+                row[f"{key}_ms"] = timed(partial(fam.launch, rung, problem, out)).median_ms
             row["tflops"] = {k.removesuffix("_ms"): tflops(v) for k, v in row.items() if k.endswith("_ms")}
             rows.append(row)
             if progress:

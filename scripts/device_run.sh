@@ -36,6 +36,7 @@
 #                                              over their last rungs
 #   bash scripts/device_run.sh splitk-a        issue 12: split-K's GPU tests, ncu on its kernels, the split-factor study,
 #                                              `lab bench gemm_split_k`
+#   bash scripts/device_run.sh splitk-b        the split-factor study alone (contiguous and interleaved splits)
 #   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
 #                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
@@ -195,6 +196,8 @@ for r in rs.records:
       echo "== lab study splitk"; timeout 200 python3 -m lab study splitk --out "$pack" | tail -30
       echo "== lab bench gemm_split_k"
       timeout 150 python3 -m lab bench gemm_split_k --kinds headline --json "$pack/gemm_split_k.json" | tail -12 ;;
+    splitk-b)
+      echo "== lab study splitk"; timeout 300 python3 -m lab study splitk --out "$pack" | tail -30 ;;
     tc-evidence)
       echo "== gemm_tc under compute-sanitizer"
       timeout 200 python3 scripts/gemm_tc_sanitize.py "$pack/gemm_tc_sanitize.json" --budget 180

@@ -14,13 +14,23 @@
 
 __host__ __device__ __forceinline__ int lab_split_ldw(int N) { return (N + 3) & ~3; }
 
-// Split s of `splits` takes k-tiles [k0, k1): contiguous ranges that differ in length by at most one, the longer
-// ones first. 32-bit arithmetic only: a 64-bit division is a called subroutine, and a call after the mainloop makes
-// ptxas serialize the wgmmas (warning C7520).
-__device__ __forceinline__ void lab_split_range(int k_tiles, int splits, int s, int& k0, int& k1) {
-    const int base = k_tiles / splits, extra = k_tiles % splits;
-    k0 = s * base + min(s, extra);
-    k1 = k0 + base + (s < extra ? 1 : 0);
+// The k-tiles of split s of `splits`: kt = first, first + step, ... while kt < end.
+//   INTERLEAVE = 0: a contiguous range, the ranges differing in length by at most one (the longer ones first);
+//   INTERLEAVE = 1: every S-th k-tile from s (s, s + S, s + 2S, ...): at any moment the S splits of a tile read S
+//   neighbouring k-tiles, so each row of A and B is fetched as one run of S x 128 bytes instead of S runs of 128
+//   bytes far apart (DRAM pages opened once).
+// 32-bit arithmetic only: a 64-bit division is a called subroutine, and a call after the mainloop makes ptxas
+// serialize the wgmmas (warning C7520).
+template <int INTERLEAVE>
+__device__ __forceinline__ void lab_split_k_tiles(int k_tiles, int splits, int s, int& first, int& step, int& end) {
+    if constexpr (INTERLEAVE) {
+        first = s, step = splits, end = k_tiles;
+    } else {
+        const int base = k_tiles / splits, extra = k_tiles % splits;
+        first = s * base + min(s, extra);
+        end = first + base + (s < extra ? 1 : 0);
+        step = 1;
+    }
 }
 
 // Two adjacent partial sums of one fragment row into a slice (plain stores, kept in L2: the reduction reads them

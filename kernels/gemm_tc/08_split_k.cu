@@ -74,6 +74,9 @@
 #ifndef SPLIT_MODE
 #define SPLIT_MODE 0  // 0 workspace + reduction kernel, 1 in-kernel (grid barrier), 2 atomic
 #endif
+#ifndef SPLIT_INTERLEAVE
+#define SPLIT_INTERLEAVE 0  // 0: split s takes a contiguous range of k-tiles; 1: every S-th k-tile from s
+#endif
 #ifndef THREADS
 #define THREADS (128 * (1 + BM / 64))  // a producer warpgroup, then the consumers
 #endif
@@ -170,10 +173,10 @@ gemm_tc_split_k(const __grid_constant__ TensorMap map_a, const __grid_constant__
         if (threadIdx.x == 0) {
             int it = 0;  // k-tiles issued so far, over all of this block's units
             for (int u = blockIdx.x; u < units; u += gridDim.x) {
-                int row0, col0, k0, k1;
+                int row0, col0, first, step, end;
                 tile_origin(u % tiles, tiles_m, tiles_n, row0, col0);
-                lab_split_range(k_tiles, splits, u / tiles, k0, k1);
-                for (int kt = k0; kt < k1; ++kt, ++it) {
+                lab_split_k_tiles<SPLIT_INTERLEAVE>(k_tiles, splits, u / tiles, first, step, end);
+                for (int kt = first; kt < end; kt += step, ++it) {
                     const int s = it % STAGES;
                     if (it >= STAGES) mbar_wait(empty + 8 * s, ((it - STAGES) / STAGES) & 1);
                     issue_stage<BM, BN, BK, TN>(tiles_smem, full, &map_a, &map_b, s, kt, row0, col0);
@@ -194,15 +197,15 @@ gemm_tc_split_k(const __grid_constant__ TensorMap map_a, const __grid_constant__
     int u = blockIdx.x;
     do {  // the grid has at most `units` blocks: every block has a unit
         const int tile = u % tiles, split = u / tiles;
-        int row0, col0, k0, k1;
+        int row0, col0, first, step, end;
         tile_origin(tile, tiles_m, tiles_n, row0, col0);
-        lab_split_range(k_tiles, splits, split, k0, k1);
+        lab_split_k_tiles<SPLIT_INTERLEAVE>(k_tiles, splits, split, first, step, end);
         float acc[ACC];
 #pragma unroll
         for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
 
-        int kt = k0;
-        do {  // k1 > k0 always: no zero-trip path on which acc is zeroed with a group in flight
+        int kt = first;
+        do {  // every split has a k-tile: no zero-trip path on which acc is zeroed with a group in flight
             const int s = it % STAGES;
             mbar_wait(full + 8 * s, (it / STAGES) & 1);  // k-tile `it` has landed
             const unsigned a = tiles_smem + s * STAGE_BYTES + c * 64 * ROW_BYTES;
@@ -222,9 +225,9 @@ gemm_tc_split_k(const __grid_constant__ TensorMap map_a, const __grid_constant__
             wgmma_commit();
             fence_accumulators(acc);
             wgmma_wait<1>();  // k-tile it-1's products are done: release its stage
-            if (kt > k0 && lane == 0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));
-            ++kt, ++it;
-        } while (kt < k1);
+            if (kt > first && lane == 0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));
+            kt += step, ++it;
+        } while (kt < end);
         wgmma_wait<0>();
         fence_accumulators(acc);
         if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));  // the unit's last stage, for the next unit

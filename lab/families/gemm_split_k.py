@@ -35,7 +35,7 @@ NARROW_N = 128  # at or below this N every rung uses 128 x 128 tiles
 def _split_rung(key: str, title: str) -> Rung:
     spec = KernelSpec("gemm_tc/08_split_k.cu", "gemm_tc_split_k",
                       tuple(sorted(dict(BF16=0, TN=1, BM=128, BN=256, BK=64, STAGES=4, RASTER=2, GROUP_M=8,
-                                        SPLIT_MODE=SPLIT_MODES[key], THREADS=384).items())),
+                                        SPLIT_MODE=SPLIT_MODES[key], SPLIT_INTERLEAVE=0, THREADS=384).items())),
                       min_arch=HOPPER_ARCH, arch_suffix="a")
     return Rung("gemm_split_k", key, spec, title)
 
