@@ -57,11 +57,13 @@ def test_workspace_sizes():
     assert workspace_floats(2, 10, 9, 3) == 10 * 12  # one accumulator, whatever S
 
 
-def test_narrow_n_runs_128_wide_tiles():
+def test_narrow_or_few_tiles_run_128_wide_tiles():
+    assert narrow_tiles(4096, 128) and narrow_tiles(256, 256) and narrow_tiles(512, 512)
+    assert not narrow_tiles(1024, 1024) and not narrow_tiles(64, 4096)
     fam = GemmSplitKFamily()
     fam.array_module = __import__("numpy")
     narrow = fam.make_problem(M=64, N=128, K=64)
-    wide = fam.make_problem(M=64, N=129, K=64)
+    wide = fam.make_problem(M=1024, N=1024, K=64)  # 32 wide tiles
     for rung in FAM.rungs:
         assert dict(fam.variant(rung, narrow).spec.knobs)["BN"] == 128
         assert dict(fam.variant(rung, wide).spec.knobs)["BN"] == 256
@@ -76,7 +78,7 @@ def test_splits_are_clamped_to_the_k_tiles(monkeypatch):
     rung = fam.rung("08_split_k")
     assert fam.splits_for(rung, fam.make_problem(M=64, N=64, K=300, splits=40)) == 5  # 5 k-tiles
     assert fam.splits_for(rung, fam.make_problem(M=64, N=64, K=300, splits=3)) == 3
-    assert fam.splits_for(rung, fam.make_problem(M=256, N=256, K=65536)) == 66
+    assert fam.splits_for(rung, fam.make_problem(M=256, N=256, K=65536)) == 33  # 4 narrow tiles
 
 
 def test_bad_input_gets_one_sentence():

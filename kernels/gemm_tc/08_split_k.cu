@@ -115,6 +115,70 @@ __device__ __forceinline__ void tile_origin(int tile, int tiles_m, int tiles_n, 
     col0 = tile_n * BN;
 }
 
+// The k-tiles of split s of `splits`: kt = first, first + step, ... while kt < end.
+//   SPLIT_INTERLEAVE = 0: a contiguous range; the ranges differ in length by at most one, the longer ones first.
+//   SPLIT_INTERLEAVE = 1: every S-th k-tile from s (s, s + S, ...), so the S splits of a tile read neighbouring
+//   k-tiles at any moment (one long run of each row instead of S short ones; it measured no faster on the H200).
+// 32-bit arithmetic only: a 64-bit division is a called subroutine, and a call after the mainloop makes ptxas
+// serialize the wgmmas (warning C7520).
+__device__ __forceinline__ void split_k_tiles(int k_tiles, int splits, int s, int& first, int& step, int& end) {
+    // BEGIN SOLUTION: the k-tiles of split s: first, step and end, every k-tile in exactly one split
+#if SPLIT_INTERLEAVE
+    first = s, step = splits, end = k_tiles;
+#else
+    const int base = k_tiles / splits, extra = k_tiles % splits;
+    first = s * base + min(s, extra);
+    end = first + base + (s < extra ? 1 : 0);
+    step = 1;
+#endif
+    // END SOLUTION
+}
+
+// Every quad of C (four columns from a multiple of 4) from the sum of the S slices, for the threads numbered
+// `first`, first + stride, ... (`first` % 32 is the lane; stride a multiple of 32). Lane p of a quad's group of
+// lab_split_lanes(S) threads sums slices p, p + lanes, ... in that order, with LAB_SPLIT_BATCH loads in flight; the
+// group adds its partial sums in a fixed butterfly (a + b and b + a are the same bits, so every lane ends with the
+// same value), and its first lane applies alpha and beta, rounds once and stores (rung 06's store_pair). The order
+// never depends on timing: the same bits on every run, in both modes that call this. The caller orders these plain
+// loads after the slices' stores (a kernel boundary, or the grid barrier). M * LDW < 2^31 (the launcher's limit), so
+// the indices are 32-bit (see split_k_tiles).
+__device__ __forceinline__ void reduce_slices(const float* slices, int splits, half_bits* C, int ldc, int M, int N,
+                                              float alpha, float beta, int first, int stride) {
+    // BEGIN SOLUTION: sum each quad's S slices in a fixed order, then alpha, beta and one rounding into C
+    const int ldw = lab_split_ldw(N), quads_per_row = ldw / 4, quads = M * quads_per_row;
+    const int lanes = lab_split_lanes(splits), items = quads * lanes, lane = first & 31;
+    const long long step = static_cast<long long>(M) * ldw / 4;  // one slice, in float4s
+    const bool pairs = (ldc % 2 == 0) && (reinterpret_cast<unsigned long long>(C) % 4 == 0);
+    for (int warp_first = first - lane; warp_first < items; warp_first += stride) {  // warp-uniform: the shuffles
+        const int i = warp_first + lane, q = i / lanes, p = i - q * lanes;
+        const int row = q / quads_per_row, col = 4 * (q - row * quads_per_row);
+        float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i < items) {
+            const float4* base = reinterpret_cast<const float4*>(slices + static_cast<long long>(row) * ldw + col);
+            int s = p;
+            for (; s + (LAB_SPLIT_BATCH - 1) * lanes < splits; s += LAB_SPLIT_BATCH * lanes) {  // whole batches
+                float4 v[LAB_SPLIT_BATCH];
+#pragma unroll
+                for (int b = 0; b < LAB_SPLIT_BATCH; ++b) v[b] = lab_load_in_order(base + (s + b * lanes) * step);
+#pragma unroll
+                for (int b = 0; b < LAB_SPLIT_BATCH; ++b) lab_add4(sum, v[b]);
+            }
+            for (; s < splits; s += lanes) lab_add4(sum, lab_load_in_order(base + s * step));
+        }
+        for (int offset = lanes / 2; offset > 0; offset /= 2) {
+            sum.x += __shfl_xor_sync(0xffffffffu, sum.x, offset);
+            sum.y += __shfl_xor_sync(0xffffffffu, sum.y, offset);
+            sum.z += __shfl_xor_sync(0xffffffffu, sum.z, offset);
+            sum.w += __shfl_xor_sync(0xffffffffu, sum.w, offset);
+        }
+        if (i < items && p == 0) {
+            store_pair<BF16>(C, ldc, pairs, row, col, M, N, alpha, beta, sum.x, sum.y);
+            store_pair<BF16>(C, ldc, pairs, row, col + 2, M, N, alpha, beta, sum.z, sum.w);
+        }
+    }
+    // END SOLUTION
+}
+
 __device__ __forceinline__ void consumers_sync() { named_barrier_sync<CONSUMER_BARRIER, CONSUMER_THREADS>(); }
 
 // Every block's consumers arrive once; the last to arrive resets the count and bumps the generation the others
@@ -175,7 +239,7 @@ gemm_tc_split_k(const __grid_constant__ TensorMap map_a, const __grid_constant__
             for (int u = blockIdx.x; u < units; u += gridDim.x) {
                 int row0, col0, first, step, end;
                 tile_origin(u % tiles, tiles_m, tiles_n, row0, col0);
-                lab_split_k_tiles<SPLIT_INTERLEAVE>(k_tiles, splits, u / tiles, first, step, end);
+                split_k_tiles(k_tiles, splits, u / tiles, first, step, end);
                 for (int kt = first; kt < end; kt += step, ++it) {
                     const int s = it % STAGES;
                     if (it >= STAGES) mbar_wait(empty + 8 * s, ((it - STAGES) / STAGES) & 1);
@@ -199,7 +263,7 @@ gemm_tc_split_k(const __grid_constant__ TensorMap map_a, const __grid_constant__
         const int tile = u % tiles, split = u / tiles;
         int row0, col0, first, step, end;
         tile_origin(tile, tiles_m, tiles_n, row0, col0);
-        lab_split_k_tiles<SPLIT_INTERLEAVE>(k_tiles, splits, split, first, step, end);
+        split_k_tiles(k_tiles, splits, split, first, step, end);
         float acc[ACC];
 #pragma unroll
         for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
@@ -265,6 +329,7 @@ gemm_tc_split_k(const __grid_constant__ TensorMap map_a, const __grid_constant__
                 }
         }
 #else
+        // BEGIN SOLUTION: store this unit's fp32 partial tile into slice `split` of the workspace (inside M x N only)
         float* slice = workspace + static_cast<long long>(split) * M * ldw;
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j)
@@ -272,14 +337,15 @@ gemm_tc_split_k(const __grid_constant__ TensorMap map_a, const __grid_constant__
             for (int h = 0; h < 2; ++h)
                 lab_split_store_pair(slice, ldw, row + 8 * h, col0 + 8 * j + 2 * t, M, N, acc[4 * j + 2 * h],
                                      acc[4 * j + 2 * h + 1]);
+        // END SOLUTION
 #endif
         u += gridDim.x;
     } while (u < units);
 #if SPLIT_MODE == 1
     grid_barrier(sync);
-    lab_split_reduce<BF16>(workspace, splits, C, ldc, M, N, alpha, beta,
-                           static_cast<int>(blockIdx.x) * CONSUMER_THREADS + (threadIdx.x - 128),
-                           static_cast<int>(gridDim.x) * CONSUMER_THREADS);
+    reduce_slices(workspace, splits, C, ldc, M, N, alpha, beta,
+                  static_cast<int>(blockIdx.x) * CONSUMER_THREADS + (threadIdx.x - 128),
+                  static_cast<int>(gridDim.x) * CONSUMER_THREADS);
 #endif
 }
 
@@ -288,7 +354,6 @@ gemm_tc_split_k(const __grid_constant__ TensorMap map_a, const __grid_constant__
 extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
 gemm_tc_split_k_reduce(int M, int N, float alpha, float beta, half_bits* __restrict__ C, int ldc,
                        const float* __restrict__ workspace, int splits) {
-    lab_split_reduce<BF16>(workspace, splits, C, ldc, M, N, alpha, beta,
-                           static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x),
-                           static_cast<int>(gridDim.x * blockDim.x));
+    reduce_slices(workspace, splits, C, ldc, M, N, alpha, beta, static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x),
+                  static_cast<int>(gridDim.x * blockDim.x));
 }

@@ -7,8 +7,8 @@ deterministic, bit-identical to each other), or with fp32 atomics in L2 (not rep
 
 The problems, the reference, the bound and the cuBLAS ceiling are gemm_tc's (fp16 and bf16, NN and TN, any shape).
 A problem may name its split factor (`splits`; 0 lets `choose_splits` pick it); the launcher clamps it to
-[1, k-tiles] and says what ran in `launch_notes`. Where N <= 128, every rung runs 128 x 128 tiles instead of
-128 x 256 (half the tile is wasted otherwise): a shape specialization the dispatch layer can reuse.
+[1, k-tiles] and says what ran in `launch_notes`. Where N <= 128 or the output has few tiles, every rung runs
+128 x 128 tiles instead of 128 x 256 (`narrow_tiles`): a shape specialization the dispatch layer can reuse.
 
 STATUS: not yet run on a GPU (CPU tests compile every mode for sm_90a with no spills and no wgmma serialization).
 """
@@ -30,6 +30,7 @@ MIN_K_TILES_PER_SPLIT = 4  # a split shorter than this spends more on its pipeli
 MAX_WORKSPACE_BYTES = 1 << 30
 REDUCE_THREADS = 256
 NARROW_N = 128  # at or below this N every rung uses 128 x 128 tiles
+FEW_TILES = 8  # at or below this many 128 x 256 tiles, too (narrow_tiles)
 
 
 def _split_rung(key: str, title: str) -> Rung:
@@ -38,6 +39,14 @@ def _split_rung(key: str, title: str) -> Rung:
                                         SPLIT_MODE=SPLIT_MODES[key], SPLIT_INTERLEAVE=0, THREADS=384).items())),
                       min_arch=HOPPER_ARCH, arch_suffix="a")
     return Rung("gemm_split_k", key, spec, title)
+
+
+def narrow_tiles(M: int, N: int) -> bool:
+    """128 x 128 tiles instead of 128 x 256 where N <= 128 (half a wide tile would be wasted), or where the output
+    has at most FEW_TILES wide tiles: there the split units are DRAM-bound, and the narrow tile's shorter B reads
+    (split_k_factors.json: 256 x 256 x 65536 ran 236 TFLOP/s with 4 narrow tiles x 33 splits against 216 with 2 wide
+    tiles x 66) pay more than its lower math rate costs."""
+    return N <= NARROW_N or -(-M // 128) * -(-N // 256) <= FEW_TILES
 
 
 def choose_splits(M: int, N: int, K: int, bm: int, bn: int, sms: int) -> int:
@@ -91,7 +100,7 @@ class GemmSplitKFamily(GemmTcFamily):
     # --- launching ------------------------------------------------------------------------------
     def variant(self, rung: Rung, problem: Problem, out=None) -> Rung:
         rung = super().variant(rung, problem, out)
-        if problem.params["N"] <= NARROW_N:
+        if narrow_tiles(problem.params["M"], problem.params["N"]):
             rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(BN=128))
         return rung
 
