@@ -20,14 +20,15 @@ PAD = 64
 
 
 def knob_variants(fam) -> dict:
-    """The workspace mode with SPLIT_INTERLEAVE = 1 (split s takes every S-th k-tile) and with 128 x 128 tiles, and
-    the in-kernel mode interleaved, by name."""
+    """The workspace mode with SPLIT_INTERLEAVE = 1 (split s takes every S-th k-tile), with 128 x 128 tiles, and with
+    those tiles in 6 stages instead of 4 (more bytes in flight), and the in-kernel mode interleaved, by name."""
     def variant(key: str, **knobs):
         return dataclasses.replace(fam.rung(key), spec=fam.rung(key).spec.with_knobs(**knobs))
 
     return {"08_split_k_interleaved": variant("08_split_k", SPLIT_INTERLEAVE=1),
             "08_split_k_in_kernel_interleaved": variant("08_split_k_in_kernel", SPLIT_INTERLEAVE=1),
-            "08_split_k_bn128": variant("08_split_k", BN=128)}
+            "08_split_k_bn128": variant("08_split_k", BN=128),
+            "08_split_k_bn128_6stages": variant("08_split_k", BN=128, STAGES=6)}
 
 
 def _tflops(flops: int, ms: float) -> float:

@@ -8,7 +8,7 @@ import pytest
 from lab import build
 from lab.errors import LabError
 from lab.families import get_family
-from lab.families.gemm_split_k import SPLIT_MODES, GemmSplitKFamily, choose_splits, workspace_floats
+from lab.families.gemm_split_k import SPLIT_MODES, GemmSplitKFamily, choose_splits, narrow_tiles, workspace_floats
 from lab.families.gemm_tc import dynamic_smem_bytes
 
 FAM = GemmSplitKFamily()
