@@ -321,7 +321,8 @@ def compile_cubin(spec: KernelSpec, arch: int, source: str | None = None) -> Com
 # SASS opcodes worth pointing out in a lesson: wide loads, async copies, tensor cores, barriers.
 NOTABLE_OPS = ("LDG", "STG", "LDS", "STS", "LDGSTS", "LDSM", "HMMA", "HGMMA", "FFMA", "BAR", "SHFL",
                "LDL", "STL", "ATOMG", "RED", "REDG",
-               "UTMALDG", "SYNCS", "USETMAXREG")  # Hopper: TMA loads, mbarrier operations, setmaxnreg
+               # Hopper: TMA loads and tensor-map fences, mbarrier operations, setmaxnreg
+               "UTMALDG", "UTMACCTL", "SYNCS", "USETMAXREG")
 
 _PTXAS_FUNC = re.compile(r"Compiling entry function '(?P<name>[^']+)'")
 _PTXAS_FRAME = re.compile(

@@ -140,15 +140,19 @@ def _write_exercises(dst: Path) -> None:
 
 
 def solution_lines(kernels_dir: Path | None = None) -> dict[str, str]:
-    """Each distinctive line of every solution region under kernels_dir -> the file it comes from."""
+    """Each distinctive line of every solution region under kernels_dir -> the file it comes from. A line that the
+    same file also has outside its regions (a loop header the starter keeps) is not distinctive: the starter ships
+    it anyway."""
     kernels_dir = KERNELS_DIR if kernels_dir is None else kernels_dir
     lines: dict[str, str] = {}
     for path in _shipped_files(kernels_dir):
         rel = str(path.relative_to(kernels_dir))
-        for region in exercises.solution_regions(path.read_text(), rel):
+        text_of_file = path.read_text()
+        outside = {line.strip() for line in exercises.strip_solution(text_of_file, rel).splitlines()}
+        for region in exercises.solution_regions(text_of_file, rel):
             for line in region.splitlines():
                 text = line.strip()
-                if len(text) > MIN_LEAK_CHARS and text not in GENERIC_LINES:
+                if len(text) > MIN_LEAK_CHARS and text not in GENERIC_LINES and text not in outside:
                     lines.setdefault(text, rel)
     return lines
 

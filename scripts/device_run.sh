@@ -37,6 +37,8 @@
 #   bash scripts/device_run.sh splitk-a        issue 12: split-K's GPU tests, ncu on its kernels, the split-factor study,
 #                                              `lab bench gemm_split_k`
 #   bash scripts/device_run.sh splitk-b        the split-factor study alone (contiguous and interleaved splits)
+#   bash scripts/device_run.sh issue12-b       issue 12: GPU tests of split-K, grouped and decode, the split study, exercise
+#                                              07's grading, `lab bench` (headline) of the three families
 #   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
 #                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
@@ -198,6 +200,16 @@ for r in rs.records:
       timeout 150 python3 -m lab bench gemm_split_k --kinds headline --json "$pack/gemm_split_k.json" | tail -12 ;;
     splitk-b)
       echo "== lab study splitk"; timeout 300 python3 -m lab study splitk --out "$pack" | tail -30 ;;
+    issue12-b)
+      gpu_tests 400 tests/test_gpu_split_k.py tests/test_gpu_grouped_gemm.py tests/test_gpu_decode.py
+      echo "== lab study splitk"; timeout 200 python3 -m lab study splitk --out "$pack" | tail -3
+      LAB_EXERCISE_SUMMARY="$pack/gemm_split_k_exercise07.json" gpu_tests 300 tests/test_gpu_exercises.py -k "07_split_k or split_k"
+      for f in gemm_split_k grouped_gemm decode; do
+        echo "== lab bench $f"; timeout 200 python3 -m lab bench "$f" --kinds headline --json "$pack/$f.json" | tail -3
+      done
+      echo "== decode knob study"
+      timeout 150 python3 -c "from lab.families.decode import knob_study; import json; print(json.dumps(knob_study(), indent=1))" \
+        > "$pack/decode_knobs.json"; tail -c 600 "$pack/decode_knobs.json" ;;
     tc-evidence)
       echo "== gemm_tc under compute-sanitizer"
       timeout 200 python3 scripts/gemm_tc_sanitize.py "$pack/gemm_tc_sanitize.json" --budget 180

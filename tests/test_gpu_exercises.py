@@ -1,10 +1,11 @@
 """GPU: the GEMM exercises (03 shared-memory tiled, 04 register-tiled, 05 tensor-core fragments, 06 the tile
-order of the warp-specialized Hopper rung, 08 the epilogue functor plugged into the persistent one) graded end
-to end through the grader, hidden checks included: worker processes, time limits, the performance check against
-cuBLAS (SGEMM, or for 05 and 06 cuBLAS in the same type and layout; for 08, rung 06 without the epilogue).
+order of the warp-specialized Hopper rung, 07 split-K with a workspace and a reduction kernel, both built from the
+student's file, 08 the epilogue functor plugged into the persistent one) graded end to end through the grader,
+hidden checks included: worker processes, time limits, the performance check against cuBLAS (SGEMM, or for 05,
+06 and 07 cuBLAS in the same type and layout; for 08, rung 06 without the epilogue).
 The reference rung must earn every correctness point and reach its performance target (chosen below
 the rung's predicted speed); the stripped starter must compile and earn nothing, except 06's: it keeps the
-row-major tile order, so it must earn every correctness point and miss the performance target. 06 and 08 need
+row-major tile order, so it must earn every correctness point and miss the performance target. 06, 07 and 08 need
 sm_90a (wgmma, setmaxnreg) and are skipped, with the reason, on any other GPU. The performance path
 is also checked directly on problems whose output is an input (beta != 0) and has padding.
 
@@ -26,7 +27,7 @@ from lab.exercises import load
 
 pytestmark = pytest.mark.gpu
 
-GEMM_EXERCISES = ["03_smem_tiled_gemm", "04_register_tiled_gemm", "05_mma_fragments", "06_tile_order"]
+GEMM_EXERCISES = ["03_smem_tiled_gemm", "04_register_tiled_gemm", "05_mma_fragments", "06_tile_order", "07_split_k"]
 # Starters that are correct as they stand and only slow: 06's is rung 05 in row-major tile order.
 ROW_MAJOR_STARTERS = ["06_tile_order"]
 # Exercises on the fused-epilogue family: int8 outputs (beta must be 0), so the beta cases below do not apply.
@@ -71,10 +72,31 @@ def graded(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(exercise.id)
     results = {}
     for name, text in (("reference", exercise.reference_source()), ("starter", exercise.starter_text())):
+        if name == "starter" and _starter_issues_no_tma_loads(exercise):
+            results[name] = None  # it would hang every check until its time limit: its tests fail at once instead
+            continue
         result = grader.grade_submission(exercise, _submit(root, name, text), seed=SEED, include_hidden=True)
         _record(result)
         results[name] = result
     return exercise, results
+
+
+def _tma_loads(spec: build.KernelSpec) -> int | None:
+    """TMA loads (UTMALDG) in the entry's SASS for sm_90a, or None where nvdisasm is not installed."""
+    compiled = build.compile_cubin(spec, 90)
+    mix = build.sass_instruction_mix(compiled.cubin, compiled.lowered_name)
+    return None if mix is None else mix.get("UTMALDG", 0)
+
+
+def _starter_issues_no_tma_loads(exercise) -> bool:
+    """The reference's producer issues TMA loads and the starter's none: its consumers would wait forever (the
+    CPU test tests/test_exercises.py::test_starter_compiles_through_nvrtc_for_sm_90 says what to change)."""
+    return bool(_tma_loads(exercise.reference_spec())) and _tma_loads(exercise.student_spec(exercise.starter_path)) == 0
+
+
+def _graded_starter(results: dict) -> grader.SubmissionResult:
+    assert results["starter"] is not None, "the starter would hang (its producer issues no TMA load): not graded"
+    return results["starter"]
 
 
 def _report(result: grader.SubmissionResult) -> str:
@@ -107,7 +129,7 @@ def test_the_reference_reaches_the_performance_target(graded):
 @pytest.mark.parametrize("graded", EMPTY_STARTERS, indirect=True)
 def test_the_starter_compiles_and_earns_nothing(graded):
     _, results = graded
-    starter = results["starter"]
+    starter = _graded_starter(results)
     assert starter.check("compile").passed, _report(starter)  # it fails at its TODOs, not in the compiler
     assert starter.score == 0, _report(starter)
     for check in starter.checks:
@@ -122,7 +144,7 @@ def test_the_row_major_starter_earns_the_correctness_points_and_misses_the_perfo
     # 06's starter computes every tile, in the launch order: correct everywhere, slow where a wave's panels
     # outgrow the L2 (calibrated on the H200: 0.708x of cuBLAS against the grouped order's 0.853x).
     exercise, results = graded
-    starter, reference = results["starter"], results["reference"]
+    starter, reference = _graded_starter(results), results["reference"]
     assert starter.check("compile").passed, _report(starter)
     correctness = [c for c in starter.checks if c.name not in ("compile", "performance")]
     assert {c.name for c in correctness} == {g.name for g in exercise.checks + exercise.hidden_checks()}
@@ -215,3 +237,22 @@ def test_the_timed_runs_of_the_epilogue_exercise_check_its_int8_output(case):
     assert ok is True
     _, ok = grade_worker.time_fresh(family, problem, family.launch_ceiling, seed=17, check=False)
     assert ok is None
+
+
+def test_a_split_k_file_without_its_reduction_kernel_fails_its_groups_naming_the_kernel(tmp_path):
+    # 07's launcher builds a second kernel from the student's file, gemm_tc_split_k_reduce, as
+    # dataclasses.replace(spec, entry=...). The compile check builds only the exercise's entry, so a file that
+    # renamed the second passes it; every check group then fails on the launcher's compile, with the compiler's
+    # sentence naming the kernel it lacks, and scores nothing (no performance run, no grade lost).
+    exercise = load("07_split_k")
+    _skip_unless_this_gpu_runs(exercise)
+    text = exercise.reference_source().replace("gemm_tc_split_k_reduce(", "gemm_tc_split_k_sum(")
+    assert text != exercise.reference_source()
+    result = grader.grade_submission(exercise, _submit(tmp_path, "no_reduction", text), seed=SEED,
+                                     include_hidden=False, with_performance=False)
+    assert result.check("compile").passed, _report(result)
+    for group in exercise.checks:
+        check = result.check(group.name)
+        assert not check.passed and check.score == 0, _report(result)
+        assert "gemm_tc_split_k_reduce" in check.output, _report(result)
+    assert result.score == 0

@@ -122,6 +122,7 @@ __device__ __forceinline__ void tile_origin(int tile, int tiles_m, int tiles_n, 
 // 32-bit arithmetic only: a 64-bit division is a called subroutine, and a call after the mainloop makes ptxas
 // serialize the wgmmas (warning C7520).
 __device__ __forceinline__ void split_k_tiles(int k_tiles, int splits, int s, int& first, int& step, int& end) {
+    first = 0, step = 1, end = k_tiles;  // the starter's placeholder: every split takes every k-tile (S times K)
     // BEGIN SOLUTION: the k-tiles of split s: first, step and end, every k-tile in exactly one split
 #if SPLIT_INTERLEAVE
     first = s, step = splits, end = k_tiles;

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from lab.errors import LabError
 from lab.families.copy import CopyFamily
+from lab.families.decode import DecodeFamily
 from lab.families.gemm import GemmFp32Family
 from lab.families.gemm_epilogue import GemmFp32EpilogueFamily, GemmTcEpilogueFamily
 from lab.families.gemm_split_k import GemmSplitKFamily
 from lab.families.gemm_tc import GemmTcFamily
+from lab.families.grouped_gemm import GroupedGemmFamily
 from lab.families.norms import LayerNormFamily, RMSNormFamily
 from lab.families.softmax import SoftmaxFamily
 from lab.families.transpose import TransposeFamily
@@ -20,7 +22,8 @@ def families() -> dict[str, Family]:
     """Every ladder, in reading order (a fresh instance each call: families hold no state worth sharing)."""
     return {f.name: f for f in (CopyFamily(), TransposeFamily(), GemmFp32Family(), GemmTcFamily(),
                                             GemmFp32EpilogueFamily(), GemmTcEpilogueFamily(), SoftmaxFamily(),
-                                            RMSNormFamily(), LayerNormFamily(), GemmSplitKFamily())}
+                                            RMSNormFamily(), LayerNormFamily(), GemmSplitKFamily(),
+                                            DecodeFamily(), GroupedGemmFamily())}
 
 
 def get_family(name: str) -> Family:

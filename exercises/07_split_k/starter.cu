@@ -1,0 +1,311 @@
+// gemm_tc / rung 08 — split-K: when M x N has too few tiles to fill the GPU, K is cut into S splits, each
+// (tile, split) pair is a unit of work for rung 06's persistent blocks, and the S partial tiles are summed.
+//
+// What changed (vs rung 06):
+//   1. The work is tiles * S units; unit u is tile u % tiles, split u / tiles (its k-tiles [k0, k1): S nearly
+//      equal contiguous ranges, lab_split_k.cuh). S is a kernel argument (1 <= S <= k-tiles), so one build
+//      serves every split factor; the launcher picks it (lab/families/gemm_split_k.py: about one wave of units).
+//   2. A unit ends with fp32 partial sums instead of C, and SPLIT_MODE says how they are combined:
+//      0 "workspace": each unit stores its partial tile into slice s of an fp32 workspace (S x M x N), and a
+//        second kernel (gemm_tc_split_k_reduce, below) sums the slices in the order s = 0 .. S-1, applies alpha
+//        and beta, rounds once and stores C. Deterministic; costs a second launch and S x M x N x 4 bytes each way.
+//      1 "in-kernel": the same slices, then a barrier across the grid (a cooperative launch, so every block is
+//        resident and the wait cannot deadlock), then every consumer thread of every block reduces part of C in
+//        the same fixed order. Deterministic, bit-identical to mode 0; no second launch.
+//      2 "atomic": each unit adds its partial tile into one fp32 accumulator (M x N) with red.global.add.v2.f32 in
+//        L2, then counts itself in the tile's arrival counter; the unit that arrives last reads the sums, stores C
+//        and zeroes its accumulator and counter for the next launch. The order of the additions depends on which
+//        unit gets there first, so the low bits of C differ from run to run (lab.families.gemm_split_k
+//        run_to_run_bits shows by how much); needs only M x N x 4 bytes of workspace.
+//      Not built: CUTLASS's "serial" split-K, where split s waits for s - 1 and adds its tile to the running sum:
+//      deterministic and one slice of workspace, but its S steps run one after another (S x ~2 us at S = 64).
+// Why: 256 x 256 x 65536 has 2 tiles of 128 x 256: rung 06 runs 2 of 132 SMs for 1024 k-tiles each. With S = 66
+//   every SM runs one unit of 15-16 k-tiles. cuBLAS picks split-K for such shapes too (286 TFLOP/s measured at
+//   256 x 256 x 65536 on the H200, issue 12), so the bar is its own split-K, not a data-parallel kernel.
+// Prediction (H200, fp16 TN, written before any GPU run): a unit's mainloop runs at rung 06's per-SM rate (about
+//   670 / 132 = 5.1 TFLOP/s), so 256 x 256 x 65536 (8.6 GFLOP over 132 units) takes ~13 us of mainloop, plus a
+//   partial tile's store (~1 us), plus the reduction of 66 slices x 256 KB = 17 MB (mostly L2-resident: ~3 us),
+//   plus for mode 0 a second launch (~2 us): ~19 us (workspace), ~17 us (in-kernel), ~16 us (atomic, if the L2
+//   atomics keep up with 132 x 128 KB of reductions) against cuBLAS's ~30 us: 1.5-1.8x. 128 x 128 x 131072 (one
+//   tile of 128 x 128 with BN = 128, S = 132): ~11 us of mainloop at half the per-SM rate of the 256-wide tile, plus
+//   8.4 MB of slices: ~15-17 us against cuBLAS's ~29 us: 1.7-1.9x. Large squares (S = 1): rung 06 plus the slice
+//   round trip, so slower than rung 06; the launcher runs rung 06 there.
+// Tensor maps, tails and the mainloop as rung 06; the consumers' k-loop is a do-while (every unit has at least one
+//   k-tile), which keeps ptxas from serializing the wgmmas (rung 07's lesson).
+// Requires: sm_90a; A and B as rung 04 (the launcher repacks otherwise). Launch: THREADS threads, a 1-D grid of
+//   min(tiles * S, SM count) blocks (mode 1: a cooperative launch), SMEM_BYTES dynamic shared memory, then (mode 0)
+//   gemm_tc_split_k_reduce. Workspace (the launcher's, per device and stream): modes 0 and 1: S * M * LDW floats
+//   (LDW = N rounded up to 4); mode 2: M * LDW floats and one int per tile, all zero between launches; mode 1: two
+//   ints for the grid barrier, zero before the first launch.
+// Knobs: BF16 (0/1), TN (0/1), BM (128), BN (256; 128 for N <= 128), BK (64), STAGES (4), RASTER (2), GROUP_M (8),
+//   SPLIT_MODE (0 workspace, 1 in-kernel, 2 atomic), THREADS.
+// Ideas: CUTLASS's split-K GEMMs ("parallel" = a workspace and a reduction kernel, "serial" = semaphores); the
+//   stream-K paper's discussion of split-K's fix-up (Osama et al., PPoPP 2023). Code is this lab's own.
+#include "lab_cp_async.cuh"
+#include "lab_hopper_gemm.cuh"
+#include "lab_tile_order.cuh"
+#include "lab_sync.cuh"
+#include "lab_split_k.cuh"
+
+#ifndef BF16
+#define BF16 0
+#endif
+#ifndef TN
+#define TN 1
+#endif
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 256
+#endif
+#ifndef BK
+#define BK 64
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef RASTER
+#define RASTER 2  // the tile order: 0 row, 1 column, 2 grouped, 3 snake (lab_tile_order.cuh)
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+#ifndef SPLIT_MODE
+#define SPLIT_MODE 0  // 0 workspace + reduction kernel, 1 in-kernel (grid barrier), 2 atomic
+#endif
+#ifndef SPLIT_INTERLEAVE
+#define SPLIT_INTERLEAVE 0  // 0: split s takes a contiguous range of k-tiles; 1: every S-th k-tile from s
+#endif
+#ifndef THREADS
+#define THREADS (128 * (1 + BM / 64))  // a producer warpgroup, then the consumers
+#endif
+
+#define ACC (BN / 2)                          // fp32 accumulators per thread: a 64 x BN tile over 128 threads
+#define A_TILE_BYTES (BM * BK * 2)
+#define STAGE_BYTES ((BM + BN) * BK * 2)      // what TMA delivers per stage (and the full barrier expects)
+#define SMEM_BYTES (STAGES * STAGE_BYTES + 1024)
+#define CONSUMERS (BM / 64)                  // consumer warpgroups
+#define CONSUMER_THREADS (128 * CONSUMERS)
+#define PRODUCER_REGS 40
+#define CONSUMER_REGS 232
+#define ROW_BYTES 128                         // BK = 64 two-byte elements: one 128-byte swizzle row
+#define CONSUMER_BARRIER 1                    // named barrier of the consumer threads (0 is __syncthreads)
+#define REDUCE_THREADS 256                    // the separate reduction kernel's block
+
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "gemm_tc rung 08 needs sm_90a (wgmma, setmaxnreg): build it with -arch=sm_90a"
+#endif
+static_assert(BF16 == 0 || BF16 == 1, "BF16 is 0 (fp16) or 1 (bf16)");
+static_assert(TN == 0 || TN == 1, "TN is 0 (B is K x N) or 1 (B is N x K)");
+static_assert(BK == 64, "one k-tile row is one 128-byte swizzle row");
+static_assert(BM % 64 == 0 && THREADS == 128 * (1 + CONSUMERS), "a producer and one consumer warpgroup per 64 rows");
+static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "the register file holds both roles");
+static_assert(BN == 128 || BN == 256, "wgmma m64n128k16 or m64n256k16");
+static_assert(BM <= 256 && BN <= 256, "a TMA box has at most 256 rows");
+static_assert(STAGES >= 2, "a pipeline needs at least two stages");
+static_assert(SPLIT_MODE >= 0 && SPLIT_MODE <= 2, "SPLIT_MODE is 0 (workspace), 1 (in-kernel) or 2 (atomic)");
+
+typedef unsigned short half_bits;
+
+__device__ __forceinline__ void tile_origin(int tile, int tiles_m, int tiles_n, int& row0, int& col0) {
+    int tile_m, tile_n;
+    lab_tile_coords<RASTER, GROUP_M>(tile, tiles_m, tiles_n, tile_m, tile_n);
+    row0 = tile_m * BM;
+    col0 = tile_n * BN;
+}
+
+// The k-tiles of split s of `splits`: kt = first, first + step, ... while kt < end.
+//   SPLIT_INTERLEAVE = 0: a contiguous range; the ranges differ in length by at most one, the longer ones first.
+//   SPLIT_INTERLEAVE = 1: every S-th k-tile from s (s, s + S, ...), so the S splits of a tile read neighbouring
+//   k-tiles at any moment (one long run of each row instead of S short ones; it measured no faster on the H200).
+// 32-bit arithmetic only: a 64-bit division is a called subroutine, and a call after the mainloop makes ptxas
+// serialize the wgmmas (warning C7520).
+__device__ __forceinline__ void split_k_tiles(int k_tiles, int splits, int s, int& first, int& step, int& end) {
+    first = 0, step = 1, end = k_tiles;  // the starter's placeholder: every split takes every k-tile (S times K)
+    // TODO: the k-tiles of split s: first, step and end, every k-tile in exactly one split
+}
+
+// Every quad of C (four columns from a multiple of 4) from the sum of the S slices, for the threads numbered
+// `first`, first + stride, ... (`first` % 32 is the lane; stride a multiple of 32). Lane p of a quad's group of
+// lab_split_lanes(S) threads sums slices p, p + lanes, ... in that order, with LAB_SPLIT_BATCH loads in flight; the
+// group adds its partial sums in a fixed butterfly (a + b and b + a are the same bits, so every lane ends with the
+// same value), and its first lane applies alpha and beta, rounds once and stores (rung 06's store_pair). The order
+// never depends on timing: the same bits on every run, in both modes that call this. The caller orders these plain
+// loads after the slices' stores (a kernel boundary, or the grid barrier). M * LDW < 2^31 (the launcher's limit), so
+// the indices are 32-bit (see split_k_tiles).
+__device__ __forceinline__ void reduce_slices(const float* slices, int splits, half_bits* C, int ldc, int M, int N,
+                                              float alpha, float beta, int first, int stride) {
+    // TODO: sum each quad's S slices in a fixed order, then alpha, beta and one rounding into C
+}
+
+__device__ __forceinline__ void consumers_sync() { named_barrier_sync<CONSUMER_BARRIER, CONSUMER_THREADS>(); }
+
+// Every block's consumers arrive once; the last to arrive resets the count and bumps the generation the others
+// wait on (so the next launch finds the count at 0, whatever its grid). Only a cooperative launch guarantees that
+// every block is resident; a wait of 10 s traps instead of hanging.
+__device__ __forceinline__ void grid_barrier(int* bar) {
+    __threadfence();  // this block's slices before its arrival
+    consumers_sync();
+    if (threadIdx.x == 128) {
+        const int generation = load_acquire(bar + 1);
+        if (atomicAdd(bar, 1) == static_cast<int>(gridDim.x) - 1) {
+            bar[0] = 0;
+            store_release(bar + 1, generation + 1);
+        } else {
+            const unsigned long long start = global_ns();
+            while (load_acquire(bar + 1) == generation)
+                if (global_ns() - start > LAB_WAIT_LIMIT_NS) __trap();
+        }
+    }
+    consumers_sync();
+    __threadfence();  // every thread's later plain loads of the slices see the other blocks' stores
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+gemm_tc_split_k(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, int M, int N,
+                int K, float alpha, float beta, half_bits* __restrict__ C, int ldc, int splits,
+                float* __restrict__ workspace, int* __restrict__ sync) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    __shared__ __align__(8) unsigned long long full_bars[STAGES], empty_bars[STAGES];
+#if SPLIT_MODE == 2
+    __shared__ int last_to_arrive;
+#endif
+    if (dynamic_smem_size() < SMEM_BYTES) __trap();  // launched with too little: stop, do not overrun it
+
+    const unsigned tiles_smem = (smem_u32addr(smem) + 1023) & ~1023u;  // the 128-byte swizzle repeats every 1024
+    const unsigned full = smem_u32addr(full_bars), empty = smem_u32addr(empty_bars);
+    const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
+    const int k_tiles = (K + BK - 1) / BK, units = tiles * splits;
+    if (splits < 1 || splits > k_tiles || blockIdx.x >= units) __trap();  // the launcher's S and grid are wrong
+
+    if (threadIdx.x == 0) {
+        prefetch_tensor_map(&map_a);
+        prefetch_tensor_map(&map_b);
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(full + 8 * s, 1);                  // the producer's arrive_expect_tx, then the bytes
+            mbar_init(empty + 8 * s, 4 * CONSUMERS);     // one arrival per consumer warp
+        }
+        fence_barrier_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {  // the producer warpgroup: one thread issues every load, the rest just give registers back
+        setmaxnreg_dec<PRODUCER_REGS>();
+        if (threadIdx.x == 0) {
+            int it = 0;  // k-tiles issued so far, over all of this block's units
+            for (int u = blockIdx.x; u < units; u += gridDim.x) {
+                int row0, col0, first, step, end;
+                tile_origin(u % tiles, tiles_m, tiles_n, row0, col0);
+                split_k_tiles(k_tiles, splits, u / tiles, first, step, end);
+                for (int kt = first; kt < end; kt += step, ++it) {
+                    const int s = it % STAGES;
+                    if (it >= STAGES) mbar_wait(empty + 8 * s, ((it - STAGES) / STAGES) & 1);
+                    issue_stage<BM, BN, BK, TN>(tiles_smem, full, &map_a, &map_b, s, kt, row0, col0);
+                }
+            }
+        }
+        return;
+    }
+
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int c = wg - 1;  // this consumer's 64 rows of each block tile
+    const int g = lane / 4, t = lane % 4;
+    const int ldw = lab_split_ldw(N);
+#if SPLIT_MODE == 2
+    const bool pairs = (ldc % 2 == 0) && (reinterpret_cast<unsigned long long>(C) % 4 == 0);
+#endif
+    int it = 0;  // k-tiles consumed so far, over all of this block's units
+    int u = blockIdx.x;
+    do {  // the grid has at most `units` blocks: every block has a unit
+        const int tile = u % tiles, split = u / tiles;
+        int row0, col0, first, step, end;
+        tile_origin(tile, tiles_m, tiles_n, row0, col0);
+        split_k_tiles(k_tiles, splits, split, first, step, end);
+        float acc[ACC];
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
+
+        int kt = first;
+        do {  // every split has a k-tile: no zero-trip path on which acc is zeroed with a group in flight
+            const int s = it % STAGES;
+            mbar_wait(full + 8 * s, (it / STAGES) & 1);  // k-tile `it` has landed
+            const unsigned a = tiles_smem + s * STAGE_BYTES + c * 64 * ROW_BYTES;
+            const unsigned b = tiles_smem + s * STAGE_BYTES + A_TILE_BYTES;
+            wgmma_fence();
+            fence_accumulators(acc);
+#pragma unroll
+            for (int ks = 0; ks < BK / 16; ++ks) {
+                const unsigned long long da = wgmma_desc(a + 32 * ks, 16, 8 * ROW_BYTES);
+#if TN
+                const unsigned long long db = wgmma_desc(b + 32 * ks, 16, 8 * ROW_BYTES);
+#else
+                const unsigned long long db = wgmma_desc(b + 16 * ks * ROW_BYTES, BK * ROW_BYTES, 8 * ROW_BYTES);
+#endif
+                wgmma_k_step<BF16, TN, BN>(acc, da, db);
+            }
+            wgmma_commit();
+            fence_accumulators(acc);
+            wgmma_wait<1>();  // k-tile it-1's products are done: release its stage
+            if (kt > first && lane == 0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));
+            kt += step, ++it;
+        } while (kt < end);
+        wgmma_wait<0>();
+        fence_accumulators(acc);
+        if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));  // the unit's last stage, for the next unit
+
+        // acc[4j + 2h + e] is row 16 * (warp % 4) + g + 8h, column 8j + 2t + e of this consumer's 64 x BN tile.
+        const int row = row0 + c * 64 + 16 * (warp % 4) + g;
+#if SPLIT_MODE == 2
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                lab_split_red_pair(workspace, ldw, row + 8 * h, col0 + 8 * j + 2 * t, M, N, acc[4 * j + 2 * h],
+                                   acc[4 * j + 2 * h + 1]);
+        __threadfence();  // this thread's additions before the block's arrival
+        consumers_sync();
+        if (threadIdx.x == 128) {
+            int* arrived = sync + tile;
+            last_to_arrive = atomicAdd(arrived, 1) == splits - 1;
+            if (last_to_arrive) *arrived = 0;  // every split is in: ready for the next launch
+        }
+        consumers_sync();
+        if (last_to_arrive) {
+            __threadfence();
+#pragma unroll 4
+            for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int r = row + 8 * h, col = col0 + 8 * j + 2 * t;
+                    if (r >= M || col >= N) continue;
+                    float* p = workspace + static_cast<long long>(r) * ldw + col;
+                    const float v0 = __ldcg(p), v1 = col + 1 < N ? __ldcg(p + 1) : 0.0f;
+                    store_pair<BF16>(C, ldc, pairs, r, col, M, N, alpha, beta, v0, v1);
+                    __stcg(p, 0.0f);
+                    if (col + 1 < N) __stcg(p + 1, 0.0f);
+                }
+        }
+#else
+        // TODO: store this unit's fp32 partial tile into slice `split` of the workspace (inside M x N only)
+#endif
+        u += gridDim.x;
+    } while (u < units);
+#if SPLIT_MODE == 1
+    grid_barrier(sync);
+    reduce_slices(workspace, splits, C, ldc, M, N, alpha, beta,
+                  static_cast<int>(blockIdx.x) * CONSUMER_THREADS + (threadIdx.x - 128),
+                  static_cast<int>(gridDim.x) * CONSUMER_THREADS);
+#endif
+}
+
+// Mode 0's second kernel: C from the S slices, each thread a quad of four columns (REDUCE_THREADS per block, any
+// 1-D grid).
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
+gemm_tc_split_k_reduce(int M, int N, float alpha, float beta, half_bits* __restrict__ C, int ldc,
+                       const float* __restrict__ workspace, int splits) {
+    reduce_slices(workspace, splits, C, ldc, M, N, alpha, beta, static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x),
+                  static_cast<int>(gridDim.x * blockDim.x));
+}
