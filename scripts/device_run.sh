@@ -39,6 +39,7 @@
 #   bash scripts/device_run.sh splitk-b        the split-factor study alone (contiguous and interleaved splits)
 #   bash scripts/device_run.sh issue12-b       issue 12: GPU tests of split-K, grouped and decode, the split study, exercise
 #                                              07's grading, `lab bench` (headline) of the three families
+#   bash scripts/device_run.sh issue12-c       grouped and decode GPU tests and benches, exercise 07's timing diagnosis
 #   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
 #                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
@@ -210,6 +211,12 @@ for r in rs.records:
       echo "== decode knob study"
       timeout 150 python3 -c "from lab.families.decode import knob_study; import json; print(json.dumps(knob_study(), indent=1))" \
         > "$pack/decode_knobs.json"; tail -c 600 "$pack/decode_knobs.json" ;;
+    issue12-c)
+      gpu_tests 300 tests/test_gpu_grouped_gemm.py tests/test_gpu_decode.py
+      echo "== exercise 07 timing diagnosis"; timeout 120 python3 scripts/diag_ex07.py
+      for f in grouped_gemm decode; do
+        echo "== lab bench $f"; timeout 200 python3 -m lab bench "$f" --kinds headline --json "$pack/$f.json" | tail -3
+      done ;;
     tc-evidence)
       echo "== gemm_tc under compute-sanitizer"
       timeout 200 python3 scripts/gemm_tc_sanitize.py "$pack/gemm_tc_sanitize.json" --budget 180

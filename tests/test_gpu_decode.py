@@ -11,7 +11,7 @@ Run: .venv/bin/python -m pytest -q tests/test_gpu_decode.py
 
 import pytest
 
-from lab.families.decode import BFLOAT16, DecodeFamily
+from lab.families.decode import BFLOAT16, SPLIT_K_RUNG, DecodeFamily
 
 pytestmark = pytest.mark.gpu
 
@@ -152,5 +152,7 @@ def test_decode_bench_records_gb_s_against_the_copy_with_the_path_taken():
     for r in recs:
         assert r.metric == "GB/s" and r.ceiling == "cupy_device_copy" and 0 < r.value < 20000, r
         assert r.bytes_moved == DEC.min_dram_bytes(r.params) and r.params["M"] == 1 and r.params["N"] == 4096
-    rung_recs = [r for r in recs if r.rung in {x.key for x in DEC.rungs}]
-    assert all(r.extra.get("path") == "16-byte loads" and r.extra.get("mt") == 1 for r in rung_recs), rung_recs
+    gemv = [r for r in recs if r.rung == DEC.rungs[0].key]
+    assert all(r.extra.get("path") == "16-byte loads" and r.extra.get("mt") == 1 for r in gemv), gemv
+    split = [r for r in recs if r.rung == SPLIT_K_RUNG]
+    assert all(r.extra.get("path") == "tma" and r.extra.get("splits", 0) >= 1 for r in split), split

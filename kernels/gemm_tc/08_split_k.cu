@@ -37,8 +37,9 @@
 //   gemm_tc_split_k_reduce. Workspace (the launcher's, per device and stream): modes 0 and 1: S * M * LDW floats
 //   (LDW = N rounded up to 4); mode 2: M * LDW floats and one int per tile, all zero between launches; mode 1: two
 //   ints for the grid barrier, zero before the first launch.
-// Knobs: BF16 (0/1), TN (0/1), BM (128), BN (256; 128 for N <= 128), BK (64), STAGES (4), RASTER (2), GROUP_M (8),
-//   SPLIT_MODE (0 workspace, 1 in-kernel, 2 atomic), THREADS.
+// Knobs: BF16 (0; 1 for bf16), TN (1; 0: B is K x N), BM (128), BN (256; the launcher picks 128 where N <= 128 or
+//   the output has few tiles), BK (64), STAGES (4), RASTER (2), GROUP_M (8), SPLIT_MODE (0 workspace; 1 in-kernel,
+//   2 atomic), SPLIT_INTERLEAVE (0; 1: split s takes every S-th k-tile), THREADS (384).
 // Ideas: CUTLASS's split-K GEMMs ("parallel" = a workspace and a reduction kernel, "serial" = semaphores); the
 //   stream-K paper's discussion of split-K's fix-up (Osama et al., PPoPP 2023). Code is this lab's own.
 #include "lab_cp_async.cuh"

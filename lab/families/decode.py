@@ -41,6 +41,7 @@ from lab.bounds import BFLOAT16
 from lab.build import KernelSpec
 from lab.errors import LabError
 from lab.families.gemm import padded
+from lab.families.gemm_split_k import GemmSplitKFamily
 from lab.families.gemm_tc import STORAGE, bfloat16_bits_to_float32, input_scale, to_float32, to_storage
 from lab.ladder import Family, Problem, Rung
 
@@ -66,6 +67,11 @@ SWEEP_TOKENS = (1, 16)
 SWEEP_SIDES = (1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
 TAIL_SIDE = 8192
 TAIL_TOKENS = tuple(range(1, 21))
+
+
+SPLIT_K_FAMILY = GemmSplitKFamily()
+SPLIT_K = SPLIT_K_FAMILY.rung("08_split_k")
+SPLIT_K_RUNG = "02_split_k_gemm"
 
 
 def _rung(key: str, entry: str, title: str, **knobs: int) -> Rung:
@@ -159,6 +165,10 @@ class DecodeFamily(Family):
         _rung("01_mma_gemv", "decode_mma_gemv",
               "tensor-core GEMV: W rows in the mma's M slot, tokens in N, 16-byte loads, K split across warps",
               BF16=0, VEC=8, MT=1, RT=1, CHUNKS=8, WARPS=4, THREADS=128, L2_PREFETCH=256),
+        # Where rung 01 runs out of registers for bytes in flight (M >= 32, its header's "Where it stops"): the
+        # split-K GEMM (gemm_tc rung 08, W staged through shared memory by TMA), on the same operands.
+        Rung("decode", SPLIT_K_RUNG, SPLIT_K.spec,
+             "split-K GEMM (gemm_tc rung 08): X and W through TMA and shared memory, K split to fill the SMs"),
     )
 
     def __init__(self, force: dict | None = None, accumulation_scale: float = 1.0):
@@ -293,6 +303,8 @@ class DecodeFamily(Family):
     def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
         from lab.build import get_kernel
 
+        if rung.key == SPLIT_K_RUNG:
+            return SPLIT_K_FAMILY.launch(SPLIT_K, self.gemm_view(problem, set_index), out)
         p = problem.params
         x = problem.inputs["X"][set_index % len(problem.inputs["X"])]
         w = problem.inputs["W"][set_index % len(problem.inputs["W"])]
@@ -302,9 +314,29 @@ class DecodeFamily(Family):
                                   (np.int32(step.tokens), np.int32(p["N"]), np.int32(p["K"]), x[rows],
                                    np.int32(p["ldx"]), w, np.int32(p["ldw"]), out[rows], np.int32(p["ldy"])))
 
+    def gemm_view(self, problem: Problem, set_index: int = 0) -> Problem:
+        """The problem as gemm_split_k sees it: A = X (M x K, ldx), B = W in the TN layout (N x K, ldw), C = Y
+        (ldy), alpha 1, beta 0; the same arrays, no copy (kept with the problem per input set)."""
+        views = problem.__dict__.setdefault("_gemm_views", {})
+        i = set_index % len(problem.inputs["X"])
+        if i not in views:
+            p = problem.params
+            params = {"M": p["M"], "N": p["N"], "K": p["K"], "layout": "TN", "dtype": p["dtype"], "alpha": 1.0,
+                      "beta": 0.0, "pad": p.get("pad", 0), "lda": p["ldx"], "ldb": p["ldw"], "ldc": p["ldy"],
+                      "splits": 0}
+            views[i] = Problem(problem.label, {"A": [problem.inputs["X"][i]], "B": [problem.inputs["W"][i]]},
+                               problem.out_shape, problem.bytes_moved, params=params, dtype=problem.dtype,
+                               flops=problem.flops)
+        return views[i]
+
+    def dynamic_smem_bytes(self, rung: Rung) -> int:
+        return SPLIT_K_FAMILY.dynamic_smem_bytes(SPLIT_K) if rung.key == SPLIT_K_RUNG else 0
+
     def launch_notes(self, rung: Rung, problem: Problem, out) -> dict:
         """The load path (16-byte or element loads), the launches (one per 128-token chunk) and the knobs of the
-        first one: the records keep them beside each measurement."""
+        first one: the records keep them beside each measurement. The split-K rung: its tile and S."""
+        if rung.key == SPLIT_K_RUNG:
+            return SPLIT_K_FAMILY.launch_notes(SPLIT_K, self.gemm_view(problem), out)
         plan = self.plan_for(rung, problem)
         first = plan[0].knobs
         return {"path": "16-byte loads" if first["VEC"] == 8 else "element loads", "launches": len(plan),
