@@ -23,6 +23,7 @@ from lab.grader import (
     SubmissionResult,
     find_kernel,
     fingerprint,
+    gpu_identity,
     grade_submission,
     gradescope_json,
     result_from_json,
@@ -110,6 +111,7 @@ def grade_batch(exercise: Exercise, submissions: Path, out: Path, seed: int | No
                 return
             try:
                 result = grade_submission(exercise, sub, seed, include_hidden, gpu, stop=stop)
+                result.device = gpu_identity(gpu)
             except GradingStopped:
                 return
             except BaseException as exc:  # the grader's own failure: stop the batch, record no grade for it
@@ -215,61 +217,167 @@ def _mean(xs: list[float]) -> float:
 # ----------------------------------------------------------------------------------------------
 # The classroom leaderboard
 # ----------------------------------------------------------------------------------------------
+# Fairness: a speed-up is a ratio of two times taken by ONE grading process on ONE GPU (the reference rung and
+# the student's kernel, on the same shapes and fresh inputs: lab.grade_worker.run_leaderboard), so it never
+# mixes GPUs. Its meaning still depends on the model (a kernel tuned for one memory system gains differently on
+# another), so each GPU model is ranked on its own and models are never ranked together.
+
+UNKNOWN_GPU = "unknown GPU"  # a row timed where the GPU could not be named (see grader.gpu_identity)
+
+
+def leaderboard_entry(exercise: Exercise, sub: Path, seed: int, gpu: str | None = None, stop=None) -> dict:
+    """One submission's leaderboard row: its geometric-mean speed-up over the reference rung, both timed in one
+    grading process on `gpu`, and that GPU (model, uuid, host); or, unranked, why."""
+    kernel, notes = find_kernel(exercise, sub)
+    if kernel is None:
+        return {"submission": sub.name, "ranked": False, "why": notes[-1], "gpu": None}
+    device = gpu_identity(gpu)
+    names = ["compile"] + [g.name for g in exercise.checks] + ["leaderboard"]
+    done = run_checks(exercise, kernel, names, seed, False, gpu, stop=stop)
+    board = done["leaderboard"]
+    if board["passed"]:
+        return {"submission": sub.name, "ranked": True, "geomean_speedup": board["geomean_speedup"],
+                "rows": board["rows"], "gpu": device}
+    why = next((f"{n}: {d['output']}" for n, d in done.items() if not d["passed"]), board["output"])
+    return {"submission": sub.name, "ranked": False, "why": summary(why, 200), "gpu": device}
+
 
 def leaderboard(exercise: Exercise, submissions: Path, out: Path, seed: int = 0,
-                gpu: str | None = None, on_done: Callable[[str, dict], None] | None = None) -> list[dict]:
-    """Each correct submission timed against the reference rung in the same process, on a fixed shape
-    set; ranked by geometric-mean speed-up. Writes leaderboard.csv and leaderboard.png."""
+                gpu: str | None = None, on_done: Callable[[str, dict], None] | None = None,
+                gpus: list[str] | None = None, client=None) -> list[dict]:
+    """Each correct submission timed against the reference rung by the same process on the same GPU, on a fixed
+    shape set, and ranked by geometric-mean speed-up among the submissions timed on the same GPU model
+    (rank_by_gpu_model). On `gpu`, one thread per GPU of `gpus`, or one Dask task per submission with a
+    dask.distributed `client` (lab.cluster). Writes leaderboard.csv, leaderboard.png and leaderboard.json."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for sub in submissions_in(submissions):
-        kernel, notes = find_kernel(exercise, sub)
-        if kernel is None:
-            entry = {"submission": sub.name, "ranked": False, "why": notes[-1]}
-        else:
-            names = ["compile"] + [g.name for g in exercise.checks] + ["leaderboard"]
-            done = run_checks(exercise, kernel, names, seed, False, gpu)
-            board = done["leaderboard"]
-            if board["passed"]:
-                entry = {"submission": sub.name, "ranked": True, "geomean_speedup": board["geomean_speedup"],
-                         "rows": board["rows"]}
-            else:
-                why = next((f"{n}: {d['output']}" for n, d in done.items() if not d["passed"]), board["output"])
-                entry = {"submission": sub.name, "ranked": False, "why": summary(why, 200)}
-        rows.append(entry)
+    subs = submissions_in(submissions)
+    entries: dict[str, dict] = {}
+
+    def record(name: str, entry: dict) -> None:
+        if name in entries:  # a task Dask ran twice (a lost worker): its first row stands
+            return
+        entries[name] = entry
         if on_done:
-            on_done(sub.name, entry)
-    ranked = sorted((r for r in rows if r["ranked"]), key=lambda r: -r["geomean_speedup"])
-    for place, r in enumerate(ranked, 1):
-        r["rank"] = place
-    ordered = ranked + [r for r in rows if not r["ranked"]]
+            on_done(name, entry)
+
+    if client is not None:
+        from lab import cluster
+
+        cluster.leaderboard_on(client, exercise, subs, seed, record)
+    else:
+        _on_gpus(subs, gpus or [gpu], lambda sub, g, stop: leaderboard_entry(exercise, sub, seed, g, stop), record)
+    ordered = rank_by_gpu_model([entries[s.name] for s in subs])
     _leaderboard_csv(out / "leaderboard.csv", ordered)
-    _leaderboard_png(out / "leaderboard.png", exercise, ranked)
+    _leaderboard_png(out / "leaderboard.png", exercise, ordered)
     (out / "leaderboard.json").write_text(json.dumps(ordered, indent=1) + "\n")
     return ordered
+
+
+def _on_gpus(subs: list[Path], gpus: list[str | None], work, record) -> None:
+    """work(sub, gpu, stop) for every submission, one thread per GPU, each result to record(name, result) as it
+    comes. The grader's own failure stops the rest; so does Ctrl-C, after every running process is killed."""
+    todo: queue.Queue = queue.Queue()
+    for sub in subs:
+        todo.put(sub)
+    lock, stop, failures = threading.Lock(), threading.Event(), []
+
+    def worker(gpu: str | None) -> None:
+        while not stop.is_set():
+            try:
+                sub = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                result = work(sub, gpu, stop)
+            except GradingStopped:
+                return
+            except BaseException as exc:
+                failures.append(exc)
+                stop.set()
+                return
+            with lock:
+                record(sub.name, result)
+
+    threads = [threading.Thread(target=worker, args=(g,)) for g in gpus]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            t.join()
+    except BaseException:
+        stop.set()
+        for t in threads:
+            t.join()
+        raise
+    if failures:
+        raise failures[0]
+
+
+def gpu_model(row: dict) -> str:
+    """The GPU model a leaderboard row was timed on; "" for a row that never reached a GPU (nothing to time)."""
+    device = row.get("gpu")
+    if device is None:
+        return ""
+    return device.get("model") or UNKNOWN_GPU
+
+
+def rank_by_gpu_model(rows: list[dict]) -> list[dict]:
+    """The ranked rows grouped by GPU model (models in name order), each group ranked from 1 by geometric-mean
+    speed-up, best first; then the unranked rows. Every row is tagged with its "gpu_model"."""
+    models = sorted({gpu_model(r) for r in rows if r["ranked"]})
+    ordered = []
+    for model in models:
+        group = sorted((r for r in rows if r["ranked"] and gpu_model(r) == model),
+                       key=lambda r: (-r["geomean_speedup"], r["submission"]))
+        for place, r in enumerate(group, 1):
+            r["rank"] = place
+        ordered += group
+    ordered += [r for r in rows if not r["ranked"]]
+    for r in ordered:
+        r["gpu_model"] = gpu_model(r)
+    return ordered
+
+
+def models_note(rows: list[dict]) -> str | None:
+    """The sentence a leaderboard spanning several GPU models carries; None for one model."""
+    models = sorted({gpu_model(r) for r in rows if r["ranked"]})
+    if len(models) < 2:
+        return None
+    return (f"These submissions were timed on {len(models)} GPU models ({'; '.join(models)}), so each model has "
+            "its own ranking: a speed-up over the reference measured on one model is not comparable with one "
+            "measured on another.")
 
 
 def _leaderboard_csv(path: Path, rows: list[dict]) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["rank", "submission", "geomean_speedup_vs_reference", "note"])
+        w.writerow(["gpu_model", "rank", "submission", "geomean_speedup_vs_reference", "gpu_uuid", "host", "note"])
         for r in rows:
-            w.writerow([r.get("rank", ""), r["submission"],
-                        f"{r['geomean_speedup']:.4f}" if r["ranked"] else "", r.get("why", "")])
+            device = r.get("gpu") or {}
+            w.writerow([gpu_model(r), r.get("rank", ""), r["submission"],
+                        f"{r['geomean_speedup']:.4f}" if r["ranked"] else "", device.get("uuid") or "",
+                        device.get("host") or "", r.get("why", "")])
 
 
-def _leaderboard_png(path: Path, exercise: Exercise, ranked: list[dict]) -> None:
+def _leaderboard_png(path: Path, exercise: Exercise, rows: list[dict]) -> None:
+    """One panel per GPU model, each with its own axis: bars of different models are never side by side."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 0.4 * max(3, len(ranked)) + 1))
-    names = [r["submission"] for r in ranked][::-1]
-    values = [r["geomean_speedup"] for r in ranked][::-1]
-    ax.barh(names, values, color="#1f77b4")
-    ax.axvline(1.0, color="#444444", ls="--", lw=1)
-    ax.set_xlabel("geometric-mean speed-up over the reference rung (same process, fresh inputs, cold L2)")
-    ax.set_title(f"Leaderboard: {exercise.id}", fontsize=10)
+    models = sorted({gpu_model(r) for r in rows if r["ranked"]}) or [""]
+    groups = [[r for r in rows if r["ranked"] and gpu_model(r) == m] for m in models]
+    heights = [0.4 * max(3, len(g)) + 0.8 for g in groups]
+    fig, axes = plt.subplots(len(models), 1, figsize=(8, sum(heights) + 0.6), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    for ax, model, group in zip(axes[:, 0], models, groups, strict=True):
+        ax.barh([r["submission"] for r in group][::-1], [r["geomean_speedup"] for r in group][::-1], color="#1f77b4")
+        ax.axvline(1.0, color="#444444", ls="--", lw=1)
+        ax.set_title(f"{model or 'no submission ranked'}: {len(group)} ranked", fontsize=9, loc="left")
+    axes[-1, 0].set_xlabel("geometric-mean speed-up over the reference rung (same process and GPU, fresh inputs, "
+                           "cold L2)")
+    note = models_note(rows)
+    fig.suptitle(f"Leaderboard: {exercise.id}" + (f"\n{note}" if note else ""), fontsize=9 if note else 10,
+                 wrap=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-

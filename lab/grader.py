@@ -11,6 +11,7 @@ another check's grade, another submission's, or the batch.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -52,6 +53,7 @@ class SubmissionResult:
     seconds: float
     fingerprint: str
     seed: int | None = None  # the inputs' seed: recorded with the grade, so that it can be reproduced
+    device: dict | None = None  # the GPU the checks ran on (gpu_identity): model, uuid, host
 
     @property
     def score(self) -> float:
@@ -157,6 +159,60 @@ def fingerprint(exercise: Exercise, folder: Path, seed: int, include_hidden: boo
 # Driving the worker processes
 # ----------------------------------------------------------------------------------------------
 
+def child_env(gpu: str | None = None) -> dict[str, str]:
+    """The environment every grading process starts with: this one's, pinned to `gpu` where one is given."""
+    env = dict(os.environ)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    env.setdefault("LAB_CACHE_DIR", str(Path(tempfile.gettempdir()) / "lab-grader-cache"))
+    return env
+
+
+# Run by a short child process: what device 0 is under the grading processes' environment.
+GPU_PROBE = """
+import json
+try:
+    from cupy.cuda import runtime
+    p = runtime.getDeviceProperties(0)
+    name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
+    raw = bytes(p.get("uuid", b""))
+    h = raw.hex()
+    uuid = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}" if len(raw) == 16 else None
+    print(json.dumps({"model": name, "uuid": uuid, "arch": f"sm_{p['major']}{p['minor']}"}))
+except Exception as exc:
+    print(json.dumps({"model": None, "why": (str(exc).splitlines() or [type(exc).__name__])[0][:200]}))
+"""
+
+
+def gpu_identity(gpu: str | None = None, python: str = sys.executable) -> dict:
+    """The GPU that grading processes started with `gpu` run on: {"model", "uuid", "arch", "host"}, or "model"
+    None with "why" where no GPU can be read. A short child process with the grading processes' own
+    environment reads device 0, so it names the GPU they use (whatever CUDA_VISIBLE_DEVICES or
+    CUDA_DEVICE_ORDER say) while the grader's process never opens a CUDA context. Read once per setting."""
+    env = child_env(gpu)
+    found = _probe_gpu(env.get("CUDA_VISIBLE_DEVICES"), env.get("CUDA_DEVICE_ORDER"), python)
+    return {**found, "host": os.uname().nodename}
+
+
+@functools.cache
+def _probe_gpu(visible: str | None, order: str | None, python: str) -> dict:
+    env = child_env()
+    for name, value in (("CUDA_VISIBLE_DEVICES", visible), ("CUDA_DEVICE_ORDER", order)):
+        env.pop(name, None)
+        if value is not None:
+            env[name] = value
+    try:
+        proc = subprocess.run([python, "-c", GPU_PROBE], env=env, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"model": None, "why": f"the GPU probe could not run ({exc})"}
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        tail = " | ".join(proc.stderr.strip().splitlines()[-2:])[:200]
+        return {"model": None, "why": f"the GPU probe failed (exit code {proc.returncode}"
+                                      + (f": {tail})" if tail else ")")}
+
+
 def _read_events(path: Path) -> list[dict]:
     if not path.exists():
         return []
@@ -202,10 +258,7 @@ def run_checks(exercise: Exercise, kernel: Path, names: list[str], seed: int, in
     raised as a LabError, not a grade."""
     done: dict[str, dict] = {}
     deadline = time.monotonic() + exercise.time_limit_s
-    env = dict(os.environ)
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = gpu
-    env.setdefault("LAB_CACHE_DIR", str(Path(tempfile.gettempdir()) / "lab-grader-cache"))
+    env = child_env(gpu)
     attempts, last_death = 0, "the grader could not reach this check"
     with tempfile.TemporaryDirectory(prefix="lab-grade-") as tmp:
         while True:
@@ -328,7 +381,8 @@ def gradescope_json(result: SubmissionResult) -> dict:
         "tests": tests,
         "extra_data": {"exercise": result.exercise, "submission": result.submission,
                        "fingerprint": result.fingerprint, "max_score": result.max_score, "seed": result.seed,
-                       "checks": [asdict(c) for c in result.checks]},
+                       "checks": [asdict(c) for c in result.checks],
+                       **({"device": result.device} if result.device is not None else {})},
     }
 
 
@@ -337,7 +391,7 @@ def result_from_json(payload: dict) -> SubmissionResult:
     checks = [CheckOutcome(**c) for c in extra["checks"]]
     notes = [] if payload.get("output") == "graded" else payload.get("output", "").split("; ")
     return SubmissionResult(extra["submission"], extra["exercise"], checks, notes, payload["execution_time"],
-                            extra["fingerprint"], extra.get("seed"))
+                            extra["fingerprint"], extra.get("seed"), extra.get("device"))
 
 
 def write_json_atomic(path: Path, payload: dict) -> None:
