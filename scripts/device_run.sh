@@ -40,6 +40,8 @@
 #   bash scripts/device_run.sh issue12-b       issue 12: GPU tests of split-K, grouped and decode, the split study, exercise
 #                                              07's grading, `lab bench` (headline) of the three families
 #   bash scripts/device_run.sh issue12-c       grouped and decode GPU tests and benches, exercise 07's timing diagnosis
+#   bash scripts/device_run.sh issue12-final   issue 12 after the last changes: GPU tests, exercise 07, the split study,
+#                                              split-K and grouped benches, notebook 05 executed live
 #   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
 #                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
@@ -217,6 +219,18 @@ for r in rs.records:
       for f in grouped_gemm decode; do
         echo "== lab bench $f"; timeout 200 python3 -m lab bench "$f" --kinds headline --json "$pack/$f.json" | tail -3
       done ;;
+    issue12-final)
+      gpu_tests 330 tests/test_gpu_split_k.py tests/test_gpu_grouped_gemm.py tests/test_gpu_decode.py
+      LAB_EXERCISE_SUMMARY="$pack/gemm_split_k_exercise07.json" gpu_tests 200 tests/test_gpu_exercises.py -k "07_split_k or split_k"
+      echo "== exercise 07 timing"; timeout 90 python3 scripts/diag_ex07.py
+      echo "== lab study splitk"; timeout 200 python3 -m lab study splitk --out "$pack" | tail -3
+      for f in gemm_split_k grouped_gemm; do
+        echo "== lab bench $f"; timeout 200 python3 -m lab bench "$f" --kinds headline --json "$pack/$f.json" | tail -3
+      done
+      echo "== grouped table cost"; timeout 120 python3 -m lab.lessons.underfill "$pack" | tail -3
+      mkdir -p results/h200 && cp "$pack"/split_k_factors.json "$pack"/gemm_split_k.json "$pack"/grouped_gemm.json \
+        "$pack"/grouped_table_cost.json results/h200/ 2>/dev/null  # the notebook replays this run's records beside it
+      notebooks notebooks/05_split_k_decode_grouped.py ;;
     tc-evidence)
       echo "== gemm_tc under compute-sanitizer"
       timeout 200 python3 scripts/gemm_tc_sanitize.py "$pack/gemm_tc_sanitize.json" --budget 180

@@ -78,6 +78,15 @@
 //   split across the warps of a block and reduced in shared memory (CUTLASS's "sliced-K", media/docs/
 //   efficient_gemm.md); Little's law for bytes in flight (V. Volkov, "Understanding Latency Hiding on GPUs",
 //   PhD thesis, UC Berkeley, 2016).
+// Measured (results/h200/decode.json, H200, commit 384ca0b, cold L2, the device copy of the same bytes and cuBLAS in
+//   the same run): N = K = 8192, M = 1-8: 0.87-0.89x of the copy (3.21-3.25 TB/s; predicted 0.85-0.95), 1.17-1.19x
+//   cuBLAS in fp16 and 1.06-1.07x in bf16 (cuBLAS's bf16 reads at 0.82x where its fp16 reads at 0.73-0.75x); M = 16:
+//   0.78-0.79x, under the 0.85 target and 0.96x cuBLAS; M = 32: 0.75-0.76x. N = K = 4096, M = 1-8: 0.82-0.84x of the
+//   copy (about 16 us; cuBLAS 19-20 us), as predicted for the fixed cost. M = 64 and 128: 0.21-0.29x, as "Where it
+//   stops" says; the family's rung 02 (the split-K GEMM) reads at 0.66-0.70x there, still under cuBLAS's 0.80x.
+//   Knob study (results/h200/decode_knobs.json, 7891957): at M = 16, RT 2 / CHUNKS 4 and 8 warps gave no gain
+//   (0.77-0.79x); at M <= 8, 4-warp blocks are within 1-3% of 8-warp ones. Next for M = 16: RT = 1 (twice the
+//   blocks, X re-read once per 16 rows) and CHUNKS = 16 (twice the bytes in flight per warp), not yet measured.
 // Knobs (defaults: the M <= 8 build the family names; the launcher sets MT, RT, CHUNKS and WARPS per shape):
 //   BF16 (0: fp16, 1: bf16), VEC (8: 16-byte loads, 1: element loads), MT (1: n-tiles of 8 tokens), RT (1: 16-row
 //   tiles per warp), CHUNKS (8: 32-k chunks per k-block), WARPS (4: warps per block, splitting K), THREADS (128 =

@@ -9,6 +9,7 @@
 - walk:        RungWalk, one call for the steps every rung repeats
 - layouts:     the tensor-core ladder's index arithmetic (fragments, ldmatrix, bank groups, pipelines)
 - diagrams:    figures drawn from that arithmetic, not from records (imported as lab.lessons.diagrams)
+- underfill:   notebook 05's shapes that do not fill the GPU: split-K, decode, grouped GEMM (lab.lessons.underfill)
 
 No figure in a notebook is typed in: every number these print is computed from records.
 """
