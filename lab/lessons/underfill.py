@@ -943,8 +943,11 @@ def measure_table_costs(repeats: int = 5) -> dict:
     """The host time to build each case's problem table (lab.families.grouped_gemm.table_build_cost: the tensor
     maps through the driver, and the packing), as a payload with provenance. Needs the CUDA driver and a GPU for
     the provenance: this is what `python3 -m lab.lessons.underfill DIR` records."""
+    import cupy as cp
+
     from lab.families.grouped_gemm import table_build_cost
 
+    cp.cuda.runtime.free(0)  # a CUDA context first: cuTensorMapEncodeTiled refuses to run without one
     rows = [table_build_cost(case, repeats=repeats) for case in GROUPED_CASES]
     return {"provenance": records.provenance(), "repeats": repeats, "rows": rows}
 
