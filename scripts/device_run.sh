@@ -42,6 +42,7 @@
 #   bash scripts/device_run.sh issue12-c       grouped and decode GPU tests and benches, exercise 07's timing diagnosis
 #   bash scripts/device_run.sh issue12-final   issue 12 after the last changes: GPU tests, exercise 07, the split study,
 #                                              split-K and grouped benches, notebook 05 executed live
+#   bash scripts/device_run.sh issue12-sanitize compute-sanitizer memcheck over split-K, decode and grouped GEMM
 #   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
 #                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
@@ -231,6 +232,13 @@ for r in rs.records:
       mkdir -p results/h200 && cp "$pack"/split_k_factors.json "$pack"/gemm_split_k.json "$pack"/grouped_gemm.json \
         "$pack"/grouped_table_cost.json results/h200/ 2>/dev/null  # the notebook replays this run's records beside it
       notebooks notebooks/05_split_k_decode_grouped.py ;;
+    issue12-sanitize)
+      for spec in "gemm_split_k 100" "decode 45" "grouped_gemm 45"; do
+        set -- $spec
+        echo "== compute-sanitizer memcheck on $1"
+        timeout $(( $2 + 15 )) python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_${1}_memcheck.json" --family "$1" \
+          --tools memcheck --budget "$2" | tail -6
+      done ;;
     tc-evidence)
       echo "== gemm_tc under compute-sanitizer"
       timeout 200 python3 scripts/gemm_tc_sanitize.py "$pack/gemm_tc_sanitize.json" --budget 180

@@ -5,7 +5,8 @@ goes through the lab's own checks (lab.verify.check_case: poisoned output, guard
 repeated runs), so a run passes only when the sanitizer is clean AND the answers are right.
 
     python3 scripts/gemm_tc_sanitize.py OUT.json [--budget 180] [--tools memcheck,racecheck,synccheck]
-    python3 scripts/gemm_tc_sanitize.py OUT.json --family softmax     (also gemm_tc_epilogue, rmsnorm, layernorm)
+    python3 scripts/gemm_tc_sanitize.py OUT.json --family softmax     (also gemm_tc_epilogue, rmsnorm, layernorm,
+                                                                      gemm_split_k, decode, grouped_gemm)
 
 Each (tool, rung) is a child process (this script with --child TOOL RUNG) under the sanitizer, with its
 own time limit, so one crash or hang hides nothing else. Rungs come from GemmTcFamily().rungs, so rungs
@@ -66,8 +67,19 @@ EPILOGUE_CASES = [{"M": 17, "N": 33, "K": 72, "epilogue": "bias+gelu_tanh", "lay
                    "dtype": "float16", "pad": 3},
                   {"M": 9, "N": 5, "K": 33, "epilogue": "gelu_tanh", "out": "e4m3", "layout": "TN", "dtype": "float16"}]
 ROW_CASES = [{"rows": 3, "n": n} for n in (1, 33, 1025, 4097)]
+# Issue 12's families: split-K with S not dividing the k-tiles and a K tail, decode across its M buckets and a K tail,
+# grouped GEMM with empty groups and tails in every size.
+SPLIT_K_CASES = [{"M": 17, "N": 9, "K": 1000, "splits": 7, "layout": "TN", "dtype": "float16"},
+                 {"M": 65, "N": 130, "K": 650, "splits": 3, "layout": "NN", "dtype": "bfloat16", **ALPHA_BETA}]
+DECODE_CASES = [{"M": 1, "N": 97, "K": 131, "dtype": "float16"}, {"M": 17, "N": 61, "K": 4099, "dtype": "bfloat16"},
+                {"M": 33, "N": 70, "K": 250, "pad": 6, "dtype": "float16"}]
+GROUPED_CASES = [{"groups": [(0, 64, 64), (17, 33, 40), (65, 64, 128), (0, 1, 1)], "dtype": "float16"},
+                 {"groups": [(1, 1, 9), (130, 257, 72)], "dtype": "bfloat16"}]
 FAMILY_CASES = {
     "gemm_tc": CASES,
+    "gemm_split_k": {tool: SPLIT_K_CASES for tool in sanitizer.TOOLS},
+    "decode": {tool: DECODE_CASES for tool in sanitizer.TOOLS},
+    "grouped_gemm": {tool: GROUPED_CASES for tool in sanitizer.TOOLS},
     "gemm_tc_epilogue": {"memcheck": EPILOGUE_CASES, "racecheck": EPILOGUE_CASES[:2], "synccheck": EPILOGUE_CASES[:2]},
     "softmax": {tool: [c | {"dtype": d} for c in ROW_CASES for d in ("float16", "float32")]
                 for tool in sanitizer.TOOLS},
