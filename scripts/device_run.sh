@@ -233,7 +233,7 @@ for r in rs.records:
         "$pack"/grouped_table_cost.json results/h200/ 2>/dev/null  # the notebook replays this run's records beside it
       notebooks notebooks/05_split_k_decode_grouped.py ;;
     issue12-sanitize)
-      for spec in "gemm_split_k 100" "decode 45" "grouped_gemm 45"; do
+      for spec in ${SANITIZE_SPECS:-"gemm_split_k 100" "decode 100" "grouped_gemm 100"}; do
         set -- $spec
         echo "== compute-sanitizer memcheck on $1"
         timeout $(( $2 + 15 )) python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_${1}_memcheck.json" --family "$1" \
