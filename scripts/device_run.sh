@@ -233,8 +233,8 @@ for r in rs.records:
         "$pack"/grouped_table_cost.json results/h200/ 2>/dev/null  # the notebook replays this run's records beside it
       notebooks notebooks/05_split_k_decode_grouped.py ;;
     issue12-sanitize)
-      for spec in ${SANITIZE_SPECS:-"gemm_split_k 100" "decode 100" "grouped_gemm 100"}; do
-        set -- $spec
+      for spec in ${SANITIZE_SPECS:-gemm_split_k:100 decode:100 grouped_gemm:100}; do  # family:budget_s
+        set -- ${spec/:/ }
         echo "== compute-sanitizer memcheck on $1"
         timeout $(( $2 + 15 )) python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_${1}_memcheck.json" --family "$1" \
           --tools memcheck --budget "$2" | tail -6
