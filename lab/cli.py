@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from lab import device
@@ -504,7 +505,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except LabError as exc:
-        console.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        # escape: a sentence may hold brackets that rich would read as markup ("cupy-kernel-lab[cluster]" lost them)
+        console.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
         return 2
     except KeyboardInterrupt:
         console.print("interrupted")

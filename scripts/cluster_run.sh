@@ -32,6 +32,12 @@ site=/tmp/clustersite
 WHEELS="${WHEELS:-$here/.clusterwheels}"
 EXERCISE=01 SEED="${SEED:-4242}" KILL_AFTER="${KILL_AFTER:-12}" MIXED="${MIXED:-20}" HIDDEN="${HIDDEN:-0}"
 CHECK_TIMEOUT_S="${CHECK_TIMEOUT_S-6}" TIME_LIMIT_S="${TIME_LIMIT_S-12}"
+MIN_BUDGET_S=480  # the install and import steps reserve 400 s for the runs after them
+if [ "${BUDGET_S:-540}" -lt "$MIN_BUDGET_S" ]; then
+  echo "BUDGET_S=${BUDGET_S} is under $MIN_BUDGET_S s: the install step would get no time (a 390 s budget left Dask" \
+    "uninstalled on the H200 x2); give at least $MIN_BUDGET_S, or run the phases in separate calls." >&2
+  exit 2
+fi
 deadline=$(( $(date +%s) + ${BUDGET_S:-540} ))
 hidden_flag=(); [ "$HIDDEN" = 1 ] || hidden_flag=(--no-hidden)
 

@@ -255,3 +255,17 @@ def test_check_reads_a_latin1_kernel_with_a_note(tmp_path, capsys, no_gpu):
 def test_an_unknown_study_is_named_with_the_ones_there_are(capsys, tmp_path):
     assert cli.main(["study", "waves", "--out", str(tmp_path)]) == 2
     _one_line_error(capsys, "no study waves", "orders", "counters", "fp32", "streamk", "items", "splitk", "checklist")
+
+
+def test_an_error_sentence_keeps_its_brackets(capsys, monkeypatch):
+    """rich reads "[cluster]" as markup: the CLI escapes error sentences so the install hint survives (seen on the
+    2-GPU H200: "pip install 'cupy-kernel-lab'" with the extra's name gone)."""
+    from lab import cli
+    from lab.errors import LabError
+
+    def fail(args):
+        raise LabError("Grading on a Dask cluster needs Dask's distributed: pip install 'cupy-kernel-lab[cluster]'.")
+
+    monkeypatch.setattr(cli, "cmd_doctor", fail)
+    assert cli.main(["doctor"]) == 2
+    assert "cupy-kernel-lab[cluster]" in capsys.readouterr().out

@@ -420,7 +420,7 @@ def test_cluster_run_script_dry_run(tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "PYTHON": str(python), "REAL_PYTHON": sys.executable, "PYTHONPATH": str(fakes),
            "SKIP_INSTALL": "1", "OUT": str(out), "SCRATCH": str(tmp_path / "scratch"), "KILL_AFTER": "10",
-           "BUDGET_S": "300", "LAB_COMMIT": "dry-run"}
+           "BUDGET_S": "480", "LAB_COMMIT": "dry-run"}
     proc = subprocess.run(["bash", str(ROOT / "scripts" / "cluster_run.sh")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -433,3 +433,11 @@ def test_cluster_run_script_dry_run(tmp_path):
     assert kill["killed"] and kill["children_died_with_worker"], json.dumps(kill, indent=1)
     assert all(s["wall_s"] and s["exit_code"] == 0 for s in record["runs"].values())
     assert record["settings"]["check_timeout_s"] == "6" and record["provenance"]["commit"] == "dry-run"
+
+
+def test_runs_that_failed_at_once_do_not_meet_the_target(script, tmp_path):
+    """A cluster run that exits in a second (Dask missing) against a one-GPU run that timed out: no speed-up."""
+    runs = {"one_gpu": _run(tmp_path, "a", {"good": GRADES["good"]}, 138),
+            "cluster": _run(tmp_path, "b", {}, 0.4), "cluster_worker_killed": _run(tmp_path, "c", {}, 0.5)}
+    record = script.compare(BATCH, runs)
+    assert record["ratio_cluster_over_one_gpu"] < 0.01 and not record["meets_target"]

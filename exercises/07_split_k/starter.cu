@@ -30,6 +30,23 @@
 //   tile of 128 x 128 with BN = 128, S = 132): ~11 us of mainloop at half the per-SM rate of the 256-wide tile, plus
 //   8.4 MB of slices: ~15-17 us against cuBLAS's ~29 us: 1.7-1.9x. Large squares (S = 1): rung 06 plus the slice
 //   round trip, so slower than rung 06; the launcher runs rung 06 there.
+// Measured (results/h200/gemm_split_k.json and split_k_factors.json, H200, commit 8b8c2d1, cold L2, cuBLAS and rung 06
+//   in the same run): fp16 256 x 256 x 65536 (128 x 128 tiles, S = 33): mode 0 36.8 us = 0.82x cuBLAS (30.1 us), mode 1
+//   0.75x, mode 2 0.69x; 128 x 128 x 131072 (S = 132): 0.91x / 0.89x / 0.71x; 512^2 x 32768: 0.83x; 1024^2 x 16384:
+//   0.90x (bf16: 0.84-0.93x for mode 0). So about 2x slower than predicted, and under the 1.0x target. Where the time
+//   goes (split_k_ncu.json, 30baa62, the first 128 x 256 build): the split kernel alone takes 26 us at 256 x 256 x
+//   65536, reading the minimum 68 MB from DRAM at only 2.6 TB/s, and the reduction kernel adds 8 us (its slices from
+//   DRAM under ncu's cache flush; L2-resident in the timed runs). What did not help: interleaved splits (every S-th
+//   k-tile), rows padded off the 128 KB power-of-two pitch, 6 stages instead of 4 (all within 3%, the study's
+//   variants). What helped: 128 x 128 tiles where the output has few tiles (236 vs 216 TFLOP/s at 256^2), the
+//   reduction shared by up to 8 lanes per quad with loads in flight (it was one thread per quad, S loads in a row), and
+//   launch plans decided once (the host spent ~130 us per launch, more than the spin kernel covers). Atomic mode: the
+//   66-way contention on each address costs more than the slices' traffic, and its low bits change from run to run (19
+//   of 20 runs differ, up to 9 ULPs at 256^2 and 46 at 128^2); modes 0 and 1 are the same bits every run.
+//   Next: the mainloop's DRAM rate (2.6 of ~4 TB/s: its first k-tiles wait on a cold start that a 15-k-tile unit
+//   cannot amortize; a cluster of 2 with TMA multicast of the shared operand, or fewer, longer units with the
+//   reduction overlapped), and the reduction kernel's launch (programmatic dependent launch, which CuPy does not
+//   expose).
 // Tensor maps, tails and the mainloop as rung 06; the consumers' k-loop is a do-while (every unit has at least one
 //   k-tile), which keeps ptxas from serializing the wgmmas (rung 07's lesson).
 // Requires: sm_90a; A and B as rung 04 (the launcher repacks otherwise). Launch: THREADS threads, a 1-D grid of

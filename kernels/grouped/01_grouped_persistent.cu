@@ -48,6 +48,13 @@
 //     waves (11 rounds), and K = 1024 is 16 k-tiles per tile, so the unhidden epilogue weighs ~10%: 400-520
 //     TFLOP/s; the loop is launch-bound (128 Python-issued calls of ~0.6 GFLOP each): 5-10x of the loop.
 //   Host: building the moe table (118 tensor maps through cuda-bindings) 1-5 ms, longer than the kernel (~1.1 ms).
+// Measured (results/h200/grouped_gemm.json, H200, commit 8b8c2d1, cold L2, the loop of cuBLAS calls and cuBLAS's
+//   strided-batched call in the same run): uniform 587 TFLOP/s fp16 / 639 bf16 (predicted 640-680), 1.12x / 1.07x the
+//   batched call's time (its 657 / 686 TFLOP/s), 3.6x / 2.2x the loop; moe 479 / 497 TFLOP/s (predicted 450-540),
+//   1.7x / 2.9x the loop; small 351 TFLOP/s (predicted 400-520: the epilogue of 1348 short tiles weighs more than the
+//   ~10% predicted), 18.8x the loop (predicted 5-10x: the loop's 128 calls ran at 18.6 TFLOP/s). Building the moe
+//   table on the host (grouped_table_cost.json, a03e279, the 2-GPU H200 machine): 1.9 ms for 118 maps (16 us each),
+//   1.7x the kernel's 1.15 ms, as predicted (1-5 ms): a re-route every step wants the maps built on the device.
 // Tails as gemm_tc rung 04/06: TMA zero-fills the boxes past M_g, N_g and K_g (the map's extents are the group's, so
 //   a box never reads the next group's rows), and the epilogue stores only inside M_g x N_g.
 // Requires: sm_90a (wgmma, setmaxnreg, fence.proxy.tensormap: PTX ISA 8.3). Each A_g and B_g 16-byte aligned with

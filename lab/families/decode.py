@@ -26,8 +26,9 @@ path and knobs ran.
 Error bound: lab.bounds.tensor_core_matmul_bound, as gemm_tc (fp32 accumulation on tensor cores, truncating
 per k-step, output rounded once); a split of K across warps only shortens each accumulator's chain.
 
-STATUS: not yet run on a GPU. Compiled (NVRTC, sm_80 and sm_90) with no spills by tests/test_decode_family.py;
-tests/test_gpu_decode.py is written and waits for its first run on the H200. Not yet in the catalogue.
+STATUS: tests/test_gpu_decode.py passed on the H200 at 8b8c2d1 (both rungs, every check case, half-bound margins);
+compute-sanitizer memcheck clean on both rungs (results/h200/sanitize_issue12/, 27d1d24). In the catalogue.
+Records: results/h200/decode.json (384ca0b; the kernels are unchanged since), decode_knobs.json.
 """
 
 from __future__ import annotations

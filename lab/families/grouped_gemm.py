@@ -34,8 +34,9 @@ the same shape (`baselines_for`). Metric TFLOP/s of sum 2 M_g N_g K_g.
 
 The error bound is lab.bounds.tensor_core_matmul_bound, per group (each group's K, inputs and outputs).
 
-STATUS: not yet run on a GPU. Compiles for sm_90a with no spills (tests/test_grouped_gemm_family.py); its GPU tests
-(tests/test_gpu_grouped_gemm.py) wait for the H200. Not in the catalogue.
+STATUS: tests/test_gpu_grouped_gemm.py passed on the H200 at 8b8c2d1; compute-sanitizer memcheck clean
+(results/h200/sanitize_issue12/, 27d1d24). In the catalogue. Records: results/h200/grouped_gemm.json (8b8c2d1),
+grouped_table_cost.json (a03e279).
 """
 
 from __future__ import annotations
