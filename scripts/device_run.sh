@@ -216,14 +216,14 @@ for r in rs.records:
         > "$pack/decode_knobs.json"; tail -c 600 "$pack/decode_knobs.json" ;;
     issue12-c)
       gpu_tests 300 tests/test_gpu_grouped_gemm.py tests/test_gpu_decode.py
-      echo "== exercise 07 timing diagnosis"; timeout 120 python3 scripts/diag_ex07.py
+      echo "== exercise 07 timing diagnosis"; timeout 120 python3 scripts/exercise07_timing.py
       for f in grouped_gemm decode; do
         echo "== lab bench $f"; timeout 200 python3 -m lab bench "$f" --kinds headline --json "$pack/$f.json" | tail -3
       done ;;
     issue12-final)
       gpu_tests 330 tests/test_gpu_split_k.py tests/test_gpu_grouped_gemm.py tests/test_gpu_decode.py
       LAB_EXERCISE_SUMMARY="$pack/gemm_split_k_exercise07.json" gpu_tests 200 tests/test_gpu_exercises.py -k "07_split_k or split_k"
-      echo "== exercise 07 timing"; timeout 90 python3 scripts/diag_ex07.py
+      echo "== exercise 07 timing"; timeout 90 python3 scripts/exercise07_timing.py
       echo "== lab study splitk"; timeout 200 python3 -m lab study splitk --out "$pack" | tail -3
       for f in gemm_split_k grouped_gemm; do
         echo "== lab bench $f"; timeout 200 python3 -m lab bench "$f" --kinds headline --json "$pack/$f.json" | tail -3
