@@ -99,47 +99,22 @@ def grade_batch(exercise: Exercise, submissions: Path, out: Path, seed: int | No
     if client is not None:
         _grade_on_cluster(client, exercise, out, list(todo.queue), seed, include_hidden, results, on_done)
         return _finish(exercise, out, results, seed)
-    lock = threading.Lock()
-    stop = threading.Event()  # set on Ctrl-C or a grader failure: every worker process is killed, nothing recorded
-    failures: list[BaseException] = []
+    def grade(sub: Path, gpu: str | None, stop: threading.Event) -> SubmissionResult:
+        result = grade_submission(exercise, sub, seed, include_hidden, gpu, stop=stop)
+        result.device = gpu_identity(gpu)
+        return result
 
-    def worker(gpu: str | None) -> None:
-        while not stop.is_set():
-            try:
-                sub = todo.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                result = grade_submission(exercise, sub, seed, include_hidden, gpu, stop=stop)
-                result.device = gpu_identity(gpu)
-            except GradingStopped:
-                return
-            except BaseException as exc:  # the grader's own failure: stop the batch, record no grade for it
-                failures.append(exc)
-                stop.set()
-                return
-            write_json_atomic(out / sub.name / "results.json", gradescope_json(result))
-            with lock:
-                results[sub.name] = result
-                if on_done:
-                    on_done(result, False)
+    def record(name: str, result: SubmissionResult) -> None:
+        write_json_atomic(out / name / "results.json", gradescope_json(result))
+        results[name] = result
+        if on_done:
+            on_done(result, False)
 
-    threads = [threading.Thread(target=worker, args=(g,)) for g in (gpus or [None])]
-    for t in threads:
-        t.start()
-    try:
-        for t in threads:
-            t.join()
-    except BaseException:  # Ctrl-C: stop the workers (each kills its process) before leaving
-        stop.set()
-        for t in threads:
-            t.join()
-        raise
-    if failures:
-        if isinstance(failures[0], LabError):
-            raise LabError(f"{failures[0]} Grading stopped; every results.json written so far is kept in {out}, "
-                           "and the same command resumes from there.") from None
-        raise failures[0]
+    try:  # one thread per GPU; a grader failure or Ctrl-C kills every running process and records no grade for it
+        _on_gpus(list(todo.queue), gpus or [None], grade, record)
+    except LabError as exc:
+        raise LabError(f"{exc} Grading stopped; every results.json written so far is kept in {out}, "
+                       "and the same command resumes from there.") from None
     return _finish(exercise, out, results, seed)
 
 
