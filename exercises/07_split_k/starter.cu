@@ -37,12 +37,14 @@
 //   goes (split_k_ncu.json, 30baa62, the first 128 x 256 build): the split kernel alone takes 26 us at 256 x 256 x
 //   65536, reading the minimum 68 MB from DRAM at only 2.6 TB/s, and the reduction kernel adds 8 us (its slices from
 //   DRAM under ncu's cache flush; L2-resident in the timed runs). What did not help: interleaved splits (every S-th
-//   k-tile), rows padded off the 128 KB power-of-two pitch, 6 stages instead of 4 (all within 3%, the study's
-//   variants). What helped: 128 x 128 tiles where the output has few tiles (236 vs 216 TFLOP/s at 256^2), the
-//   reduction shared by up to 8 lanes per quad with loads in flight (it was one thread per quad, S loads in a row), and
-//   launch plans decided once (the host spent ~130 us per launch, more than the spin kernel covers). Atomic mode: the
-//   66-way contention on each address costs more than the slices' traffic, and its low bits change from run to run (19
-//   of 20 runs differ, up to 9 ULPs at 256^2 and 46 at 128^2); modes 0 and 1 are the same bits every run.
+//   k-tile), rows padded off the 128 KB power-of-two pitch, 6 stages instead of 4: all within the spread of one study
+//   row (the same build, as 08_split_k and 08_split_k_bn128, measured 235 and 242 TFLOP/s in it). What helped: 128 x
+//   128 tiles where the output has few tiles (faster at 256^2 in a study run before they became the launcher's choice,
+//   so the final record has no wide-tile row), the reduction shared by up to 8 lanes per quad with loads in flight (it
+//   was one thread per quad, S loads in a row), and launch plans decided once (the host spent ~130 us per launch, more
+//   than the spin kernel covers). Atomic mode: the S-way contention on each address costs more than the slices'
+//   traffic, and its low bits change from run to run (19 of 20 runs differ, up to 9 ULPs at 256^2 and 46 at 128^2);
+//   modes 0 and 1 are the same bits every run.
 //   Next: the mainloop's DRAM rate (2.6 of ~4 TB/s: its first k-tiles wait on a cold start that a 15-k-tile unit
 //   cannot amortize; a cluster of 2 with TMA multicast of the shared operand, or fewer, longer units with the
 //   reduction overlapped), and the reduction kernel's launch (programmatic dependent launch, which CuPy does not

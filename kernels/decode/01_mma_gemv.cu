@@ -79,8 +79,8 @@
 //   efficient_gemm.md); Little's law for bytes in flight (V. Volkov, "Understanding Latency Hiding on GPUs",
 //   PhD thesis, UC Berkeley, 2016).
 // Measured (results/h200/decode.json, H200, commit 384ca0b, cold L2, the device copy of the same bytes and cuBLAS in
-//   the same run): N = K = 8192, M = 1-8: 0.87-0.89x of the copy (3.21-3.25 TB/s; predicted 0.85-0.95), 1.17-1.19x
-//   cuBLAS in fp16 and 1.06-1.07x in bf16 (cuBLAS's bf16 reads at 0.82x where its fp16 reads at 0.73-0.75x); M = 16:
+//   the same run): N = K = 8192, M = 1-8: 0.87-0.89x of the copy (3.20-3.24 TB/s; predicted 0.85-0.95), 1.16-1.20x
+//   cuBLAS in fp16 and 1.07-1.09x in bf16 (cuBLAS's bf16 reads at 0.82x where its fp16 reads at 0.73-0.75x); M = 16:
 //   0.78-0.79x, under the 0.85 target and 0.96x cuBLAS; M = 32: 0.75-0.76x. N = K = 4096, M = 1-8: 0.82-0.84x of the
 //   copy (about 16 us; cuBLAS 19-20 us), as predicted for the fixed cost. M = 64 and 128: 0.21-0.29x, as "Where it
 //   stops" says; the family's rung 02 (the split-K GEMM) reads at 0.66-0.70x there, still under cuBLAS's 0.80x.
