@@ -3,7 +3,6 @@ and the uuid that CuPy reads for that device, one ranking per model. On a machin
 one thread each. tests/test_classroom_gpu_models.py covers the same logic with fake GPUs of two models."""
 
 import csv
-import dataclasses
 import json
 import os
 import shutil
@@ -40,7 +39,11 @@ def _batch(root: Path, names) -> Path:
 
 
 def _exercise():
-    return dataclasses.replace(load("01"), check_timeout_s=6, time_limit_s=12)
+    """Exercise 01 with its own time limits: here every grading process starts on a cold compile cache, two at a
+    time (the fault-suite tests' 6 s checks follow a graded batch that warmed it). On the 2-GPU H200 at a03e279
+    the 6 s limits left good_reference and good_scalar unranked, most likely timed out while compiling; not yet
+    rerun with these limits."""
+    return load("01")
 
 
 def _pinnable(gpus: dict) -> list[str | None]:
