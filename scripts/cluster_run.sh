@@ -20,7 +20,10 @@
 # (540: the whole call, every step's time box shrinks to fit it), KILL_AFTER (12), MIXED (20), SEED (4242),
 # HIDDEN (0: visible checks only, like tests/test_gpu_grader.py; 1: the hidden checks too), CHECK_TIMEOUT_S (6)
 # and TIME_LIMIT_S (12) (both empty: the exercise's own limits, graded from this tree), PYTHON (python3),
-# WHEELS (.clusterwheels), SKIP_INSTALL=1 (use the Dask already importable), SCRATCH (/tmp/cluster-run).
+# WHEELS (.clusterwheels), SKIP_INSTALL=1 (use the Dask already importable), SCRATCH (/tmp/cluster-run),
+# PHASE (all; or two calls of under 10 minutes each, as the device tool allows: `PHASE=a` builds the batch and
+# grades it on one GPU, no Dask needed, and leaves $OUT/phase_a.tgz; copy that to .clusterphase/ and carry it
+# with `PHASE=bc`, which installs Dask, grades (b) and (c) on the same submissions and compares all three).
 set -uo pipefail
 PY="${PYTHON:-python3}"
 here="$PWD"
@@ -32,7 +35,11 @@ site=/tmp/clustersite
 WHEELS="${WHEELS:-$here/.clusterwheels}"
 EXERCISE=01 SEED="${SEED:-4242}" KILL_AFTER="${KILL_AFTER:-12}" MIXED="${MIXED:-20}" HIDDEN="${HIDDEN:-0}"
 CHECK_TIMEOUT_S="${CHECK_TIMEOUT_S-6}" TIME_LIMIT_S="${TIME_LIMIT_S-12}"
+PHASE="${PHASE:-all}"
+PHASE_A="${PHASE_A:-$here/.clusterphase/phase_a.tgz}"
+case "$PHASE" in all|a|bc) ;; *) echo "PHASE must be all, a or bc; got $PHASE." >&2; exit 2 ;; esac
 MIN_BUDGET_S=480  # the install and import steps reserve 400 s for the runs after them
+[ "$PHASE" = a ] && MIN_BUDGET_S=300  # no install: the batch and the one-GPU run only
 if [ "${BUDGET_S:-540}" -lt "$MIN_BUDGET_S" ]; then
   echo "BUDGET_S=${BUDGET_S} is under $MIN_BUDGET_S s: the install step would get no time (a 390 s budget left Dask" \
     "uninstalled on the H200 x2); give at least $MIN_BUDGET_S, or run the phases in separate calls." >&2
@@ -120,13 +127,27 @@ grade() {  # grade NAME SECONDS one-gpu|cluster: one timed `lab grade` of the ba
   if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.used --format=csv
   fi
-  install_dask && check_dask || echo "!! Dask is not usable: runs (b) and (c) will fail and say why"
+  if [ "$PHASE" != a ]; then
+    install_dask && check_dask || echo "!! Dask is not usable: runs (b) and (c) will fail and say why"
+  fi
   tree="$(lab_tree)"
   echo "== grading from $tree (time limits: ${CHECK_TIMEOUT_S:-own} s a check, ${TIME_LIMIT_S:-own} s a submission)," \
-    "seed $SEED, ${hidden_flag[*]:-hidden checks too}"
-  timeout 60 "$PY" scripts/cluster_compare.py batch "$subs" "$scratch/batch.json" --mixed "$MIXED"
-
-  grade a "$(cap 260 250)" one-gpu
+    "seed $SEED, ${hidden_flag[*]:-hidden checks too}, phase $PHASE"
+  if [ "$PHASE" = bc ]; then  # the batch and run (a) from the phase-a call, so all three grade the same files
+    tar -C "$scratch" -xzf "$PHASE_A" || { echo "!! no phase-a results at $PHASE_A: run PHASE=a first"; exit 1; }
+    cp "$scratch/grade_a.log" "$pack/grade_a.log"
+  else
+    timeout 60 "$PY" scripts/cluster_compare.py batch "$subs" "$scratch/batch.json" --mixed "$MIXED"
+    if [ "$PHASE" = a ]; then
+      grade a "$(cap 300 15)" one-gpu
+      cp "$pack/grade_a.log" "$scratch/grade_a.log"
+      tar -C "$scratch" -czf "$OUT/phase_a.tgz" subs batch.json a a.wall.json grade_a.log
+      echo "== phase a done with $(( deadline - $(date +%s) )) s of the budget left: copy \$OUT/phase_a.tgz to" \
+        ".clusterphase/ and run PHASE=bc carrying it"
+      exit 0
+    fi
+    grade a "$(cap 260 250)" one-gpu
+  fi
   grade b "$(cap 170 130)" cluster
 
   limit_c="$(cap 190 25)"
