@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -469,8 +470,12 @@ def _cached_cubin(spec: KernelSpec, arch: int) -> tuple[Path, str]:
     cubin_path = cache_dir() / f"{key}.cubin"
     meta_path = cache_dir() / f"{key}.json"
     if cubin_path.is_file() and meta_path.is_file():
+        COMPILES["cache_hits"] += 1
         return cubin_path, json.loads(meta_path.read_text())["lowered_name"]
+    COMPILES["compiled"] += 1
+    started = time.perf_counter()
     compiled = compile_cubin(spec, arch)
+    COMPILES["compile_ms"] += round(1e3 * (time.perf_counter() - started), 3)
     tmp = cubin_path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_bytes(compiled.cubin)
     os.replace(tmp, cubin_path)  # atomic: parallel graders never read half a file
@@ -478,11 +483,50 @@ def _cached_cubin(spec: KernelSpec, arch: int) -> tuple[Path, str]:
     return cubin_path, compiled.lowered_name
 
 
+class Kernel:
+    """A compiled entry point: a `cupy.RawKernel` (its attributes read and set through this object) whose launches a
+    `recording()` can capture, so lab.ops can replay a family's launch sequence without redoing its host work."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw):
+        object.__setattr__(self, "raw", raw)
+
+    def __call__(self, grid, block, args, shared_mem: int = 0) -> None:
+        if _RECORDINGS:
+            _RECORDINGS[-1].append((self.raw, grid, block, args, shared_mem))
+        self.raw(grid, block, args, shared_mem=shared_mem)
+
+    def __getattr__(self, name: str):
+        return getattr(self.raw, name)
+
+    def __setattr__(self, name: str, value) -> None:
+        setattr(self.raw, name, value)
+
+
+_RECORDINGS: list[list] = []
+
+
+class recording:
+    """`with recording() as launches:` collects (raw kernel, grid, block, args, shared_mem) for every launch made
+    through `get_kernel`'s kernels inside the block, in order (the launches still run)."""
+
+    def __enter__(self) -> list:
+        _RECORDINGS.append([])
+        return _RECORDINGS[-1]
+
+    def __exit__(self, *exc) -> None:
+        _RECORDINGS.pop()
+
+
+COMPILES: Counter = Counter()  # per process: "compiled" (NVRTC ran) and "cache_hits" (a cubin on disk), for lab.ops
+
+
 @functools.lru_cache(maxsize=256)
-def get_kernel(spec: KernelSpec, cooperative: bool = False):
-    """A launchable `cupy.RawKernel` for the current GPU, built (or fetched from the cache) on first use.
-    `cooperative`: launched with cuLaunchCooperativeKernel, which refuses a grid that cannot be resident all at
-    once instead of letting a grid-wide barrier hang."""
+def get_kernel(spec: KernelSpec, cooperative: bool = False) -> Kernel:
+    """A launchable kernel (`Kernel`, around a `cupy.RawKernel`) for the current GPU, built (or fetched from the
+    cache) on first use. `cooperative`: launched with cuLaunchCooperativeKernel, which refuses a grid that cannot be
+    resident all at once instead of letting a grid-wide barrier hang."""
     import cupy
 
     from lab import device
@@ -496,4 +540,4 @@ def get_kernel(spec: KernelSpec, cooperative: bool = False):
     arch = gpu.arch if gpu.arch in archs else max(a for a in archs if a <= gpu.arch)
     path, lowered = _cached_cubin(spec, arch)
     module = cupy.RawModule(path=str(path), enable_cooperative_groups=cooperative)
-    return module.get_function(lowered)
+    return Kernel(module.get_function(lowered))

@@ -1,4 +1,4 @@
-"""The `lab` command: doctor, inspect, verify, bench, profile, tour; check, release, grade, leaderboard."""
+"""The `lab` command: doctor, inspect, verify, bench, profile, tour; check, release, grade, leaderboard; ops, tune."""
 
 from __future__ import annotations
 
@@ -259,6 +259,79 @@ def cmd_study(args) -> int:
     return 0
 
 
+def cmd_ops(args) -> int:
+    """`lab ops stats`: what lab.ops decided in the processes that saved their counters (at exit)."""
+    from lab.ops import counters
+
+    path = counters.stats_path()
+    if args.reset:
+        path.unlink(missing_ok=True)
+        console.print(f"cleared {path}")
+        return 0
+    saved = counters.load()
+    totals = saved.get("totals")
+    if not totals:
+        console.print(f"No lab.ops counters saved yet ({path}): they are saved when a process that called lab.ops "
+                      "exits.")
+        return 0
+    table = Table(title=f"lab.ops counters, {len(saved.get('processes', []))} recent processes ({path})",
+                  title_justify="left")
+    table.add_column("section")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for section in ("counts", "paths", "families", "fallbacks", "compiles"):
+        for what, n in sorted(totals.get(section, {}).items(), key=lambda kv: -kv[1]):
+            table.add_row(section, escape(str(what)), f"{n:g}")
+    console.print(table)
+    return 0
+
+
+def _shape_arg(text: str) -> tuple[int, int, int]:
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a shape; write it as MxNxK, e.g. 8x4096x4096")
+    return tuple(int(p) for p in parts)
+
+
+def cmd_tune(args) -> int:
+    """Autotune shapes' buckets into the tune cache, with a progress bar and a table of the winners."""
+    from rich.progress import Progress
+
+    from lab.ops import api
+    from lab.ops.shapes import GemmShape, bucket
+    from lab.ops.tune import candidates, tune_shape
+
+    gpu = device.current()
+    runtime = api.default_runtime()
+    shapes = [GemmShape(m, n, k, args.dtype, args.layout, True, args.epilogue, gpu.sm_count) for m, n, k in args.shape]
+    if args.trace:
+        from lab.ops_study import _shapes_of, trace
+
+        shapes += _shapes_of(trace())
+    if not shapes:
+        raise LabError("Give shapes to tune (--shape 8x4096x4096 ...) or --trace for the serving trace's buckets.")
+    rows = []
+    with Progress(console=console) as progress:
+        total = sum(len(candidates(s, gpu.arch)) for s in shapes)
+        task = progress.add_task("tuning", total=total)
+        for shape in shapes:
+            def step(name, config, shape=shape):
+                progress.update(task, advance=1, description=f"{bucket(shape)}: {name} {config or ''}")
+
+            rows.append((shape, tune_shape(runtime, shape, progress=step)))
+    table = Table(title=f"lab tune on {gpu.name} (cache: {runtime.store.path})", title_justify="left")
+    for col in ("bucket", "winner", "us", "runner-up", "rejected"):
+        table.add_column(col)
+    for shape, entry in rows:
+        timed = sorted((r for r in entry["candidates"] if "us" in r), key=lambda r: r["us"])
+        second = f"{timed[1]['path']} {timed[1]['us']:.1f}" if len(timed) > 1 else "-"
+        rejected = ", ".join(r["path"] for r in entry["candidates"] if "rejected" in r) or "-"
+        table.add_row(escape(bucket(shape)), f"{entry['path']} {entry['config'] or ''}", f"{entry['us']:.1f}", second,
+                      rejected)
+    console.print(table)
+    return 0
+
+
 def cmd_tour(args) -> int:
     from lab import tour
 
@@ -490,6 +563,19 @@ def parser() -> argparse.ArgumentParser:
                    "workers grade (the submissions folder must be at the same path on every host)")
     s.add_argument("--out", help="output folder (default: SUBMISSIONS-graded)")
     s.set_defaults(fn=cmd_grade)
+
+    s = sub.add_parser("ops", help="lab.ops's counters: decisions, fallbacks, compiles (`lab ops stats`)")
+    s.add_argument("action", choices=["stats"])
+    s.add_argument("--reset", action="store_true", help="clear the saved counters")
+    s.set_defaults(fn=cmd_ops)
+
+    s = sub.add_parser("tune", help="autotune lab.ops for shapes' buckets into the tune cache (GPU)")
+    s.add_argument("--shape", type=_shape_arg, action="append", default=[], help="MxNxK (repeatable)")
+    s.add_argument("--dtype", choices=["float16", "bfloat16"], default="float16")
+    s.add_argument("--layout", choices=["NN", "TN"], default="TN")
+    s.add_argument("--epilogue", default="none", help="none, or ops joined by '+': bias+silu, residual, ...")
+    s.add_argument("--trace", action="store_true", help="every bucket of the serving trace (lab.serving_trace)")
+    s.set_defaults(fn=cmd_tune)
 
     s = sub.add_parser("leaderboard", help="time every correct submission against the reference and rank them")
     s.add_argument("submissions")

@@ -1111,3 +1111,102 @@ def expert_rows(groups, bm: int = 128, title: str = "", path: Path | None = None
     ax.set_title(figure_title("grouped_gemm", title or f"{len(ms)} groups, {sum(ms)} tokens"), fontsize=10)
     fig.tight_layout()
     return _save(fig, path)
+
+
+# ----------------------------------------------------------------------------------------------
+# The compile cache (lab.compile_study): compile time and cache size as kernel variants multiply. Each reads a record
+# of lab.compile_study (live, or replayed through lab.compile_study.load); compile times are host CPU times.
+# ----------------------------------------------------------------------------------------------
+
+HIT_COLOR = BASELINE_COLOR
+
+
+def _axes_or_new(ax, figsize: tuple[float, float]):
+    """(figure, axes, whether this call made the figure): the given axes, else a new figure's."""
+    if ax is not None:
+        return ax.figure, ax, False
+    fig, ax = plt.subplots(figsize=figsize)
+    return fig, ax, True
+
+
+def compile_growth(record: dict, ax=None, path: Path | None = None):
+    """Total compile seconds (solid, left axis) and cache size in MB (dashed, right axis) against the number of
+    variants, one colour per rung, each point labelled with the axis just multiplied in ("x tiles", "x stages", ...).
+    Every point is a sum of measured compiles, never an extrapolation."""
+    steps = record.get("growth") or []
+    if not steps:
+        return None
+    fig, ax, own = _axes_or_new(ax, (8.5, 4.4))
+    right = ax.twinx()
+    for i, series in enumerate(dict.fromkeys(s["series"] for s in steps)):
+        mine = [s for s in steps if s["series"] == series]
+        color = series_style(series)["color"]
+        xs = [s["variants"] for s in mine]
+        ax.plot(xs, [s["compile_s"] for s in mine], color=color, marker="o", ms=4, lw=1.5,
+                label=f"{series}: compile seconds (left)")
+        right.plot(xs, [s["cache_bytes"] / 1e6 for s in mine], color=color, ls="--", marker="s", ms=3, lw=1.0,
+                   label=f"{series}: cache MB (right)")
+        for s in mine:
+            # one series' labels above its points, the next one's below, so that they do not overprint
+            ax.annotate(s["step"], (s["variants"], s["compile_s"]), textcoords="offset points",
+                        xytext=(4, 5 if i % 2 == 0 else -11), fontsize=7, color=color)
+    ax.margins(x=0.12)  # room for the last point's label before the right-hand axis
+    if _log_if_decades(ax, [float(s["variants"]) for s in steps], axis="x"):
+        counts = sorted({s["variants"] for s in steps})
+        ax.set_xticks(counts, [str(c) for c in counts], fontsize=8)
+        ax.minorticks_off()
+    ax.set_xlabel("variants built (each a cubin in the cache)" + (", log scale" if ax.get_xscale() != "linear" else ""))
+    ax.set_ylabel("total compile seconds (host CPU)")
+    right.set_ylabel("cache size, MB (1 MB = 10^6 B; cubins + .json)")
+    ax.set_ylim(bottom=0)
+    right.set_ylim(bottom=0)
+    _plain_ticks(ax, "y")
+    ax.grid(alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    more, more_labels = right.get_legend_handles_labels()
+    ax.legend(handles + more, labels + more_labels, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2,
+              fontsize=7)
+    ax.set_title(figure_title("gemm_tc", "compile time and cache size as variants multiply",
+                              source=_payload_source(record)), fontsize=10)
+    if own:
+        fig.tight_layout()
+    return _save(fig, path)
+
+
+def compile_time_per_variant(record: dict, ax=None, path: Path | None = None):
+    """Seconds per variant, one strip per rung and target (sm_90a, sm_80, ...): each dot one variant's cache miss
+    (key, NVRTC compile, write), the black bar their median, the grey crosses the same variants' cache hits."""
+    rows = record.get("rows") or []
+    if not rows:
+        return None
+    groups = list(dict.fromkeys((r["rung"], r["target"]) for r in rows))
+    fig, ax, own = _axes_or_new(ax, (max(5.0, 1.3 * len(groups) + 2.5), 4.2))
+    for x, (rung, target) in enumerate(groups):
+        mine = sorted((r for r in rows if (r["rung"], r["target"]) == (rung, target)), key=lambda r: r["compile_s"])
+        spread = [0.0] if len(mine) == 1 else [-0.25 + 0.5 * i / (len(mine) - 1) for i in range(len(mine))]
+        color = series_style(rung)["color"]
+        ax.scatter([x + d for d in spread], [r["compile_s"] for r in mine], s=14, color=color, alpha=0.8,
+                   label=rung if rung not in ax.get_legend_handles_labels()[1] else None)
+        seconds = sorted(r["compile_s"] for r in mine)
+        median = (seconds[(len(seconds) - 1) // 2] + seconds[len(seconds) // 2]) / 2
+        ax.plot([x - 0.32, x + 0.32], [median, median], color=CEILING_COLOR, lw=2,
+                label="median miss" if x == 0 else None)
+        hits = [r["hit_s"] for r in mine if "hit_s" in r]
+        if hits:
+            ax.scatter([x + d for d in spread[:len(hits)]], hits, marker="x", s=12, color=HIT_COLOR, lw=0.8,
+                       label="cache hit (lookup, same variant)" if x == 0 else None)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([f"rung {rung.split('_', 1)[0]}\n{target}" for rung, target in groups], fontsize=8)
+    values = [r["compile_s"] for r in rows] + [r["hit_s"] for r in rows if "hit_s" in r]
+    log = _log_if_decades(ax, values)
+    ax.set_ylabel("seconds per variant (host CPU)" + (", log scale" if log else ""))
+    if not log:
+        ax.set_ylim(bottom=0)
+        _plain_ticks(ax, "y")
+    ax.grid(axis="y", alpha=0.3)
+    _legend_outside(ax)
+    ax.set_title(figure_title("gemm_tc", "seconds per variant: a cache miss (compile) and a hit",
+                              source=_payload_source(record)), fontsize=10)
+    if own:
+        fig.tight_layout()
+    return _save(fig, path)

@@ -45,6 +45,9 @@
 #   bash scripts/device_run.sh issue12-sanitize compute-sanitizer memcheck over split-K, decode and grouped GEMM
 #   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
 #                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
+#   bash scripts/device_run.sh ops             issue 13: lab.ops's GPU tests, its studies (dispatch overhead, autotune of the
+#                                              trace's buckets, the trace, first-request latency), notebook 08, exercise 09's
+#                                              GPU tests; each step boxed to fit BUDGET_S (570) in all
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
 # Pass LAB_COMMIT=$(git rev-parse HEAD)[+dirty] from the development machine: the device machine's copy of .git
 # can be the session's starting commit, so records would name the wrong one (seen 2026-11-30).
@@ -89,6 +92,29 @@ gemm_records() {
       echo "== tuning round 5"; timeout 120 python3 scripts/gemm_sweep.py "$pack/gemm_sweep5.json" --round=5
       gemm_records
       notebooks notebooks/02_gemm_fp32.py ;;
+    ops)
+      t0=$(date +%s)
+      box() {  # box WANT RESERVE: WANT seconds, or what is left of BUDGET_S after RESERVE for the steps after
+        local room=$(( ${BUDGET_S:-570} - ($(date +%s) - t0) - $2 )); [ "$room" -lt 5 ] && room=5
+        [ "$room" -lt "$1" ] && echo "$room" || echo "$1"; }
+      mkdir -p "$pack/ops"
+      gpu_tests "$(box 130 400)" tests/test_gpu_ops.py
+      for study in overhead tune trace latency; do
+        case $study in overhead) want=40; keep=330 ;; tune) want=130; keep=200 ;; trace) want=150; keep=110 ;;
+          latency) want=70; keep=60 ;; esac
+        echo "== lab.ops study: $study"; timeout "$(box $want $keep)" python3 -m lab.ops_study "$pack/ops" "$study" 2>&1 | tail -6
+      done
+      cp /tmp/labcache/ops/tune.json "$pack/ops/tune_cache.json" 2>/dev/null
+      python3 -m lab ops stats 2>&1 | tail -30
+      if [ -f notebooks/08_specialization_and_dispatch.py ] && [ -d .nbwheels ]; then
+        mkdir -p results/h200 && cp "$pack"/ops/ops_*.json results/h200/ 2>/dev/null
+        python3 -m pip install -q --no-index --find-links .nbwheels nbclient ipykernel jupytext --target /tmp/nbsite \
+          && export PYTHONPATH="$PYTHONPATH:/tmp/nbsite" && python3 -m ipykernel install --sys-prefix --name python3 >/dev/null
+        echo "== notebook 08"; timeout "$(box 80 30)" python3 scripts/execute_notebooks.py notebooks/08_specialization_and_dispatch.py --inplace \
+          && mkdir -p "$pack/notebooks" && cp notebooks/08_specialization_and_dispatch.ipynb "$pack/notebooks/"
+      fi
+      [ -f tests/test_gpu_exercise09.py ] && gpu_tests "$(box 200 0)" tests/test_gpu_exercise09.py
+      echo "== ops done after $(( $(date +%s) - t0 )) s" ;;
     gemm-records) gemm_records ;;
     notebook02) notebooks notebooks/02_gemm_fp32.py ;;
     notebook03) notebooks notebooks/03_tensor_cores.py ;;

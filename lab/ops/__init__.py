@@ -1,0 +1,33 @@
+"""lab.ops: the runtime a practitioner imports. One call per operation; underneath, the shape is classified,
+a path is picked from the dispatch table (or the autotune cache), the kernel is compiled once (the build cache)
+and its launch prepared once per shape and operands, and everything that was decided is counted.
+
+    import lab.ops as ops
+    y = ops.matmul(x, w, layout="TN", residual=h)      # fp16/bf16 GEMM with a fused epilogue
+    ops.stats()                                           # hits, misses, fallbacks, compiles, per path
+
+Submodules: rules (the dispatch table's format), shapes (classification and buckets), paths (the kernels a
+rule can name), dispatch (decisions and prepared launches), store (the on-disk autotune cache), tune (the
+search), api (matmul, softmax, rmsnorm, layernorm), counters. The names below load lazily, so importing a
+submodule (the store from a test, say) never imports CuPy.
+"""
+
+from __future__ import annotations
+
+_API = ("matmul", "softmax", "rmsnorm", "layernorm", "warmup", "default_runtime", "set_rules")
+_COUNTERS = ("stats", "reset_stats")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from lab.ops import api
+
+        return getattr(api, name)
+    if name in _COUNTERS:
+        from lab.ops import counters
+
+        return getattr(counters, name)
+    raise AttributeError(f"module 'lab.ops' has no attribute {name!r}")
+
+
+__all__ = [*_API, *_COUNTERS]

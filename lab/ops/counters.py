@@ -1,0 +1,86 @@
+"""What lab.ops decided, counted per process: calls, decision-cache hits and misses, prepared launches recorded and
+replayed, fallbacks (with their reasons), paths taken, autotune runs, and the kernels the build layer compiled or
+found on disk. `stats()` returns them; `save()` adds this process's counts to a stats file beside the tune cache
+(at exit, too), which `lab ops stats` shows."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import time
+from collections import Counter
+from pathlib import Path
+
+COUNTS: Counter = Counter()
+PATHS: Counter = Counter()  # "matmul:persistent", "rmsnorm:kernel", ...
+FALLBACKS: Counter = Counter()  # reason -> calls
+FAMILIES: Counter = Counter()  # shape family -> calls (counted at decision time, once per distinct call shape)
+_STARTED = time.time()
+STATS_KIND = "lab.ops stats"
+STATS_SCHEMA = 1
+
+
+def stats() -> dict:
+    """This process's counters (the build layer's compile counts included)."""
+    from lab.build import COMPILES
+
+    return {"counts": dict(COUNTS), "paths": dict(PATHS), "fallbacks": dict(FALLBACKS), "families": dict(FAMILIES),
+            "compiles": dict(COMPILES), "pid": os.getpid(), "since": _STARTED}
+
+
+def reset_stats() -> None:
+    from lab.build import COMPILES
+
+    for c in (COUNTS, PATHS, FALLBACKS, FAMILIES, COMPILES):
+        c.clear()
+
+
+def stats_path() -> Path:
+    from lab.build import cache_dir
+
+    return cache_dir() / "ops" / "stats.json"
+
+
+def save(path: Path | None = None) -> None:
+    """Add this process's counters to the stats file (locked read-merge-write) and reset them, so a second save
+    adds only what happened since."""
+    from lab.ops.store import locked_update
+
+    mine = stats()
+    if not (mine["counts"] or mine["compiles"]):
+        return
+
+    def merge(payload: dict) -> None:
+        totals = payload.setdefault("totals", {})
+        for section in ("counts", "paths", "fallbacks", "families", "compiles"):
+            merged = Counter(totals.get(section, {}))
+            merged.update(mine[section])
+            totals[section] = dict(merged)
+        runs = payload.setdefault("processes", [])
+        runs.append({"pid": mine["pid"], "since": mine["since"], "saved": time.time(), "counts": mine["counts"],
+                     "fallbacks": mine["fallbacks"]})
+        del runs[:-20]  # the last 20 processes
+
+    locked_update(path or stats_path(), merge, kind=STATS_KIND, schema=STATS_SCHEMA)
+    reset_stats()
+
+
+def load(path: Path | None = None) -> dict:
+    """The stats file's contents ({} when none was saved yet)."""
+    from lab.ops.store import locked_update
+
+    path = path or stats_path()
+    if not path.is_file():
+        return {}
+    return locked_update(path, lambda payload: None, kind=STATS_KIND, schema=STATS_SCHEMA)
+
+
+def _save_at_exit() -> None:
+    if COUNTS:
+        try:
+            save()
+        except Exception:  # noqa: BLE001 - a stats file must never turn a clean exit into a traceback
+            pass
+
+
+atexit.register(_save_at_exit)

@@ -1,0 +1,160 @@
+"""Decisions and prepared launches: the part of lab.ops that runs on every call.
+
+A call is reduced to a key (shapes, strides, types, alignment, epilogue) and the key to a Decision: the path and
+its configuration, from the autotune cache where it holds the shape's bucket, else from the first rule of the
+dispatch table that matches and whose path serves the shape, else cuBLAS. Decisions are kept per key, so a shape
+is decided once per process.
+
+The first call of a decision on given addresses runs the path's launcher (the family's host work: the build, the
+grid, the tensor maps) while lab.build.recording() captures its kernel launches; later calls on the same
+addresses replay them, which costs a dictionary lookup and the launches themselves. Arrays the caller owns are
+kept in a recording as bare addresses (the recording never keeps the caller's memory alive); the lab's own
+scratch and workspaces stay referenced. Recordings are kept for the most recent MAX_RECORDINGS addresses.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from lab.errors import LabError
+from lab.ops import counters, rules
+from lab.ops.paths import PATHS, Call, apply_epilogue
+from lab.ops.shapes import GemmShape, bucket, family
+
+MAX_RECORDINGS = 4096
+
+
+@dataclass(frozen=True)
+class Decision:
+    path: str
+    config: tuple[tuple[str, int], ...]
+    source: str  # "tuned", "rule N", "fallback: ..."
+
+    @property
+    def settings(self) -> dict:
+        return dict(self.config)
+
+
+class Runtime:
+    """One dispatch state: a table, an optional autotune store, the decisions and recordings made so far."""
+
+    def __init__(self, table: rules.Table | None = None, store=None, autotune: bool = False):
+        self.table = table or rules.DEFAULT
+        self.store = store  # lab.ops.store.TuneStore, or None: the table alone decides
+        self.autotune = autotune  # tune a bucket the store does not hold, on its first call
+        self.decisions: dict = {}
+        self.recordings: OrderedDict = OrderedDict()
+        self._arch = None
+        self._env = None
+
+    # --- deciding -------------------------------------------------------------------------------
+    @property
+    def arch(self) -> int:
+        if self._arch is None:
+            from lab import device
+
+            self._arch = device.current().arch
+        return self._arch
+
+    @property
+    def env(self) -> str:
+        if self._env is None:
+            from lab.ops.tune import environment_key
+
+            self._env = environment_key()
+        return self._env
+
+    def decide(self, shape: GemmShape) -> Decision:
+        """The path for `shape`: tuned, else the table's, else cuBLAS."""
+        if self.store is not None:
+            entry = self.store.get(self.env, bucket(shape))
+            if entry is None and self.autotune:
+                from lab.ops.tune import tune_shape
+
+                entry = tune_shape(self, shape)
+            if entry is not None and PATHS.get(entry.get("path")) is not None:
+                if PATHS[entry["path"]].refusal(shape, self.arch) is None:
+                    return Decision(entry["path"], tuple(sorted(entry.get("config", {}).items())), "tuned")
+        return self.rule_decision(shape)
+
+    def rule_decision(self, shape: GemmShape) -> Decision:
+        for i, rule in enumerate(self.table.rules, 1):
+            if rule.matches(shape) and PATHS[rule.path].refusal(shape, self.arch) is None:
+                return Decision(rule.path, rule.config, f"rule {i}")
+        return Decision("cublas", (), "fallback: no rule serves the shape")
+
+    # --- running ----------------------------------------------------------------------------------
+    def run(self, key, call: Call) -> None:
+        """Run one matmul call whose arrays are validated; `key` identifies its shape (decided once)."""
+        decision = self.decisions.get(key)
+        if decision is None:
+            counters.COUNTS["decision_misses"] += 1
+            counters.FAMILIES[family(call.shape)] += 1
+            decision = self.decide(call.shape)
+            if decision.source.startswith("fallback"):
+                counters.FALLBACKS[decision.source[10:]] += 1
+            self.decisions[key] = decision
+        else:
+            counters.COUNTS["decision_hits"] += 1
+        counters.PATHS["matmul:" + decision.path] += 1
+        if decision.path == "cublas":
+            PATHS["cublas"].launch(call, {})
+        else:
+            self._replay_or_record(key, decision, call)
+        if call.ops and not PATHS[decision.path].fuses_epilogue:
+            apply_epilogue(call)
+
+    def _replay_or_record(self, key, decision: Decision, call: Call) -> None:
+        addresses = (call.a.data.ptr, call.b.data.ptr, call.out.data.ptr,
+                     0 if call.bias is None else call.bias.data.ptr,
+                     0 if call.residual is None else call.residual.data.ptr)
+        rkey = (key, decision, addresses)
+        launches = self.recordings.get(rkey)
+        if launches is not None:
+            counters.COUNTS["replays"] += 1
+            for raw, grid, block, args, smem in launches:
+                raw(grid, block, args, shared_mem=smem)
+            return
+        counters.COUNTS["recordings"] += 1
+        try:
+            launches = self._record(decision, call)
+        except LabError as exc:  # the path cannot run here after all (a build the GPU refuses): cuBLAS serves
+            reason = f"{decision.path} failed: {exc}"
+            if counters.FALLBACKS[reason] == 0:
+                warnings.warn(f"lab.ops: {reason} Falling back to cuBLAS for this shape.", stacklevel=4)
+            counters.FALLBACKS[reason] += 1
+            self.decisions[key] = Decision("cublas", (), f"fallback: {reason}")
+            PATHS["cublas"].launch(call, {})
+            return
+        self.recordings[rkey] = launches
+        if len(self.recordings) > MAX_RECORDINGS:
+            self.recordings.popitem(last=False)
+
+    @staticmethod
+    def _record(decision: Decision, call: Call) -> list:
+        from lab.build import recording
+
+        owned = [x for x in (call.a, call.b, call.out, call.bias, call.residual) if x is not None]
+        spans = [(x.data.ptr, x.data.ptr + max(x.nbytes, 1)) for x in owned]
+        with recording() as launches:
+            PATHS[decision.path].launch(call, decision.settings)
+        return [(raw, grid, block, tuple(_as_address(arg, spans) for arg in args), smem)
+                for raw, grid, block, args, smem in launches]
+
+    def forget(self) -> None:
+        """Drop every decision and recording (after the table or the store changed)."""
+        self.decisions.clear()
+        self.recordings.clear()
+
+
+def _as_address(arg, spans):
+    """A caller's array (or a view into one) as its bare address; anything else as it is."""
+    data = getattr(arg, "data", None)
+    ptr = getattr(data, "ptr", None)
+    if ptr is not None and any(lo <= ptr < hi for lo, hi in spans):
+        return np.uint64(ptr)
+    return arg

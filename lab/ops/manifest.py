@@ -1,0 +1,54 @@
+"""Warm-up manifests: the hot shapes a service declares, compiled and prepared before its first request, so that
+no request pays for NVRTC. A manifest is JSON:
+
+    {"shapes": [{"M": 1, "N": 4096, "K": 4096, "dtype": "float16", "layout": "TN", "epilogue": "none"}, ...]}
+
+`warm` runs each shape once on scratch operands through a runtime: the decision is made, every kernel the path
+needs is compiled or loaded from the build cache, and the counts say which.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from lab.errors import LabError
+
+FIELDS = {"M", "N", "K", "dtype", "layout", "epilogue"}
+
+
+def load(path: str | Path) -> list[dict]:
+    try:
+        payload = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise LabError(f"Cannot read the warm-up manifest {path}: {exc}.") from None
+    shapes = payload.get("shapes") if isinstance(payload, dict) else None
+    if not isinstance(shapes, list):
+        raise LabError(f"{path} must be a JSON object with a list under \"shapes\".")
+    for i, s in enumerate(shapes, 1):
+        if not isinstance(s, dict) or not {"M", "N", "K"} <= set(s) or set(s) - FIELDS:
+            raise LabError(f"{path}, shape {i}: give M, N, K and optionally dtype, layout, epilogue; got {s!r}.")
+    return shapes
+
+
+def warm(shapes: list[dict], runtime) -> dict:
+    import cupy as cp
+
+    from lab.build import COMPILES
+    from lab.ops.api import matmul
+    from lab.ops.shapes import GemmShape
+    from lab.ops.tune import make_inputs
+
+    before = dict(COMPILES)
+    started = time.perf_counter()
+    for s in shapes:
+        shape = GemmShape(int(s["M"]), int(s["N"]), int(s["K"]), s.get("dtype", "float16"), s.get("layout", "TN"),
+                          True, s.get("epilogue", "none"))
+        a, b, bias, activation, residual = make_inputs(shape, seed=1)
+        matmul(a, b, bias=bias, activation=activation, residual=residual, layout=shape.layout,
+               input_type="bfloat16" if shape.dtype == "bfloat16" else None, runtime=runtime)
+    cp.cuda.get_current_stream().synchronize()
+    return {"shapes": len(shapes), "seconds": round(time.perf_counter() - started, 3),
+            "compiled": COMPILES["compiled"] - before.get("compiled", 0),
+            "from_disk": COMPILES["cache_hits"] - before.get("cache_hits", 0)}

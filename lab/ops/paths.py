@@ -1,0 +1,253 @@
+"""The kernels a dispatch rule can name, each behind one small interface: whether it serves a shape (and why
+not), whether it fuses the epilogue, and how to launch it on one call's arrays. The launch reuses the families'
+launchers (lab/families), which do the host work once per call: lab.ops.dispatch records the launches they make
+and replays them on later calls with the same shape and addresses.
+
+    path          kernel                                         serves                      epilogue
+    decode        decode rung 01, the tensor-core GEMV           TN, M <= 64, 16-byte rows   after, CuPy
+    split_k       gemm_split_k rung 08 (slices + reduction)      aligned (TMA)               after, CuPy
+    persistent    gemm_tc rung 06 (TMA, wgmma, one block/SM)     sm_90; repacks unaligned    fused into stores
+    stream_k      gemm_tc rung 07                                sm_90; repacks unaligned    after, CuPy
+    generic       gemm_tc rung 03 (cp.async, mma.sync)           any shape, sm_80+           after, CuPy
+    cublas        cupy.matmul / cublasGemmEx                     every shape                 after, CuPy
+
+"After, CuPy": one generated elementwise kernel for the whole chain, in place on the output (what a library
+user writes by hand); that is the generic fallback for epilogues.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from lab.errors import LabError
+from lab.ops.shapes import GemmShape
+
+BF16 = "bfloat16"
+DECODE_MAX_M = 64
+SPLIT_K_MAX_OUTPUT = 1 << 30  # the split workspace's slices: M x N below 2^31 floats, with room
+
+
+@dataclass
+class Call:
+    """One matmul call: its arrays (b as stored: K x N for NN, N x K for TN) and its shape."""
+
+    a: object
+    b: object
+    out: object
+    shape: GemmShape
+    lda: int
+    ldb: int
+    ldc: int
+    bias: object = None  # float32 (N,)
+    activation: str | None = None
+    residual: object = None  # (M, N), the output's type and row stride
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        return tuple(op for op, on in (("bias", self.bias is not None), (self.activation, self.activation),
+                                       ("residual", self.residual is not None)) if on)
+
+
+_FAMILIES: dict = {}
+
+
+def family(name: str):
+    """One instance per family for the process: the families keep per-shape plans (split-K's, decode's) that a
+    fresh instance per call would rebuild (lab.families.get_family makes new ones every time)."""
+    if name not in _FAMILIES:
+        from lab.families import get_family
+
+        _FAMILIES[name] = get_family(name)
+    return _FAMILIES[name]
+
+
+def _gemm_problem(call: Call, **extra):
+    from lab.ladder import Problem
+
+    s = call.shape
+    params = {"M": s.M, "N": s.N, "K": s.K, "layout": s.layout, "dtype": s.dtype, "alpha": 1.0, "beta": 0.0,
+              "pad": 0, "lda": call.lda, "ldb": call.ldb, "ldc": call.ldc} | extra
+    return Problem(f"ops {s.M}x{s.N}x{s.K}", {"A": [call.a], "B": [call.b]}, (s.M, call.ldc), 0, params=params,
+                   dtype=call.out.dtype, flops=s.flops)
+
+
+class Path:
+    name = ""
+    fuses_epilogue = False
+    min_arch = 80
+
+    def refusal(self, shape: GemmShape, arch: int) -> str | None:
+        """Why this path cannot serve `shape` on a GPU of `arch` (one phrase), or None when it can."""
+        if arch < self.min_arch:
+            return f"needs sm_{self.min_arch} or newer"
+        return None
+
+    def launch(self, call: Call, config: dict) -> None:
+        raise NotImplementedError
+
+
+class _TcRungPath(Path):
+    family_name = "gemm_tc"
+    rung_key = ""
+
+    def _family(self):
+        return family(self.family_name)
+
+    def _rung(self, config: dict):
+        rung = self._family().rung(self.rung_key)
+        knobs = {k: v for k, v in config.items() if k.isupper()}
+        return dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs)) if knobs else rung
+
+    def launch(self, call: Call, config: dict) -> None:
+        self._family().launch(self._rung(config), _gemm_problem(call), call.out)
+
+
+class Persistent(_TcRungPath):
+    name = "persistent"
+    fuses_epilogue = True
+    min_arch = 90
+    rung_key = "06_persistent"
+
+    def launch(self, call: Call, config: dict) -> None:
+        if not call.ops:
+            return super().launch(call, config)
+        fused = family("gemm_tc_epilogue")
+        rung = fused.rungs[0]
+        knobs = {k: v for k, v in config.items() if k.isupper()}
+        rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs)) if knobs else rung
+        problem = _gemm_problem(call, epilogue="+".join(call.ops), out="same", q_per_row=False,
+                                clamp=(-np.inf, np.inf))
+        problem.inputs["epilogue"] = {k: v for k, v in (("bias", call.bias), ("residual", call.residual))
+                                      if v is not None}
+        fused.launch(rung, problem, call.out)
+
+
+class StreamK(_TcRungPath):
+    name = "stream_k"
+    min_arch = 90
+    rung_key = "07_stream_k"
+
+
+class Generic(_TcRungPath):
+    name = "generic"
+    rung_key = "03_swizzled_multistage"
+
+
+class SplitK(_TcRungPath):
+    name = "split_k"
+    min_arch = 90
+    family_name = "gemm_split_k"
+    rung_key = "08_split_k"
+
+    def refusal(self, shape: GemmShape, arch: int) -> str | None:
+        if not shape.aligned:
+            return "reads A and B through TMA without a repack only when they are aligned"
+        if shape.M * (-(-shape.N // 4) * 4) >= SPLIT_K_MAX_OUTPUT:
+            return "keeps its fp32 slices for outputs below 2^30 elements"
+        return super().refusal(shape, arch)
+
+    def launch(self, call: Call, config: dict) -> None:
+        self._family().launch(self._rung({}), _gemm_problem(call, splits=config.get("splits", 0)), call.out)
+
+
+class Decode(Path):
+    name = "decode"
+
+    def refusal(self, shape: GemmShape, arch: int) -> str | None:
+        if shape.layout != "TN":
+            return "reads the weight as N x K rows (layout TN)"
+        if shape.M > DECODE_MAX_M:
+            return f"is a GEMV for M <= {DECODE_MAX_M}"
+        return super().refusal(shape, arch)
+
+    def launch(self, call: Call, config: dict) -> None:
+        from lab.ladder import Problem
+
+        s = call.shape
+        params = {"M": s.M, "N": s.N, "K": s.K, "dtype": s.dtype, "ldx": call.lda, "ldw": call.ldb, "ldy": call.ldc}
+        problem = Problem(f"ops decode {s.M}x{s.N}x{s.K}", {"X": [call.a], "W": [call.b]}, (s.M, call.ldc), 0,
+                          params=params, dtype=call.out.dtype, flops=s.flops)
+        decode = family("decode")
+        decode.launch(decode.rung("01_mma_gemv"), problem, call.out)
+
+
+class Cublas(Path):
+    name = "cublas"
+    min_arch = 0
+
+    def launch(self, call: Call, config: dict) -> None:
+        import cupy as cp
+
+        from lab.families.gemm_tc import _cublas_gemm_ex
+
+        s = call.shape
+        if s.dtype == "float16" and call.lda == s.K and call.ldc == s.N and call.ldb == (s.N if s.layout == "NN"
+                                                                                         else s.K):
+            cp.matmul(call.a, call.b if s.layout == "NN" else call.b.T, out=call.out)
+        else:
+            params = {"M": s.M, "N": s.N, "K": s.K, "layout": s.layout, "dtype": s.dtype, "alpha": 1.0, "beta": 0.0,
+                      "lda": call.lda, "ldb": call.ldb, "ldc": call.ldc}
+            _cublas_gemm_ex(params, call.a, call.b, call.out)
+
+
+PATHS: dict[str, Path] = {p.name: p for p in (Decode(), SplitK(), Persistent(), StreamK(), Generic(), Cublas())}
+
+
+# --- the epilogue after the product (paths that do not fuse it) ------------------------------------------------
+
+_CHAIN = {"bias": "v += bias[c];", "residual": "v += load(residual[i]);", "relu": "v = v < 0.f ? 0.f : v;",
+          "gelu_tanh": "v = 0.5f * v * (1.f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));",
+          "gelu_erf": "v = 0.5f * v * (1.f + erff(v * 0.7071067812f));", "silu": "v = v / (1.f + expf(-v));"}
+# fp16 converts with the hardware's conversions; bf16 is stored as uint16 patterns (CuPy has no bf16 type), so
+# it widens by a shift and narrows with round-to-nearest-even on the bits (NaN kept quiet).
+_TYPE = {
+    "float16": ("float16", "#define load(x) ((float)(x))\n#define store(v) ((half)(v))\n"),
+    BF16: ("uint16", "#define load(x) __uint_as_float(((unsigned)(x)) << 16)\n"
+                     "__device__ unsigned short store_bf16(float v) { unsigned u = __float_as_uint(v);"
+                     " if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);"
+                     " return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }\n"
+                     "#define store(v) store_bf16(v)\n"),
+}
+_POST_KERNELS: dict = {}
+
+
+def _post_kernel(ops: tuple[str, ...], dtype: str):
+    import cupy as cp
+
+    key = (ops, dtype)
+    if key not in _POST_KERNELS:
+        ctype, preamble = _TYPE[dtype]
+        body = "\n".join(_CHAIN[op] for op in ops)
+        _POST_KERNELS[key] = cp.ElementwiseKernel(
+            f"raw float32 bias, raw {ctype} residual, int64 n", f"{ctype} y",
+            f"const long long c = i % n; float v = load(y);\n{body}\ny = store(v);",
+            f"lab_ops_epilogue_{'_'.join(ops)}_{dtype}", preamble=preamble)
+    return _POST_KERNELS[key]
+
+
+_EMPTY: dict = {}
+
+
+def apply_epilogue(call: Call) -> None:
+    """The call's epilogue in one elementwise kernel, in place on its (contiguous) output."""
+    import cupy as cp
+
+    if not call.ops:
+        return
+    device = cp.cuda.Device().id
+    if device not in _EMPTY:
+        _EMPTY[device] = (cp.empty(1, cp.float32), cp.empty(1, call.out.dtype))
+    empty_f, empty_y = _EMPTY[device]
+    residual = call.residual if call.residual is not None else empty_y.view(call.out.dtype)
+    _post_kernel(call.ops, call.shape.dtype)(call.bias if call.bias is not None else empty_f, residual,
+                                             np.int64(call.shape.N), call.out)
+
+
+def path(name: str) -> Path:
+    try:
+        return PATHS[name]
+    except KeyError:
+        raise LabError(f"lab.ops has no path {name!r}; the paths are {', '.join(PATHS)}.") from None

@@ -1,0 +1,183 @@
+"""The dispatch table's format: an ordered list of rules, each a condition on the shape and the path (with its
+configuration) that serves the shapes it matches. The first rule that matches and whose path can serve the shape
+wins; a shape no rule serves goes to cuBLAS (the last fallback, which serves everything). The table is data,
+not code, so a student can hand one in (exercise 09) and an instructor can load it without running anything.
+
+    {"rules": [
+      {"when": {"max_m": 16}, "path": "decode"},
+      {"when": {"max_tiles": 32, "min_k": 8192}, "path": "split_k", "config": {"splits": 0}},
+      {"when": {}, "path": "persistent", "config": {"BN": 256}}
+    ]}
+
+Conditions (all of a rule's must hold; a rule with none matches everything):
+  min_m, max_m, min_n, max_n, min_k, max_k    the GEMM's sizes, inclusive
+  min_tiles, max_tiles                        output tiles of 128 x 128 (ceil(M/128) * ceil(N/128))
+  min_k_over_mn                               K / max(M, N): how K-heavy the shape is
+  max_last_wave                               the last wave's share of the SMs with 128 x 256 tiles (0 < x <= 1;
+                                              1.0 also matches shapes whose tiles fill whole waves)
+  aligned                                     true: TMA reads A and B as they are (16-byte bases and rows)
+  epilogue                                    true: the call has a bias, activation or residual
+  dtype                                       "float16" or "bfloat16"
+  layout                                      "NN" (B is K x N) or "TN" (B is N x K, a linear layer's weight)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.errors import LabError
+
+PATHS = ("decode", "split_k", "persistent", "stream_k", "generic", "cublas")
+# Each path's configuration keys and the values they take (checked when a table is loaded).
+CONFIGS = {
+    "decode": {},
+    "split_k": {"splits": range(0, 257)},  # 0: the launcher's choice (about one wave of units)
+    "persistent": {"BN": (128, 256), "GROUP_M": (1, 2, 4, 8, 16)},
+    "stream_k": {},
+    "generic": {},
+    "cublas": {},
+}
+INT_CONDITIONS = ("min_m", "max_m", "min_n", "max_n", "min_k", "max_k", "min_tiles", "max_tiles")
+FLOAT_CONDITIONS = ("min_k_over_mn", "max_last_wave")
+BOOL_CONDITIONS = ("aligned", "epilogue")
+CHOICE_CONDITIONS = {"dtype": ("float16", "bfloat16"), "layout": ("NN", "TN")}
+MAX_RULES = 64
+
+
+@dataclass(frozen=True)
+class Rule:
+    when: tuple[tuple[str, object], ...]
+    path: str
+    config: tuple[tuple[str, int], ...] = ()
+
+    def matches(self, shape) -> bool:
+        return all(_holds(name, value, shape) for name, value in self.when)
+
+    def describe(self) -> str:
+        cond = ", ".join(f"{k}={v}" for k, v in self.when) or "any shape"
+        cfg = " ".join(f"{k}={v}" for k, v in self.config)
+        return f"{cond} -> {self.path}{' ' + cfg if cfg else ''}"
+
+
+@dataclass(frozen=True)
+class Table:
+    rules: tuple[Rule, ...]
+    source: str = field(default="built-in", compare=False)
+
+    def to_json(self) -> dict:
+        return {"rules": [{"when": dict(r.when), "path": r.path, **({"config": dict(r.config)} if r.config else {})}
+                          for r in self.rules]}
+
+
+def _holds(name: str, value, shape) -> bool:
+    if name.startswith(("min_", "max_")) and name[4:] in ("m", "n", "k"):
+        size = {"m": shape.M, "n": shape.N, "k": shape.K}[name[4:]]
+        return size >= value if name.startswith("min_") else size <= value
+    if name == "min_tiles":
+        return shape.tiles >= value
+    if name == "max_tiles":
+        return shape.tiles <= value
+    if name == "min_k_over_mn":
+        return shape.K / max(shape.M, shape.N) >= value
+    if name == "max_last_wave":
+        return shape.last_wave <= value
+    if name == "aligned":
+        return shape.aligned == value
+    if name == "epilogue":
+        return (shape.epilogue != "none") == value
+    return getattr(shape, name) == value  # dtype, layout
+
+
+def parse(payload: dict, source: str = "a dispatch table") -> Table:
+    """A Table from its JSON form, or one LabError sentence naming the first thing wrong in it."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("rules"), list):
+        raise LabError(f"{source} must be a JSON object with a list under \"rules\".")
+    if not payload["rules"] or len(payload["rules"]) > MAX_RULES:
+        raise LabError(f"{source} needs between 1 and {MAX_RULES} rules; it has {len(payload['rules'])}.")
+    return Table(tuple(_parse_rule(r, i, source) for i, r in enumerate(payload["rules"], 1)), source)
+
+
+def _parse_rule(raw, i: int, source: str) -> Rule:
+    where = f"{source}, rule {i}"
+    if not isinstance(raw, dict) or set(raw) - {"when", "path", "config", "note"}:
+        raise LabError(f"{where}: a rule is an object with \"when\", \"path\" and optionally \"config\" and "
+                       "\"note\".")
+    path = raw.get("path")
+    if path not in PATHS:
+        raise LabError(f"{where}: path {path!r} is not one of {', '.join(PATHS)}.")
+    when = raw.get("when", {})
+    if not isinstance(when, dict):
+        raise LabError(f"{where}: \"when\" must be an object of conditions (an empty one matches every shape).")
+    conds = []
+    for name, value in when.items():
+        conds.append((name, _condition_value(name, value, where)))
+    config = raw.get("config", {})
+    if not isinstance(config, dict):
+        raise LabError(f"{where}: \"config\" must be an object.")
+    allowed = CONFIGS[path]
+    cfg = []
+    for name, value in config.items():
+        if name not in allowed:
+            keys = ", ".join(allowed) or "none"
+            raise LabError(f"{where}: path {path} has no setting {name!r} (its settings: {keys}).")
+        if isinstance(value, bool) or not isinstance(value, int) or value not in allowed[name]:
+            shown = (f"{allowed[name].start}..{allowed[name].stop - 1}" if isinstance(allowed[name], range)
+                     else ", ".join(map(str, allowed[name])))
+            raise LabError(f"{where}: {path}'s {name} must be one of {shown}; got {value!r}.")
+        cfg.append((name, value))
+    return Rule(tuple(conds), path, tuple(sorted(cfg)))
+
+
+def _condition_value(name: str, value, where: str):
+    if name in INT_CONDITIONS:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise LabError(f"{where}: {name} must be a whole number >= 0; got {value!r}.")
+        return value
+    if name in FLOAT_CONDITIONS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise LabError(f"{where}: {name} must be a positive number; got {value!r}.")
+        return float(value)
+    if name in BOOL_CONDITIONS:
+        if not isinstance(value, bool):
+            raise LabError(f"{where}: {name} must be true or false; got {value!r}.")
+        return value
+    if name in CHOICE_CONDITIONS:
+        if value not in CHOICE_CONDITIONS[name]:
+            raise LabError(f"{where}: {name} must be one of {', '.join(CHOICE_CONDITIONS[name])}; got {value!r}.")
+        return value
+    known = ", ".join((*INT_CONDITIONS, *FLOAT_CONDITIONS, *BOOL_CONDITIONS, *CHOICE_CONDITIONS))
+    raise LabError(f"{where}: unknown condition {name!r}; the conditions are {known}.")
+
+
+def load(path: str | Path) -> Table:
+    """A table from a JSON file: a missing file or bad JSON is one sentence, as a bad rule is."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise LabError(f"Cannot read the dispatch table {path}: {exc.strerror}.") from None
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LabError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}.") from None
+    return parse(payload, str(path))
+
+
+# The lab's own table: each rule's boundary comes from a measured record (the reason beside it), and the
+# autotune cache, where it holds an entry for a shape's bucket, overrides the table.
+DEFAULT = parse({"rules": [
+    # GEMV on tensor cores beats cuBLAS up to M = 8 on weights past L2 (results/h200/decode.json).
+    {"when": {"max_m": 8, "min_n": 1024, "min_k": 1024}, "path": "decode"},
+    # Few output tiles and a long K: the tiles alone leave most SMs idle (results/h200/gemm_split_k.json).
+    {"when": {"max_tiles": 32, "min_k": 4096, "min_k_over_mn": 4.0, "aligned": True}, "path": "split_k",
+     "config": {"splits": 0}},
+    # Small problems are launch-bound: the library's call is as good as any (and costs no compile).
+    {"when": {"max_tiles": 8}, "path": "cublas"},
+    # Operands TMA cannot read as they are: the cp.async kernel with element loads, no repack.
+    {"when": {"aligned": False}, "path": "generic"},
+    # A ragged last wave: stream-K spreads it over every SM (results/h200/schedule*.json).
+    {"when": {"max_last_wave": 0.5, "min_tiles": 132, "epilogue": False}, "path": "stream_k"},
+    {"when": {}, "path": "persistent", "config": {"BN": 256, "GROUP_M": 8}},
+]}, "lab.ops.rules.DEFAULT")
