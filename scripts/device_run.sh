@@ -115,6 +115,25 @@ gemm_records() {
       fi
       [ -f tests/test_gpu_exercise09.py ] && gpu_tests "$(box 200 0)" tests/test_gpu_exercise09.py
       echo "== ops done after $(( $(date +%s) - t0 )) s" ;;
+    ops-smoke)  # lab.ops's first GPU contact: its tests, the overhead study, one bucket tuned, a 12-step trace
+      mkdir -p "$pack/ops"
+      gpu_tests 200 tests/test_gpu_ops.py
+      echo "== overhead"; timeout 45 python3 -m lab.ops_study "$pack/ops" overhead 2>&1 | tail -4
+      echo "== mini trace"; timeout 100 python3 -c "
+import json, time
+from lab import serving_trace as st
+from lab.ops import api
+from lab.ops.shapes import GemmShape
+from lab.ops.tune import tune_shape
+rt = api.default_runtime()
+t0 = time.perf_counter(); e = tune_shape(rt, GemmShape(24, 4096, 4096, 'float16', 'TN', True, 'residual'))
+print('tuned', e['path'], e['config'], e['us'], [(c['path'], c.get('us'), c.get('rejected')) for c in e['candidates']], round(time.perf_counter() - t0, 1), 's')
+steps = [st.Step('decode', m) for m in (1, 3, 8, 24, 100)] + [st.Step('prefill', 512)]
+t0 = time.perf_counter(); rows = st.check_every_shape(steps, rt); print('checks', sum(r['bad'] for r in rows), 'bad of', len(rows), [r['path'] for r in rows], round(time.perf_counter() - t0, 1), 's')
+t0 = time.perf_counter(); times = st.time_steps(steps, st.METHODS, runtime=rt); print(json.dumps(st.totals(steps, times)), round(time.perf_counter() - t0, 1), 's')
+for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in times})
+" 2>&1 | tail -30
+      python3 -m lab ops stats 2>&1 | tail -5 ;;
     gemm-records) gemm_records ;;
     notebook02) notebooks notebooks/02_gemm_fp32.py ;;
     notebook03) notebooks notebooks/03_tensor_cores.py ;;
