@@ -346,10 +346,14 @@ def cmd_check(args) -> int:
     import tempfile
 
     from lab import report
-    from lab.exercises import load
+    from lab.exercises import DISPATCH_RULES, load
     from lab.grader import find_kernel, grade_submission
 
     exercise = load(args.exercise)
+    if exercise.kind == DISPATCH_RULES and not args.file and not exercise.starter_path.is_file():
+        raise LabError(f"No dispatch table at {exercise.starter_path} (where `lab check {exercise.id[:2]}` looks "
+                       "when given no file): write one in lab.ops.rules's format (the exercise's README.md shows "
+                       "it), or give the table's path.")
     path = _student_path(exercise, args.file)
     shown = args.file or _relative(path)
     with tempfile.TemporaryDirectory() as tmp:
@@ -361,6 +365,13 @@ def cmd_check(args) -> int:
             raise LabError(notes[-1])
         for note in notes:
             console.print(f"[yellow]note: {note}[/yellow]")
+        if not device.gpu_available() and exercise.kind == DISPATCH_RULES:
+            _print_table_routes(exercise, kernel, shown)
+            console.print(f"[bold yellow]Nothing was graded: there is no GPU here ({device.why_no_gpu()}). "
+                          f"{shown} is a valid dispatch table (its routes on sm_{device.REFERENCE_ARCH} are above), "
+                          f"but the checks and the timing run only on a CUDA GPU: run `lab check {exercise.id[:2]}` "
+                          "on a machine with one.[/bold yellow]")
+            return NOT_GRADED
         if not device.gpu_available():
             rep = _student_report(exercise, kernel, shown, device.REFERENCE_ARCH)  # a readable CompileError
             console.print(report.compile_table([rep], f"Compile report of {shown} (sm_{device.REFERENCE_ARCH}, "
@@ -386,6 +397,36 @@ def cmd_check(args) -> int:
     console.print(f"[bold]{result.score:g} of {result.max_score:g} points[/bold] (visible checks; the instructor's "
                   "grade adds hidden checks and a secret seed).")
     return 0 if all(c.passed for c in result.checks if c.name != "performance") else 1
+
+
+def _print_table_routes(exercise, path: Path, shown: str) -> None:
+    """Without a GPU, what a dispatch table does to the exercise's visible traces: for each GEMM of the layer, the
+    runs of M that go to one path (and which rule sent them), decided as on the reference GPU."""
+    from lab.ops import rules
+    from lab.ops.dispatch import Runtime
+    from lab.ops.shapes import GemmShape
+    from lab.serving_trace import GEMMS
+
+    runtime = Runtime(rules.load(path))
+    runtime._arch = device.REFERENCE_ARCH  # decide as on the reference GPU, without asking for a device
+    traces = [c for g in exercise.checks for c in g.cases] + exercise.performance.params
+    ms = sorted({s.M for spec in traces for s in exercise.trace_steps(spec)})
+    table = Table(title=f"{shown}: the path of each GEMM at the M values of the visible traces "
+                        f"(sm_{device.REFERENCE_ARCH}, {len(ms)} values of M)", title_justify="left")
+    table.add_column("GEMM (N x K, epilogue)")
+    table.add_column("M: path (the rule that chose it)")
+    for name, n, k, epilogue in GEMMS:
+        runs: list[list] = []  # [first M, last M, decision]
+        for m in ms:
+            decision = runtime.rule_decision(GemmShape(m, n, k, "float16", "TN", True, epilogue))
+            if runs and runs[-1][2] == decision:
+                runs[-1][1] = m
+            else:
+                runs.append([m, m, decision])
+        text = "; ".join(f"{lo}{f'-{hi}' if hi != lo else ''}: {d.path}"
+                         f"{''.join(f' {key}={value}' for key, value in d.config)} ({d.source})" for lo, hi, d in runs)
+        table.add_row(f"{name} ({n} x {k}, {epilogue})", escape(text))
+    console.print(table)
 
 
 def _relative(path: Path) -> str:

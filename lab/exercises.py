@@ -13,6 +13,12 @@ The solution exists once, in kernels/<family>/<rung>.cu: the starter is derived 
 file is compiled with the reference rung's entry point and knobs and launched with its geometry. Where the
 reference rung has a plugin header (KernelSpec.plugin: exercise 08's functor), the solution is that header, and
 the student's file replaces the plugin instead of the rung's source.
+
+An exercise's "kind" (exercise.json, "kernel" when absent) says what a student hands in. Besides kernels there is
+"dispatch_rules" (exercise 09, RulesExercise): a lab.ops dispatch table in JSON, data that is parsed and never
+executed. Its check groups' cases are serving traces ({"seed", "steps", "max_m"}, lab.serving_trace), its starter
+is the student's file itself as shipped (rules.json), and its reference solution is solution/<student_file>,
+which `lab release` never ships; hidden.json holds the hidden trace (a check group, and the performance trace).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from lab.build import REPO_ROOT, KernelSpec, read_plugin, read_source
 from lab.errors import LabError
@@ -33,6 +40,9 @@ from lab.ladder import Family, Rung
 EXERCISES_DIR = REPO_ROOT / "exercises"
 STARTER_NAME = "starter.cu"
 HIDDEN_NAME = "hidden.json"
+SOLUTION_DIR = "solution"  # a dispatch_rules exercise's reference: solution/<student_file>, never released
+KERNEL, DISPATCH_RULES = "kernel", "dispatch_rules"
+KINDS = (KERNEL, DISPATCH_RULES)
 _FOLDER = re.compile(r"^(?P<number>\d{2})_(?P<topic>[a-z0-9_]+)$")
 
 # A marker is a whole line: `// BEGIN SOLUTION: <what goes here>` or `// END SOLUTION`.
@@ -146,6 +156,10 @@ class Exercise:
     time_limit_s: float  # the whole grading run of one submission
     check_timeout_s: float  # one check group
     path: Path  # the exercise's folder
+    kind: str = KERNEL
+    # The first check, worth no points, that every other one needs (and what the others say when it fails).
+    gate: ClassVar[str] = "compile"
+    gate_failed: ClassVar[str] = "the kernel did not compile"
 
     # --- the instructor's part ----------------------------------------------------------------
     def hidden_checks(self) -> list[CheckGroup]:
@@ -163,6 +177,15 @@ class Exercise:
     def max_points(self, include_hidden: bool) -> float:
         groups = self.checks + (self.hidden_checks() if include_hidden else [])
         return sum(g.points for g in groups) + self.performance.points
+
+    def grading_files(self, include_hidden: bool) -> list[Path | None]:
+        """The files a grade depends on besides the submission (None: a file that is not there)."""
+        return [self.path / "exercise.json", self.path / HIDDEN_NAME if include_hidden else None]
+
+    @property
+    def ceiling_title(self) -> str:
+        """What the performance target is a fraction of (timed in the same run)."""
+        return self.family_object().ceiling_title
 
     # --- the reference and the student's file -------------------------------------------------
     def family_object(self) -> Family:
@@ -310,6 +333,11 @@ def _from_folder(folder: Path) -> Exercise:
     if not spec_path.is_file():
         raise LabError(f"{folder} has no exercise.json.")
     data = _read_json(spec_path)
+    kind = data.get("kind", KERNEL) if isinstance(data, dict) else KERNEL
+    if kind not in KINDS:
+        raise LabError(f"{spec_path}: kind {kind!r} is not one of {', '.join(KINDS)}.")
+    if kind == DISPATCH_RULES:
+        return _rules_from_folder(folder, data, spec_path)
     missing = [k for k in _REQUIRED if k not in data]
     if missing:
         raise LabError(f"{spec_path} lacks {', '.join(missing)}.")
@@ -338,6 +366,162 @@ def _from_folder(folder: Path) -> Exercise:
     )
 
 
+# ----------------------------------------------------------------------------------------------
+# Dispatch-rules exercises: the student hands in a table, never code
+# ----------------------------------------------------------------------------------------------
+
+TRACE_KEYS = ("seed", "steps", "max_m")  # one trace of the exercise's family: a check group's case
+TRACE_FAMILY_KEYS = ("prefill_share", "skew")  # what every trace of the exercise shares (make_trace's)
+MAX_TRACE_STEPS = 5000
+
+
+@dataclass
+class RulesExercise(Exercise):
+    """kind "dispatch_rules": the student writes a lab.ops dispatch table (JSON, lab.ops.rules's format) for a
+    serving trace. Check groups' cases and the performance's params are traces {"seed", "steps", "max_m"} of one
+    family (`trace`: make_trace's prefill_share and skew); steps longer than max_m tokens are left out of a trace.
+    The reference solution is solution/<student_file>; hidden.json adds hidden traces' check groups and replaces
+    the performance trace."""
+
+    trace: dict = field(default_factory=dict)
+    gate: ClassVar[str] = "parse"
+    gate_failed: ClassVar[str] = "the dispatch table did not parse"
+
+    def _hidden(self) -> dict | None:
+        hidden = self.path / HIDDEN_NAME
+        if not hidden.is_file():
+            return None
+        data = _read_json(hidden)
+        if not isinstance(data, dict) or not isinstance(data.get("checks"), list):
+            raise LabError(f"{hidden} must be an object with a list under \"checks\" (and may have \"performance\").")
+        return data
+
+    def hidden_checks(self) -> list[CheckGroup]:
+        data = self._hidden()
+        if data is None:
+            return []
+        where = self.path / HIDDEN_NAME
+        groups = [_check_group(g, where, hidden=True) for g in data["checks"]]
+        _validate_traces([c for g in groups for c in g.cases], where)
+        return groups
+
+    def performance_trace(self, include_hidden: bool) -> dict:
+        """The trace the performance is timed on: hidden.json's where it is included and has one, else
+        exercise.json's (a student's bundle has no hidden.json)."""
+        data = self._hidden() if include_hidden else None
+        if data is not None and "performance" in data:
+            where = self.path / HIDDEN_NAME
+            perf = data["performance"]
+            if not isinstance(perf, dict) or set(perf) != {"params"} or not _one_trace(perf["params"]):
+                raise LabError(f"{where}: performance must be {{\"params\": [one trace]}}.")
+            _validate_traces(perf["params"], where)
+            return dict(perf["params"][0])
+        return dict(self.performance.params[0])
+
+    def trace_steps(self, spec: dict) -> list:
+        """The steps of one trace (lab.serving_trace.Step), those longer than its max_m tokens left out."""
+        from lab.serving_trace import make_trace
+
+        steps = [s for s in make_trace(spec["seed"], spec["steps"], **self.trace) if s.M <= spec["max_m"]]
+        if not steps:
+            raise LabError(f"{self.id}: the trace {spec} has no step of at most max_m tokens; raise max_m.")
+        return steps
+
+    @property
+    def starter_path(self) -> Path:
+        """The student's file as shipped is the starter (a table that is correct everywhere, and slow)."""
+        return self.path / self.student_file
+
+    def starter_text(self) -> str:
+        return self.starter_path.read_text()
+
+    @property
+    def solution_path(self) -> Path:
+        return self.path / SOLUTION_DIR / self.student_file
+
+    def reference_table(self):
+        """(the reference table, what it is called in the grade's output): the reference solution, or in a
+        student's bundle, which has none, lab.ops.rules.DEFAULT."""
+        from lab.ops import rules
+
+        if self.solution_path.is_file():
+            return rules.load(self.solution_path), f"the reference solution ({SOLUTION_DIR}/{self.student_file})"
+        return rules.DEFAULT, "lab.ops.rules.DEFAULT, the lab's own table"
+
+    def grading_files(self, include_hidden: bool) -> list[Path | None]:
+        return [*super().grading_files(include_hidden), self.solution_path]
+
+    @property
+    def ceiling_title(self) -> str:
+        return "the reference table"
+
+    # The kernel parts (family, rung, sources) a table has not: everything that needs them raises one sentence.
+    def family_object(self) -> Family:
+        raise self._not_a_kernel()
+
+    def reference_spec(self) -> KernelSpec:
+        raise self._not_a_kernel()
+
+    def _not_a_kernel(self) -> LabError:
+        return LabError(f"Exercise {self.id} is a dispatch table, not a kernel: it has no kernel family, rung or "
+                        "compile report.")
+
+
+def _one_trace(params) -> bool:
+    return isinstance(params, list) and len(params) == 1 and isinstance(params[0], dict)
+
+
+def _validate_traces(cases: list[dict], where: Path) -> None:
+    for case in cases:
+        if set(case) != set(TRACE_KEYS):
+            raise LabError(f"{where}: a trace is {{\"seed\", \"steps\", \"max_m\"}}; got {case}.")
+        if not all(isinstance(case[k], int) and not isinstance(case[k], bool) and case[k] >= 0 for k in TRACE_KEYS):
+            raise LabError(f"{where}: trace {case} needs non-negative whole numbers.")
+        if not 1 <= case["steps"] <= MAX_TRACE_STEPS or case["max_m"] < 1:
+            raise LabError(f"{where}: trace {case} needs 1 to {MAX_TRACE_STEPS} steps and max_m >= 1.")
+
+
+def _trace_family(raw, where: Path) -> dict:
+    if not isinstance(raw, dict) or set(raw) != set(TRACE_FAMILY_KEYS):
+        raise LabError(f"{where}: trace must be {{\"prefill_share\", \"skew\"}} (lab.serving_trace.make_trace's).")
+    share, skew = raw["prefill_share"], raw["skew"]
+    if not (_is_number(share) and 0 <= share <= 1 and _is_number(skew) and skew > 0):
+        raise LabError(f"{where}: trace needs 0 <= prefill_share <= 1 and skew > 0; got {raw}.")
+    return {"prefill_share": float(share), "skew": float(skew)}
+
+
+_RULES_REQUIRED = ("id", "kind", "title", "student_file", "trace", "checks", "performance", "time_limit_s",
+                   "check_timeout_s")
+
+
+def _rules_from_folder(folder: Path, data: dict, spec_path: Path) -> RulesExercise:
+    missing = [k for k in _RULES_REQUIRED if k not in data]
+    if missing:
+        raise LabError(f"{spec_path} lacks {', '.join(missing)}.")
+    if data["id"] != folder.name:
+        raise LabError(f"{spec_path} says its id is {data['id']!r}, but its folder is {folder.name!r}.")
+    student_file = data["student_file"]
+    if not isinstance(student_file, str) or Path(student_file).name != student_file or \
+            not student_file.endswith(".json"):
+        raise LabError(f"{spec_path}: student_file must be a plain .json file name, not {student_file!r}.")
+    if not isinstance(data["checks"], list) or not data["checks"]:
+        raise LabError(f"{spec_path}: checks must be a non-empty list of check groups.")
+    checks = [_check_group(g, spec_path) for g in data["checks"]]
+    perf = data["performance"]
+    if not isinstance(perf, dict) or set(perf) != {"points", "params", "target_of_ceiling"} \
+            or not _one_trace(perf["params"]):
+        raise LabError(f"{spec_path}: performance needs exactly \"points\", \"params\" (one trace) and "
+                       "\"target_of_ceiling\" (a fraction of the reference table's speed).")
+    performance = Performance(float(perf["points"]), [dict(perf["params"][0])], float(perf["target_of_ceiling"]))
+    _validate_traces([c for g in checks for c in g.cases] + performance.params, spec_path)
+    return RulesExercise(
+        id=folder.name, number=int(folder.name[:2]), title=data["title"], family="", rung="", entry="",
+        student_file=student_file, checks=checks, performance=performance,
+        time_limit_s=float(data["time_limit_s"]), check_timeout_s=float(data["check_timeout_s"]), path=folder,
+        kind=DISPATCH_RULES, trace=_trace_family(data["trace"], spec_path),
+    )
+
+
 def _folders() -> list[Path]:
     if not EXERCISES_DIR.is_dir():
         return []
@@ -362,12 +546,15 @@ def load(name: str) -> Exercise:
     raise LabError(f"There is no exercise {name!r}; the exercises are: {known}.")
 
 
-def all_exercises() -> list[Exercise]:
-    return [_from_folder(p) for p in _folders()]
+def all_exercises(kinds: tuple[str, ...] = (KERNEL,)) -> list[Exercise]:
+    """The exercises of these kinds, in order: the kernel exercises by default (what the kernel tooling walks:
+    starters, solution regions, compile reports); kinds=KINDS for every exercise (the release, the README)."""
+    found = [_from_folder(p) for p in _folders()]
+    return [e for e in found if e.kind in kinds]
 
 
 def write_starters() -> list[Path]:
-    """Regenerate every exercise's starter.cu from its reference rung (after editing a reference)."""
+    """Regenerate every kernel exercise's starter.cu from its reference rung (after editing a reference)."""
     written = []
     for ex in all_exercises():
         ex.starter_path.write_text(ex.starter_text())

@@ -1,4 +1,6 @@
-"""The process that runs one student's kernel: compile, correctness checks, performance.
+"""The process that runs one student's kernel: compile, correctness checks, performance. For a dispatch_rules
+exercise (09) it runs the student's dispatch table instead: the table is data (lab.ops.rules.load parses it and
+nothing in it is executed), the kernels are the lab's own, and the checks run serving traces through lab.ops.
 
 It is always started by lab.grader in its own process (a student kernel can kill its CUDA context
 or hang, and must take nothing else down). It reports through an append-only JSON-lines file, one
@@ -24,6 +26,7 @@ import math
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 EXIT_CUDA_ERROR = 3
@@ -227,6 +230,186 @@ def warm_up() -> None:
     cp.cuda.get_current_stream().synchronize()
 
 
+# ----------------------------------------------------------------------------------------------
+# dispatch_rules exercises: the student's file is a lab.ops dispatch table, never code
+# ----------------------------------------------------------------------------------------------
+# Honest timing: the student's table and the reference table run in this one process, on one Layer (the same
+# weights, activations and addresses), each distinct step timed under both, in an order that alternates from step
+# to step so that a drift of the clocks favours neither. Compiles and recordings happen before each timing
+# (lab.serving_trace.time_steps runs every step once first).
+
+# lab.timing.measure's minimum measured time per distinct step and table (at least 5 repetitions): every repetition
+# also waits behind time_steps's 2 ms spin, so this bounds a grade's GPU time more than the kernels do.
+RULES_MIN_TIME_MS = 5.0
+LOSSES_SHOWN = 3  # the steps where a table lost the most time to the reference, named in the output
+
+
+def load_table(path: Path, shown: str | None = None):
+    """(the table, None), or (None, lab.ops.rules.load's one sentence, naming the file as the student knows it)."""
+    from lab.errors import LabError
+    from lab.ops import rules
+
+    try:
+        return rules.load(path), None
+    except LabError as exc:
+        return None, str(exc).replace(str(path), shown) if shown else str(exc)
+
+
+def _cuda_errors() -> tuple:
+    import cupy
+
+    return cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError
+
+
+def _wrong_shapes(rows: list[dict]) -> str | None:
+    """None when every GEMM of check_every_shape's rows is right, else what went wrong (one sentence)."""
+    bad = [r for r in rows if r["bad"]]
+    if not bad:
+        return None
+    r = bad[0]
+    return (f"{len(bad)} of {len(rows)} GEMMs wrong; the first: M={r['M']} {r['gemm']} ({r['N']} x {r['K']}, "
+            f"epilogue {r['epilogue']}) on path {r['path']}: {r['bad']} elements outside their error bound")
+
+
+def check_trace(table, steps) -> list[dict]:
+    """Every distinct GEMM of the steps through lab.ops with `table` (a fresh Runtime: the table alone decides,
+    no tune cache), against float64 (lab.serving_trace.check_every_shape)."""
+    from lab import serving_trace as st
+    from lab.ops.dispatch import Runtime
+
+    return st.check_every_shape(steps, Runtime(table))
+
+
+def run_trace_group(exercise, table, group) -> dict:
+    """One check group of a dispatch_rules exercise: every distinct GEMM of its traces, right or not."""
+    from lab.errors import LabError
+
+    rows = []
+    try:
+        for spec in group.cases:
+            rows += check_trace(table, exercise.trace_steps(spec))
+    except LabError as exc:
+        return {"passed": False, "score": 0.0, "cuda_error": False, "output": str(exc)}
+    except _cuda_errors() as exc:
+        return {"passed": False, "score": 0.0, "cuda_error": True,
+                "output": f"a kernel crashed the CUDA context: {str(exc).splitlines()[0][:200]}"}
+    wrong = _wrong_shapes(rows)
+    if wrong:
+        return {"passed": False, "score": 0.0, "cuda_error": False, "output": wrong}
+    paths = ", ".join(f"{path} {n}" for path, n in Counter(r["path"] for r in rows).most_common())
+    return {"passed": True, "score": float(group.points), "cuda_error": False,
+            "output": f"all {len(rows)} GEMMs of the trace right ({len({r['M'] for r in rows})} values of M x "
+                      f"{len({r['gemm'] for r in rows})} GEMMs), every element within its error bound; paths: {paths}"}
+
+
+def time_tables(steps, runtimes: dict, min_time_ms: float = RULES_MIN_TIME_MS) -> dict:
+    """{name: {(kind, M): us}}: one layer at every distinct step, timed under each runtime on one Layer, the
+    runtimes' order alternating from step to step."""
+    from lab import serving_trace as st
+
+    layer = st.Layer(max(s.M for s in steps))
+    names = list(runtimes)
+    times: dict = {name: {} for name in names}
+    for i, step in enumerate(sorted(set(steps), key=lambda s: (s.kind, s.M))):
+        for name in names if i % 2 == 0 else names[::-1]:
+            times[name] |= st.time_steps([step], ("lab_ops",), layer, runtimes[name], min_time_ms)["lab_ops"]
+    return times
+
+
+def performance_score(ratio: float, target: float, points: float) -> float:
+    """Full points at `target` x the reference table's speed or faster, none at half the target or slower, and
+    in proportion between."""
+    share = (ratio - target / 2) / (target / 2)
+    return round(points * min(1.0, max(0.0, share)), 2)
+
+
+def _largest_losses(steps, times: dict) -> str:
+    counts = Counter((s.kind, s.M) for s in steps)
+    losses = sorted(((n * (times["student"][k] - times["reference"][k]), k) for k, n in counts.items()), reverse=True)
+    shown = [f"{kind} M={m} ({counts[(kind, m)]} steps): {times['student'][(kind, m)]:.1f} us against "
+             f"{times['reference'][(kind, m)]:.1f} us" for loss, (kind, m) in losses[:LOSSES_SHOWN] if loss > 0]
+    return "; ".join(shown)
+
+
+def run_rules_performance(exercise, table, spec: dict, checked: set[int], which: str) -> dict:
+    """The student's table against the reference table on the trace `spec`: total GPU time of one layer per step
+    (lab.serving_trace.totals), both timed in this process; scored by reference / student. The trace's values of
+    M that no correctness check of this grade covered (`checked`) are checked first: nothing wrong is timed."""
+    from lab.errors import LabError
+    from lab.ops.dispatch import Runtime
+    from lab.serving_trace import Step, totals
+
+    perf = exercise.performance
+    try:
+        steps = exercise.trace_steps(spec)
+        unchecked = sorted({s.M for s in steps} - checked)
+        wrong = _wrong_shapes(check_trace(table, [Step("decode", m) for m in unchecked])) if unchecked else None
+        if wrong:
+            return {"passed": False, "score": 0.0, "cuda_error": False, "output": f"not timed: {wrong}"}
+        reference, reference_name = exercise.reference_table()
+        times = time_tables(steps, {"student": Runtime(table), "reference": Runtime(reference)})
+    except LabError as exc:
+        return {"passed": False, "score": 0.0, "cuda_error": False, "output": str(exc)}
+    except _cuda_errors() as exc:
+        return {"passed": False, "score": 0.0, "cuda_error": True,
+                "output": f"a kernel crashed the CUDA context: {str(exc).splitlines()[0][:200]}"}
+    total = totals(steps, times)
+    student_us, reference_us = total["student"]["total_us"], total["reference"]["total_us"]
+    ratio = reference_us / student_us
+    score = performance_score(ratio, perf.target_of_ceiling, perf.points)
+    kinds = Counter(s.kind for s in steps)
+    mine = total["student"]
+    lines = [f"{which}: {len(steps)} steps ({kinds['decode']} decode, {kinds['prefill']} prefill), "
+             f"{len(set(steps))} distinct, one layer each",
+             f"your table: {student_us / 1e3:.3f} ms of GPU time over the trace (decode "
+             f"{mine.get('decode_us', 0) / 1e3:.3f} ms, prefill {mine.get('prefill_us', 0) / 1e3:.3f} ms)",
+             f"{reference_name}: {reference_us / 1e3:.3f} ms (same run, same layer and inputs)",
+             f"{ratio:.3f}x of the reference table's speed; target {perf.target_of_ceiling:.2f}x for full points, "
+             f"none at {perf.target_of_ceiling / 2:.3f}x or below: {score:g}/{perf.points:g}"]
+    losses = _largest_losses(steps, times)
+    if losses:
+        lines.append(f"where your table lost the most time: {losses}")
+    return {"passed": score == perf.points, "score": score, "cuda_error": False, "output": "\n".join(lines),
+            "ratio_of_ceiling": ratio, "student_us": student_us, "reference_us": reference_us}
+
+
+def run_rules(exercise, args, events: Events) -> int:
+    """The checks of a dispatch_rules exercise (the gate is `parse`), reported like run_group's."""
+    table, why = load_table(args.kernel, args.shown)
+    groups = {g.name: g for g in _groups(exercise, args.hidden)}
+    all_passed = not args.no_perf
+    for name in args.checks.split(","):
+        events.emit(event="start", check=name)
+        if name == exercise.gate:
+            events.emit(event="done", check=name, passed=table is not None, score=0.0, max_score=0.0,
+                        output=why or f"a valid dispatch table of {len(table.rules)} rules")
+            if table is None:
+                return 0
+            continue
+        max_score = exercise.performance.points if name == "performance" else getattr(groups.get(name), "points", 0)
+        if table is None:
+            result = {"passed": False, "score": 0.0, "cuda_error": False, "output": f"not run: {why}"}
+        elif name == "performance" and not all_passed:
+            result = {"passed": False, "score": 0.0, "cuda_error": False,
+                      "output": "not timed: performance counts only when every correctness check passes"}
+        elif name == "performance":
+            spec = exercise.performance_trace(args.hidden)
+            which = "the hidden trace" if spec != exercise.performance.params[0] else "the performance trace"
+            checked = {s.M for g in groups.values() for c in g.cases for s in exercise.trace_steps(c)}
+            result = run_rules_performance(exercise, table, spec, checked, which)
+        elif name in groups:
+            result = run_trace_group(exercise, table, groups[name])
+        else:
+            result = {"passed": False, "score": 0.0, "cuda_error": False,
+                      "output": f"{name} is not a check of exercise {exercise.id}"}
+        all_passed = all_passed and result["passed"]
+        cuda_error = result.pop("cuda_error")
+        events.emit(event="done", check=name, max_score=float(max_score), **result)
+        if cuda_error:
+            return EXIT_CUDA_ERROR
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--exercise", required=True)
@@ -239,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shown", default=None, help="the kernel's name in messages (the path a student typed)")
     args = p.parse_args(argv)
 
-    from lab.exercises import load
+    from lab.exercises import DISPATCH_RULES, load
 
     exercise = load(args.exercise)
     events = Events(args.events)
@@ -250,6 +433,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no usable GPU for grading: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
               file=sys.stderr)
         return EXIT_NO_GPU
+    if exercise.kind == DISPATCH_RULES:
+        return run_rules(exercise, args, events)
     wanted = args.checks.split(",")
     groups = {g.name: (i, g) for i, g in enumerate(_groups(exercise, args.hidden))}
     all_passed = not args.no_perf

@@ -1,12 +1,13 @@
 """Grading that no student kernel can break: one process per submission, a time limit per check,
 fresh processes after a crash, results written as each submission completes.
 
-A submission is a folder holding the exercise's kernel file. `grade_submission` validates the folder,
-then drives lab.grade_worker processes through the checks (compile, each correctness group,
-performance). If a worker dies (an illegal address kills its CUDA context) or a check outlives its
-time limit (an infinite loop, a deadlock), that check scores zero with the reason, the process group
-is killed, and a new worker carries on with the remaining checks. Nothing a kernel does can lose
-another check's grade, another submission's, or the batch.
+A submission is a folder holding the exercise's kernel file (or, for a dispatch_rules exercise, its
+table: JSON, parsed here before any worker starts and never executed). `grade_submission` validates the
+folder, then drives lab.grade_worker processes through the checks (the gate: compile, or parse for a
+table; each correctness group; performance). If a worker dies (an illegal address kills its CUDA
+context) or a check outlives its time limit (an infinite loop, a deadlock), that check scores zero
+with the reason, the process group is killed, and a new worker carries on with the remaining
+checks. Nothing a kernel does can lose another check's grade, another submission's, or the batch.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from pathlib import Path
 
 from lab import __version__, source_guard
 from lab.build import decode_source, lab_headers
-from lab.errors import CompileError, LabError
-from lab.exercises import HIDDEN_NAME, Exercise
+from lab.errors import LabError
+from lab.exercises import DISPATCH_RULES, Exercise
 
 MAX_KERNEL_BYTES = 1 << 20  # a kernel source past 1 MiB is refused, not compiled
 WORKER_MODULE = "lab.grade_worker"  # the process that runs a student's kernel (tests swap in a fake)
@@ -111,7 +112,7 @@ def find_kernel(exercise: Exercise, folder: Path, shown: str | None = None) -> t
                       f"{exercise.student_file})"]
     wanted = folder / exercise.student_file
     if not wanted.is_file():
-        sources = [p for p in files if p.suffix == ".cu"]
+        sources = [p for p in files if p.suffix == Path(exercise.student_file).suffix]
         if len(sources) != 1:
             return None, [f"no {exercise.student_file} in the submission (found: "
                           f"{', '.join(p.name for p in files[:8])})"]
@@ -128,21 +129,36 @@ def find_kernel(exercise: Exercise, folder: Path, shown: str | None = None) -> t
                               f"{MAX_KERNEL_BYTES} bytes)"]
     shown = shown or wanted.name
     if not wanted.read_bytes().strip():
-        return None, notes + [f"{shown} is empty: start from the exercise's starter.cu"]
+        return None, notes + [f"{shown} is empty: start from the exercise's {exercise.starter_path.name}"]
     try:
-        source, note = decode_source(wanted.read_bytes(), shown)
-        source_guard.check_includes(source, shown, set(lab_headers()))
-    except CompileError as exc:  # one sentence, before any worker starts
+        note = _check_content(exercise, wanted, shown)
+    except LabError as exc:  # one sentence, before any worker starts (a CompileError, a table's LabError)
         return None, notes + [str(exc)]
     return wanted, notes + ([note] if note else [])
+
+
+def _check_content(exercise: Exercise, path: Path, shown: str) -> str | None:
+    """What can be checked of the file without a GPU: a kernel's text and includes, or a whole dispatch table
+    (lab.ops.rules.load: its one-sentence LabError, naming the file as the student knows it). Returns a note."""
+    if exercise.kind == DISPATCH_RULES:
+        from lab.ops import rules
+
+        try:
+            rules.load(path)
+        except LabError as exc:
+            raise LabError(str(exc).replace(str(path), shown)) from None
+        return None
+    source, note = decode_source(path.read_bytes(), shown)
+    source_guard.check_includes(source, shown, set(lab_headers()))
+    return note
 
 
 def fingerprint(exercise: Exercise, folder: Path, seed: int, include_hidden: bool) -> str:
     h = hashlib.sha256(f"{exercise.id}|{seed}|{include_hidden}|{__version__}".encode())
     # The exercise's checks and points are part of the grade: editing exercise.json or hidden.json
     # (a new case, other points, other limits) regrades every submission on the next run.
-    for spec in ("exercise.json", HIDDEN_NAME if include_hidden else None):
-        path = exercise.path / spec if spec else None
+    # A table exercise's reference solution too: the performance is timed against it.
+    for path in exercise.grading_files(include_hidden):
         h.update(path.read_bytes() if path is not None and path.is_file() else b"-")
     if folder.is_dir():
         for link in _links(folder):  # hashed by name only: a link is never followed
@@ -267,7 +283,7 @@ def run_checks(exercise: Exercise, kernel: Path, names: list[str], seed: int, in
                 break
             attempts += 1
             events_path = Path(tmp) / f"events{attempts}.jsonl"
-            no_perf = any(not d["passed"] for n, d in done.items() if n not in ("compile", "performance"))
+            no_perf = any(not d["passed"] for n, d in done.items() if n not in (exercise.gate, "performance"))
             cmd = [python, "-m", WORKER_MODULE, "--exercise", exercise.id, "--kernel", str(kernel),
                    "--events", str(events_path), "--checks", ",".join(pending), "--seed", str(seed)]
             cmd += ["--hidden"] if include_hidden else []
@@ -321,9 +337,9 @@ def run_checks(exercise: Exercise, kernel: Path, names: list[str], seed: int, in
                 tail = " | ".join(stderr_path.read_text().strip().splitlines()[-3:])[:300]
                 raise LabError(f"The grading worker stopped (exit code {proc.returncode}) before it ran any check, "
                                f"so this is the grader's failure, not the submission's: {tail or 'no message'}")
-            if "compile" in done and not done["compile"]["passed"]:
+            if exercise.gate in done and not done[exercise.gate]["passed"]:
                 for n in names:
-                    done.setdefault(n, _failed(n, "not run: the kernel did not compile"))
+                    done.setdefault(n, _failed(n, f"not run: {exercise.gate_failed}"))
     for n in names:
         done.setdefault(n, _failed(n, f"not run: {last_death}"))
     return done
@@ -341,8 +357,8 @@ def grade_submission(exercise: Exercise, folder: Path, seed: int = 0, include_hi
     start = time.monotonic()
     folder = Path(folder)
     groups = list(exercise.checks) + (exercise.hidden_checks() if include_hidden else [])
-    names = ["compile"] + [g.name for g in groups] + (["performance"] if with_performance else [])
-    max_scores = {"compile": 0.0, "performance": float(exercise.performance.points)}
+    names = [exercise.gate] + [g.name for g in groups] + (["performance"] if with_performance else [])
+    max_scores = {exercise.gate: 0.0, "performance": float(exercise.performance.points)}
     max_scores |= {g.name: float(g.points) for g in groups}
     hidden = {g.name for g in groups if g.hidden}
     kernel, notes = find_kernel(exercise, folder, shown)

@@ -27,11 +27,12 @@ import numpy as np
 
 from lab import serving_trace as st
 
-TRACE_SEED, TRACE_STEPS = 2026, 1000
+TRACE_SEED, TRACE_STEPS, TRACE_PREFILL_SHARE, TRACE_SKEW = 2026, 1000, 0.05, 1.2
 BOUNDARY_M = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 BOUNDARY_GEMM = ("qkv", st.QKV, st.HIDDEN)
 OVERHEAD_CALLS, OVERHEAD_TRIALS = 2000, 7
 LATENCY_REQUESTS = 200
+LATENCY_MAX_M = 512  # the stream's steps: the trace's, up to 512 tokens (a first request is a decode or short prefill)
 
 
 def _write(directory: Path, name: str, payload: dict) -> Path:
@@ -44,7 +45,7 @@ def _write(directory: Path, name: str, payload: dict) -> Path:
 
 
 def trace() -> list[st.Step]:
-    return st.make_trace(TRACE_SEED, TRACE_STEPS)
+    return st.make_trace(TRACE_SEED, TRACE_STEPS, TRACE_PREFILL_SHARE, TRACE_SKEW)
 
 
 def _shapes_of(steps) -> list:
@@ -74,7 +75,8 @@ def study_tune(directory: Path, runtime, progress=print) -> Path:
     for shape in _shapes_of(trace()):
         progress(f"tuning {bucket(shape)}")
         entry = tune_shape(runtime, shape)
-        rows.append({"bucket": bucket(shape), "M": shape.M, **entry})
+        rows.append({"bucket": bucket(shape), "M": shape.M, "N": shape.N, "K": shape.K, "epilogue": shape.epilogue,
+                     **entry})
     wins = Counter(r["path"] for r in rows)
     return _write(directory, "ops_tune.json", {"buckets": rows, "wins": dict(wins),
                                                "seconds": round(time.perf_counter() - started, 1),
@@ -84,13 +86,15 @@ def study_tune(directory: Path, runtime, progress=print) -> Path:
 # --- the trace ---------------------------------------------------------------------------------------------
 
 def _counted_replay(steps, layer, runtime) -> dict:
-    """lab.ops's counters over the whole trace in order (one layer per step)."""
+    """lab.ops's counters over the whole trace in order (one layer per step), on a fresh runtime with the same table
+    and tune cache, so every shape is decided (and counted) in this run."""
     import cupy as cp
 
     from lab.ops import counters
+    from lab.ops.dispatch import Runtime
 
     counters.reset_stats()
-    run = st.runner("lab_ops", layer, runtime)
+    run = st.runner("lab_ops", layer, Runtime(runtime.table, runtime.store))
     for s in steps:
         run(s.M)
     cp.cuda.get_current_stream().synchronize()
@@ -113,10 +117,7 @@ def study_trace(directory: Path, runtime, progress=print) -> Path:
     counts = _counted_replay(steps, layer, runtime)
 
     # The hot shape's choice forced onto every shape: the bucket that takes most calls, its tuned decision.
-    hot = Counter()
-    for s in steps:
-        hot[min(s.M, 10 ** 9)] += 1
-    hot_m = hot.most_common(1)[0][0]
+    hot_m = Counter(s.M for s in steps).most_common(1)[0][0]
     hot_rows = [d for d in decisions if d["M"] == hot_m]
     hot_choice = Counter((d["path"], json.dumps(d["config"], sort_keys=True)) for d in hot_rows).most_common(1)[0][0]
     progress(f"forcing the hot shape's choice ({hot_choice[0]} {hot_choice[1]}) onto every shape")
@@ -130,7 +131,11 @@ def study_trace(directory: Path, runtime, progress=print) -> Path:
     base = totals["lab_ops"]["total_us"]
     ratios = {meth: round(t["total_us"] / base, 4) for meth, t in totals.items()}
     return _write(directory, "ops_trace.json", {
-        "trace": {"seed": TRACE_SEED, **st.summarize(steps)}, "model": {"hidden": st.HIDDEN,
+        "trace": {"seed": TRACE_SEED, "prefill_share": TRACE_PREFILL_SHARE, "skew": TRACE_SKEW,
+                  **st.summarize(steps)},
+        "step_counts": [{"kind": k, "M": m, "steps": n} for (k, m), n in sorted(Counter((s.kind, s.M)
+                                                                                         for s in steps).items())],
+        "model": {"hidden": st.HIDDEN,
                                                                          "intermediate": st.INTERMEDIATE,
                                                                          "qkv": st.QKV, "gemms": st.GEMMS},
         "methods": {"lab_ops": "lab.ops, tuned (its tune cache)", "lab_ops_table": "lab.ops, its table alone",
@@ -140,7 +145,8 @@ def study_trace(directory: Path, runtime, progress=print) -> Path:
                     "hot_forced": f"the hot shape's choice everywhere: {hot_choice[0]} {hot_choice[1]}"},
         "totals_us": totals, "time_over_lab_ops": ratios, "per_step_us": per_step, "decisions": decisions,
         "counters": counts, "checks": checks, "checks_failed": sum(1 for c in checks if c["bad"]),
-        "hot_M": hot_m, "boundary": boundary})
+        "hot_M": hot_m, "hot_choice": {"path": hot_choice[0], "config": json.loads(hot_choice[1])},
+        "boundary": boundary})
 
 
 def study_boundary(layer) -> dict:
@@ -156,7 +162,7 @@ def study_boundary(layer) -> dict:
         for m in BOUNDARY_M:
             a, w, c, _ = layer.operands(name, m)
             api.matmul(a, w, layout="TN", out=c, runtime=rt)
-            served = next(iter(rt.decisions.values())).path if rt.decisions else path
+            served = rt.last_decision.path
             t = measure(lambda _i, a=a, w=w, c=c, rt=rt: api.matmul(a, w, layout="TN", out=c, runtime=rt),
                         l2="cold", min_time_ms=5.0)
             row.append(round(1e3 * t.median_ms, 3) if served == path else None)
@@ -182,7 +188,7 @@ def study_overhead(directory: Path) -> Path:
         a, b, *_ = make_inputs(GemmShape(m, n, k, "float16", "TN", True, "none"), 3)
         c = cp.empty((m, n), cp.float16)
         api.matmul(a, b, layout="TN", out=c, runtime=rt)
-        launches = next(iter(rt.recordings.values()))
+        launches = next(iter(rt.recordings.values())).launches
 
         def raw(launches=launches):
             for kern, grid, block, args, smem in launches:
@@ -237,7 +243,7 @@ def latency_child(requests: int, manifest: str | None) -> dict:
     from lab.ops import api
     from lab.ops import manifest as manifests
 
-    steps = [s for s in trace() if s.M <= 512][:requests]
+    steps = [s for s in trace() if s.M <= LATENCY_MAX_M][:requests]
     layer = st.Layer(max(s.M for s in steps))
     cp.cuda.get_current_stream().synchronize()
     ready = time.time()
@@ -246,26 +252,29 @@ def latency_child(requests: int, manifest: str | None) -> dict:
         warm = api.warmup(manifests.load(manifest))
     run = st.runner("lab_ops", layer)
     lat = []
+    before = dict(COMPILES)
     first_compiles = None
     for i, s in enumerate(steps):
         t0 = time.perf_counter()
         run(s.M)
         cp.cuda.get_current_stream().synchronize()
         lat.append(1e3 * (time.perf_counter() - t0))
-        if i == 0:
-            first_compiles = dict(COMPILES)
+        if i == 0:  # what the first request itself compiled (not the warm-up's)
+            first_compiles = {k: round(v - before.get(k, 0), 3) for k, v in COMPILES.items()}
     return {"requests": len(lat), "first_ms": round(lat[0], 3), "p50_ms": round(float(np.percentile(lat, 50)), 3),
             "p99_ms": round(float(np.percentile(lat, 99)), 3), "max_ms": round(max(lat), 3),
             "process_start_to_first_result_s": round(ready - t_process + (warm or {}).get("seconds", 0)
                                                      + lat[0] / 1e3, 3),
-            "compiles_total": dict(COMPILES), "compiles_by_first_result": first_compiles, "warmup": warm}
+            "compiles_total": dict(COMPILES), "compiles_before_requests": before,
+            "compiles_by_first_request": first_compiles, "warmup": warm, "max_M": LATENCY_MAX_M,
+            "first_request_M": steps[0].M}
 
 
 def study_latency(directory: Path, runtime_store_path: Path | None = None) -> Path:
     """Three fresh processes over one request stream: empty compile caches, the same caches warm, and empty caches
     with a warm-up manifest of the stream's hot shapes run first. The tune cache is the machine's (tuned
     decisions are not the point here; compiles are)."""
-    steps = [s for s in trace() if s.M <= 512][:LATENCY_REQUESTS]
+    steps = [s for s in trace() if s.M <= LATENCY_MAX_M][:LATENCY_REQUESTS]
     shapes = sorted({(s.M, n, k, epi) for s in steps for _, n, k, epi in st.GEMMS})
     scenarios = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -291,7 +300,8 @@ def study_latency(directory: Path, runtime_store_path: Path | None = None) -> Pa
                 scenarios[name] = {"error": proc.stderr[-2000:]}
                 continue
             scenarios[name] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return _write(directory, "ops_latency.json", {"requests": LATENCY_REQUESTS, "manifest_shapes": len(shapes),
+    return _write(directory, "ops_latency.json", {"requests": LATENCY_REQUESTS, "max_M": LATENCY_MAX_M,
+                                                  "manifest_shapes": len(shapes),
                                                   "scenarios": scenarios})
 
 

@@ -5,9 +5,11 @@ the exercise table filled in from exercise.json; the developer README speaks of 
 commands a bundle lacks), the notebooks (the .py twins, and the .ipynb files with every output cleared:
 committed outputs print the rungs' sources), results/ (less results/*/grading, whose records name the
 hidden check groups), kernels/ with every file's solution regions stripped, for each exercise its
-README.md, exercise.json and a freshly generated starter.cu, and bundle.json (which kernels are shipped
-stripped, for the tour to say so). What stays out: hidden.json, tests/, .ci/, scripts/, hidden files
-and build leftovers.
+README.md, exercise.json and a freshly generated starter.cu (a dispatch_rules exercise: its starter table,
+the student's file as shipped), and bundle.json (which kernels are shipped stripped, for the tour to say so).
+What stays out: hidden.json, a table exercise's solution/ (its reference table), tests/, .ci/, scripts/,
+hidden files and build leftovers. The leak check looks for solution lines of the kernels and for the
+reference tables, in every file of the bundle.
 
 The bundle is built in a temporary folder next to OUT_DIR and moved into place only once it is complete
 and free of solution text, so a failed release never leaves half a bundle behind.
@@ -107,11 +109,9 @@ def _write_kernels(src: Path, dst: Path) -> list[str]:
 def student_readme() -> str:
     """The bundle's README: lab/student_readme.md with its exercise table and notebook list filled in
     from the exercises' own files (nothing typed twice)."""
-    from lab.families import get_family
-
     rows = ["| exercise | what you write | points | performance target (same run) |", "|---|---|---:|---|"]
-    for ex in exercises.all_exercises():
-        target = f"{ex.performance.target_of_ceiling:.2f}x of {get_family(ex.family).ceiling_title}"
+    for ex in exercises.all_exercises(exercises.KINDS):
+        target = f"{ex.performance.target_of_ceiling:.2f}x of {ex.ceiling_title}"
         rows.append(f"| `{ex.id}` | {ex.title} | {ex.max_points(include_hidden=False):g} | {target} |")
     books = sorted(p.name for p in (REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     return (STUDENT_README.read_text().replace("{exercise_table}", "\n".join(rows))
@@ -132,11 +132,11 @@ def _write_exercises(dst: Path) -> None:
     if top_readme.is_file():  # the students' part: the instructors' section speaks of files a bundle lacks
         dst.mkdir(parents=True, exist_ok=True)
         (dst / "README.md").write_text(top_readme.read_text().split(INSTRUCTORS_HEADING)[0].rstrip() + "\n")
-    for ex in exercises.all_exercises():
+    for ex in exercises.all_exercises(exercises.KINDS):
         folder = dst / ex.path.name
         for name in EXERCISE_FILES:
             _copy(ex.path / name, folder / name)
-        (folder / exercises.STARTER_NAME).write_text(ex.starter_text())
+        (folder / ex.starter_path.name).write_text(ex.starter_text())
 
 
 def solution_lines(kernels_dir: Path | None = None) -> dict[str, str]:
@@ -157,15 +157,43 @@ def solution_lines(kernels_dir: Path | None = None) -> dict[str, str]:
     return lines
 
 
-def find_leaks(bundle: Path, lines: dict[str, str] | None = None) -> list[str]:
-    """'file: line (from kernel)' for every solution line found anywhere in the bundle's files."""
+def solution_tables() -> dict[str, object]:
+    """Each dispatch_rules exercise's reference table (lab.ops.rules.Table) -> the file it comes from."""
+    from lab.ops import rules
+
+    return {rules.load(ex.solution_path): str(ex.solution_path.relative_to(REPO_ROOT))
+            for ex in exercises.all_exercises((exercises.DISPATCH_RULES,)) if ex.solution_path.is_file()}
+
+
+def _table_in(data: bytes, tables: dict) -> str | None:
+    """The reference a file is a copy of, or None: a JSON file that parses to one of the reference tables (in
+    any layout, notes or not) gives the solution away as surely as its bytes would."""
+    from lab.errors import LabError
+    from lab.ops import rules
+
+    if b'"rules"' not in data:
+        return None
+    try:
+        table = rules.parse(json.loads(data))
+    except (ValueError, LabError):  # not JSON, or JSON that is no table
+        return None
+    return tables.get(table)
+
+
+def find_leaks(bundle: Path, lines: dict[str, str] | None = None, tables: dict | None = None) -> list[str]:
+    """'file: line (from kernel)' for every solution line found anywhere in the bundle's files, and 'file: the
+    reference table of ...' for every file that is a reference table of a dispatch_rules exercise."""
     lines = solution_lines() if lines is None else lines
+    tables = solution_tables() if tables is None else tables
     found = []
     for path in sorted(p for p in bundle.rglob("*") if p.is_file()):
         data = path.read_bytes()  # every file, text or not
         for line, origin in lines.items():
             if line.encode() in data:
                 found.append(f"{path.relative_to(bundle)}: {line!r} (solution text of {origin})")
+        origin = _table_in(data, tables) if tables else None
+        if origin:
+            found.append(f"{path.relative_to(bundle)}: the reference table of {origin}")
     return found
 
 
@@ -200,7 +228,8 @@ def release(out_dir: Path) -> Path:
         if leaks:
             shown = "\n  ".join(leaks[:10])
             raise LabError(f"The bundle would contain solution text; nothing was written:\n  {shown}\n"
-                           "Put that code inside a // BEGIN SOLUTION ... // END SOLUTION region.")
+                           "Put that code inside a // BEGIN SOLUTION ... // END SOLUTION region, and keep a "
+                           "reference table in its exercise's solution/ folder only.")
         if out_dir.is_dir():
             out_dir.rmdir()  # empty (checked above); the finished bundle takes its place
         bundle.rename(out_dir)

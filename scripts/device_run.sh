@@ -61,7 +61,8 @@ log="$pack/log.txt"
 gpu_tests() {  # gpu_tests SECONDS FILES...
   local limit="$1"; shift
   echo "== GPU tests: $*"
-  timeout "$limit" python3 -m pytest -m gpu -q -p no:cacheprovider "$@" 2>&1 | tail -30
+  local name; name="$(basename "$1" .py)"
+  timeout "$limit" python3 -m pytest -m gpu -q -p no:cacheprovider "$@" 2>&1 | tee "$pack/pytest_$name.log" | tail -30
 }
 
 notebooks() {  # notebooks PATTERN...

@@ -25,16 +25,17 @@ NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
 SCRIPT = REPO / "scripts" / "execute_notebooks.py"
 # The family whose records each notebook replays first (its banner names it; "NO RECORDS for" it when absent).
 # Notebook 04 replays JSON payloads, not a family's records; it names its first payload the same way.
-# Notebooks 05, 06 and 07 replay several families (05 its studies too, 06 the checklist study); FUSION_FILES lists
-# them all.
+# Notebooks 05-08 replay several families (05 its studies too, 06 the checklist study, 08 lab.ops's studies);
+# FUSION_FILES lists them all.
 FAMILY = {"00_setup_and_method": "copy", "01_memory_bound": "copy", "02_gemm_fp32": "gemm_fp32",
           "03_tensor_cores": "gemm_tc", "04_scheduling": "schedule_orders",
           "05_split_k_decode_grouped": "split_k_factors", "06_epilogue_fusion": "gemm_tc_epilogue",
-          "07_softmax_and_norms": "softmax"}
+          "07_softmax_and_norms": "softmax", "08_specialization_and_dispatch": "ops_trace"}
 FUSION_FILES = {"05_split_k_decode_grouped": ("split_k_factors", "gemm_split_k", "split_k_ncu", "decode",
                                               "grouped_gemm", "grouped_table_cost", "copy", "gemm_tc"),
                 "06_epilogue_fusion": ("gemm_tc_epilogue", "gemm_fp32_epilogue", "checklist"),
-                "07_softmax_and_norms": ("softmax", "rmsnorm", "layernorm")}
+                "07_softmax_and_norms": ("softmax", "rmsnorm", "layernorm"),
+                "08_specialization_and_dispatch": ("ops_trace", "ops_tune", "ops_latency", "ops_overhead")}
 
 pytest.importorskip("nbclient", reason="nbclient is not installed: pip install -e '.[test]'")
 pytest.importorskip("jupytext", reason="jupytext is not installed: pip install -e '.[test]'")
@@ -241,6 +242,7 @@ def write_synthetic_reference(directory: Path) -> Path:
     _schedule_payloads().write_synthetic_payloads(directory, SYNTHETIC_PROVENANCE)
     _fusion_records().write_synthetic_fusion(directory, SYNTHETIC_PROVENANCE)
     _test_module("test_lessons_underfill").write_synthetic_underfill(directory, SYNTHETIC_PROVENANCE)
+    _test_module("test_lessons_ops").write_synthetic_ops(directory, SYNTHETIC_PROVENANCE)
     return directory
 
 

@@ -22,10 +22,24 @@ import numpy as np
 
 from lab.errors import LabError
 from lab.ops import counters, rules
-from lab.ops.paths import PATHS, Call, apply_epilogue
+from lab.ops.paths import PATHS, Call, apply_epilogue, post_kernel, standins
 from lab.ops.shapes import GemmShape, bucket, family
 
 MAX_RECORDINGS = 4096
+
+
+@dataclass
+class Replay:
+    """One recorded call: its kernel launches, the epilogue kernel that follows them (None when fused or absent),
+    the epilogue's N, and the decision it was made under."""
+
+    launches: list
+    post: object
+    n: object
+    decision: object
+    bias: object = None  # the epilogue kernel's stand-ins for an absent bias or residual
+    residual: object = None
+    path_key: str = ""  # "matmul:<path>", the counter a replay adds to
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,7 @@ class Runtime:
         self.autotune = autotune  # tune a bucket the store does not hold, on its first call
         self.decisions: dict = {}
         self.recordings: OrderedDict = OrderedDict()
+        self.last_decision: Decision | None = None  # the decision of the last call run (the checks read it)
         self._arch = None
         self._env = None
 
@@ -88,8 +103,9 @@ class Runtime:
         return Decision("cublas", (), "fallback: no rule serves the shape")
 
     # --- running ----------------------------------------------------------------------------------
-    def run(self, key, call: Call) -> None:
-        """Run one matmul call whose arrays are validated; `key` identifies its shape (decided once)."""
+    def run(self, key, call: Call, replay_key) -> None:
+        """Run one validated matmul call: `key` identifies its shape (decided once), `replay_key` its shape and
+        addresses (recorded once; lab.ops.api's fast path replays it without coming here)."""
         decision = self.decisions.get(key)
         if decision is None:
             counters.COUNTS["decision_misses"] += 1
@@ -98,52 +114,54 @@ class Runtime:
             if decision.source.startswith("fallback"):
                 counters.FALLBACKS[decision.source[10:]] += 1
             self.decisions[key] = decision
-        else:
-            counters.COUNTS["decision_hits"] += 1
         counters.PATHS["matmul:" + decision.path] += 1
+        self.last_decision = decision
         if decision.path == "cublas":
             PATHS["cublas"].launch(call, {})
+            if call.ops:
+                apply_epilogue(call)
+            return
+        replay = self.recordings.get(replay_key)
+        if replay is None:
+            replay = self._record(key, decision, call, replay_key)
+            if replay is None:  # the path failed to build; cuBLAS served this call
+                return
         else:
-            self._replay_or_record(key, decision, call)
+            counters.COUNTS["replays"] += 1
+            for raw, grid, block, args, smem in replay.launches:
+                raw(grid, block, args, shared_mem=smem)
         if call.ops and not PATHS[decision.path].fuses_epilogue:
             apply_epilogue(call)
 
-    def _replay_or_record(self, key, decision: Decision, call: Call) -> None:
-        addresses = (call.a.data.ptr, call.b.data.ptr, call.out.data.ptr,
-                     0 if call.bias is None else call.bias.data.ptr,
-                     0 if call.residual is None else call.residual.data.ptr)
-        rkey = (key, decision, addresses)
-        launches = self.recordings.get(rkey)
-        if launches is not None:
-            counters.COUNTS["replays"] += 1
-            for raw, grid, block, args, smem in launches:
-                raw(grid, block, args, shared_mem=smem)
-            return
+    def _record(self, key, decision: Decision, call: Call, replay_key) -> Replay | None:
+        """Run the path once under lab.build.recording() and keep what it launched (the caller's arrays as bare
+        addresses, so a recording never keeps them alive)."""
+        from lab.build import recording
+
         counters.COUNTS["recordings"] += 1
+        owned = [x for x in (call.a, call.b, call.out, call.bias, call.residual) if x is not None]
+        spans = [(x.data.ptr, x.data.ptr + max(x.nbytes, 1)) for x in owned]
         try:
-            launches = self._record(decision, call)
+            with recording() as launches:
+                PATHS[decision.path].launch(call, decision.settings)
         except LabError as exc:  # the path cannot run here after all (a build the GPU refuses): cuBLAS serves
             reason = f"{decision.path} failed: {exc}"
             if counters.FALLBACKS[reason] == 0:
-                warnings.warn(f"lab.ops: {reason} Falling back to cuBLAS for this shape.", stacklevel=4)
+                warnings.warn(f"lab.ops: {reason} Falling back to cuBLAS for this shape.", stacklevel=5)
             counters.FALLBACKS[reason] += 1
             self.decisions[key] = Decision("cublas", (), f"fallback: {reason}")
             PATHS["cublas"].launch(call, {})
-            return
-        self.recordings[rkey] = launches
+            return None
+        post = None
+        if call.ops and not PATHS[decision.path].fuses_epilogue:
+            post = post_kernel(call.ops, call.shape.dtype)
+        replay = Replay([(raw, grid, block, tuple(_as_address(arg, spans) for arg in args), smem)
+                         for raw, grid, block, args, smem in launches], post, np.int64(call.shape.N), decision,
+                        *standins(call.out.dtype), "matmul:" + decision.path)
+        self.recordings[replay_key] = replay
         if len(self.recordings) > MAX_RECORDINGS:
             self.recordings.popitem(last=False)
-
-    @staticmethod
-    def _record(decision: Decision, call: Call) -> list:
-        from lab.build import recording
-
-        owned = [x for x in (call.a, call.b, call.out, call.bias, call.residual) if x is not None]
-        spans = [(x.data.ptr, x.data.ptr + max(x.nbytes, 1)) for x in owned]
-        with recording() as launches:
-            PATHS[decision.path].launch(call, decision.settings)
-        return [(raw, grid, block, tuple(_as_address(arg, spans) for arg in args), smem)
-                for raw, grid, block, args, smem in launches]
+        return replay
 
     def forget(self) -> None:
         """Drop every decision and recording (after the table or the store changed)."""

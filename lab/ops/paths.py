@@ -214,7 +214,9 @@ _TYPE = {
 _POST_KERNELS: dict = {}
 
 
-def _post_kernel(ops: tuple[str, ...], dtype: str):
+def post_kernel(ops: tuple[str, ...], dtype: str):
+    """One CuPy elementwise kernel applying `ops` in place: (bias, residual, n, y), bias float32 and residual of y's
+    storage type (each a stand-in array when absent)."""
     import cupy as cp
 
     key = (ops, dtype)
@@ -228,22 +230,28 @@ def _post_kernel(ops: tuple[str, ...], dtype: str):
     return _POST_KERNELS[key]
 
 
-_EMPTY: dict = {}
+_STANDINS: dict = {}
+
+
+def standins(out_dtype) -> tuple:
+    """(bias, residual) stand-ins for the epilogue kernel's arguments when a call has no bias or residual: one-element
+    arrays of the kernel's declared types, kept per device."""
+    import cupy as cp
+
+    key = (cp.cuda.Device().id, np.dtype(out_dtype).char)
+    if key not in _STANDINS:
+        _STANDINS[key] = (cp.empty(1, cp.float32), cp.empty(1, out_dtype))
+    return _STANDINS[key]
 
 
 def apply_epilogue(call: Call) -> None:
     """The call's epilogue in one elementwise kernel, in place on its (contiguous) output."""
-    import cupy as cp
-
     if not call.ops:
         return
-    device = cp.cuda.Device().id
-    if device not in _EMPTY:
-        _EMPTY[device] = (cp.empty(1, cp.float32), cp.empty(1, call.out.dtype))
-    empty_f, empty_y = _EMPTY[device]
-    residual = call.residual if call.residual is not None else empty_y.view(call.out.dtype)
-    _post_kernel(call.ops, call.shape.dtype)(call.bias if call.bias is not None else empty_f, residual,
-                                             np.int64(call.shape.N), call.out)
+    bias, residual = standins(call.out.dtype)
+    post_kernel(call.ops, call.shape.dtype)(bias if call.bias is None else call.bias,
+                                            residual if call.residual is None else call.residual,
+                                            np.int64(call.shape.N), call.out)
 
 
 def path(name: str) -> Path:

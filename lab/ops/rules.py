@@ -170,6 +170,9 @@ def load(path: str | Path) -> Table:
 DEFAULT = parse({"rules": [
     # GEMV on tensor cores beats cuBLAS up to M = 8 on weights past L2 (results/h200/decode.json).
     {"when": {"max_m": 8, "min_n": 1024, "min_k": 1024}, "path": "decode"},
+    # Past M = 8 the GEMV and the split-K GEMM read the weight slower than cuBLAS does (decode.json at M = 16, 64
+    # and 128), and rung 06's 128-row tiles are mostly empty rows: cuBLAS, unless the tune cache says otherwise.
+    {"when": {"max_m": 256, "min_n": 1024, "min_k": 1024}, "path": "cublas"},
     # Few output tiles and a long K: the tiles alone leave most SMs idle (results/h200/gemm_split_k.json).
     {"when": {"max_tiles": 32, "min_k": 4096, "min_k_over_mn": 4.0, "aligned": True}, "path": "split_k",
      "config": {"splits": 0}},

@@ -81,10 +81,12 @@ def make_inputs(shape: GemmShape, seed: int):
     return a, b, bias, activation, residual
 
 
-def reference_and_bound(shape: GemmShape, a, b, bias, activation, residual):
+def reference_and_bound(shape: GemmShape, a, b, bias, activation, residual, rounded_product: bool = False):
     """The float64 result of the whole call and each element's allowed error, on the GPU: the product's bound is
     lab.bounds.tensor_core_matmul_bound's (fp32 accumulation, one rounding to the output type); the epilogue's
-    ops add their slopes and fp32 roundings as lab.epilogue's bounds do."""
+    ops add their slopes and fp32 roundings as lab.epilogue's bounds do. `rounded_product`: the path stores the
+    product in the output type before its epilogue reads it back (every path but the fused one), one more rounding
+    of the product (as lab.families.gemm_epilogue's library baselines are checked)."""
     import cupy as cp
 
     from lab.bounds import BFLOAT16, tensor_core_matmul_bound
@@ -101,6 +103,10 @@ def reference_and_bound(shape: GemmShape, a, b, bias, activation, residual):
     from lab.epilogue import ChainInputs
 
     acc_bound = tensor_core_matmul_bound(a64, b64, v, out_dtype=np.float32)
+    if rounded_product:
+        from lab.bounds import half_subnormal_spacing, unit_roundoff
+
+        acc_bound = acc_bound + unit_roundoff(out_dtype) * (cp.abs(v) + acc_bound) + half_subnormal_spacing(out_dtype)
     residual64 = None if residual is None else to_float32(residual, shape.dtype, cp).astype(cp.float64)
     chain = ChainInputs(bias=None if bias is None else bias.astype(cp.float64), residual=residual64)
     epi = Epilogue(tuple(shape.epilogue.split("+")))
@@ -114,13 +120,18 @@ def reference_and_bound(shape: GemmShape, a, b, bias, activation, residual):
 
 
 def check_candidate(runtime, shape: GemmShape, name: str, config: dict, inputs, expected) -> str | None:
-    """None when the candidate's output is within the bound everywhere, else why not (one phrase)."""
+    """None when the candidate's output is within the bound everywhere, else why not (one phrase). `expected`:
+    (reference, bound) for a fused epilogue and for one applied after the product (the same when there is none)."""
     import cupy as cp
 
     from lab.families.gemm_tc import to_float32
     from lab.ops.paths import apply_epilogue
 
     a, b, bias, activation, residual = inputs
+    if not PATHS[name].fuses_epilogue and shape.epilogue != "none":
+        expected = expected[1]  # the bound with the product rounded once more (the epilogue runs after the GEMM)
+    else:
+        expected = expected[0]
     out = cp.full((shape.M, shape.N), 0x7E00 if shape.dtype == "float16" else 0x7FC0, dtype=cp.uint16)
     out = out.view(cp.float16) if shape.dtype == "float16" else out  # poisoned with NaN
     call = Call(a, b, out, shape, shape.K, b.shape[1], shape.N, bias, activation, residual)
@@ -178,7 +189,8 @@ def tune_shape(runtime, shape: GemmShape, seed: int = 20261130, progress=None) -
     started = time.perf_counter()
     top = dataclasses.replace(shape, M=m_bucket(shape.M))
     inputs = make_inputs(top, seed)
-    expected = reference_and_bound(top, *inputs)
+    fused = reference_and_bound(top, *inputs)
+    expected = (fused, reference_and_bound(top, *inputs, rounded_product=True) if top.epilogue != "none" else fused)
     rows = []
     for name, config in candidates(top, runtime.arch):
         if progress:
