@@ -106,6 +106,8 @@ gemm_records() {
         echo "== lab.ops study: $study"; timeout "$(box $want $keep)" python3 -m lab.ops_study "$pack/ops" "$study" 2>&1 | tail -6
       done
       cp /tmp/labcache/ops/tune.json "$pack/ops/tune_cache.json" 2>/dev/null
+      echo "== lab tune (the CLI, two decode buckets)"
+      COLUMNS=160 timeout "$(box 40 60)" python3 -m lab tune --shape 8x4096x4096 --shape 24x4096x14336 --epilogue residual 2>&1 | tail -12
       python3 -m lab ops stats 2>&1 | tail -30
       if [ -f notebooks/08_specialization_and_dispatch.py ] && [ -d .nbwheels ]; then
         mkdir -p results/h200 && cp "$pack"/ops/ops_*.json results/h200/ 2>/dev/null

@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import os
 import time
+import weakref
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +17,27 @@ PATHS: Counter = Counter()  # "matmul:persistent", "rmsnorm:kernel", ...
 FALLBACKS: Counter = Counter()  # reason -> calls
 FAMILIES: Counter = Counter()  # shape family -> calls (counted at decision time, once per distinct call shape)
 _STARTED = time.time()
+# Replays count themselves (Replay.calls, one attribute increment on lab.ops's fast path); fold() moves those
+# counts into COUNTS and PATHS for every runtime still alive, and a runtime folds a recording before it drops it.
+_RUNTIMES: weakref.WeakSet = weakref.WeakSet()
+
+
+def track(runtime) -> None:
+    _RUNTIMES.add(runtime)
+
+
+def fold_replay(replay) -> None:
+    if replay.calls:
+        COUNTS["replays"] += replay.calls
+        PATHS[replay.path_key] += replay.calls
+        replay.calls = 0
+
+
+def fold() -> None:
+    for runtime in list(_RUNTIMES):
+        for replay in list(runtime.recordings.values()):
+            if hasattr(replay, "calls"):
+                fold_replay(replay)
 STATS_KIND = "lab.ops stats"
 STATS_SCHEMA = 1
 
@@ -24,6 +46,7 @@ def stats() -> dict:
     """This process's counters (the build layer's compile counts included)."""
     from lab.build import COMPILES
 
+    fold()
     return {"counts": dict(COUNTS), "paths": dict(PATHS), "fallbacks": dict(FALLBACKS), "families": dict(FAMILIES),
             "compiles": dict(COMPILES), "pid": os.getpid(), "since": _STARTED}
 
@@ -31,6 +54,7 @@ def stats() -> dict:
 def reset_stats() -> None:
     from lab.build import COMPILES
 
+    fold()
     for c in (COUNTS, PATHS, FALLBACKS, FAMILIES, COMPILES):
         c.clear()
 

@@ -40,6 +40,7 @@ class Replay:
     bias: object = None  # the epilogue kernel's stand-ins for an absent bias or residual
     residual: object = None
     path_key: str = ""  # "matmul:<path>", the counter a replay adds to
+    calls: int = 0  # replays on lab.ops's fast path not yet folded into the counters
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class Runtime:
         self.decisions: dict = {}
         self.recordings: OrderedDict = OrderedDict()
         self.last_decision: Decision | None = None  # the decision of the last call run (the checks read it)
+        counters.track(self)
         self._arch = None
         self._env = None
 
@@ -160,11 +162,16 @@ class Runtime:
                         *standins(call.out.dtype), "matmul:" + decision.path)
         self.recordings[replay_key] = replay
         if len(self.recordings) > MAX_RECORDINGS:
-            self.recordings.popitem(last=False)
+            dropped = self.recordings.popitem(last=False)[1]
+            if isinstance(dropped, Replay):
+                counters.fold_replay(dropped)
         return replay
 
     def forget(self) -> None:
         """Drop every decision and recording (after the table or the store changed)."""
+        for replay in self.recordings.values():
+            if isinstance(replay, Replay):
+                counters.fold_replay(replay)
         self.decisions.clear()
         self.recordings.clear()
 

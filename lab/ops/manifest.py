@@ -1,10 +1,12 @@
 """Warm-up manifests: the hot shapes a service declares, compiled and prepared before its first request, so that
 no request pays for NVRTC. A manifest is JSON:
 
-    {"shapes": [{"M": 1, "N": 4096, "K": 4096, "dtype": "float16", "layout": "TN", "epilogue": "none"}, ...]}
+    {"shapes": [{"M": 1, "N": 4096, "K": 4096, "dtype": "float16", "layout": "TN", "epilogue": "none"},
+                {"op": "rmsnorm", "rows": 1, "n": 4096}, ...]}
 
 `warm` runs each shape once on scratch operands through a runtime: the decision is made, every kernel the path
-needs is compiled or loaded from the build cache, and the counts say which.
+needs is compiled or loaded from the build cache, the libraries it calls are initialized (cuBLAS's handle, CuPy's
+elementwise kernels), and the counts say what was compiled and what came from disk.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from lab.errors import LabError
 
 FIELDS = {"M", "N", "K", "dtype", "layout", "epilogue"}
+ROW_OPS = ("rmsnorm", "layernorm", "softmax")
 
 
 def load(path: str | Path) -> list[dict]:
@@ -27,8 +30,12 @@ def load(path: str | Path) -> list[dict]:
     if not isinstance(shapes, list):
         raise LabError(f"{path} must be a JSON object with a list under \"shapes\".")
     for i, s in enumerate(shapes, 1):
-        if not isinstance(s, dict) or not {"M", "N", "K"} <= set(s) or set(s) - FIELDS:
-            raise LabError(f"{path}, shape {i}: give M, N, K and optionally dtype, layout, epilogue; got {s!r}.")
+        if isinstance(s, dict) and s.get("op") in ROW_OPS:
+            if set(s) != {"op", "rows", "n"}:
+                raise LabError(f"{path}, shape {i}: a row operation gives op, rows and n; got {s!r}.")
+        elif not isinstance(s, dict) or not {"M", "N", "K"} <= set(s) or set(s) - FIELDS:
+            raise LabError(f"{path}, shape {i}: give M, N, K and optionally dtype, layout, epilogue (or op, rows and "
+                           f"n for {', '.join(ROW_OPS)}); got {s!r}.")
     return shapes
 
 
@@ -43,6 +50,9 @@ def warm(shapes: list[dict], runtime) -> dict:
     before = dict(COMPILES)
     started = time.perf_counter()
     for s in shapes:
+        if s.get("op") in ROW_OPS:
+            _warm_row_op(s["op"], int(s["rows"]), int(s["n"]))
+            continue
         shape = GemmShape(int(s["M"]), int(s["N"]), int(s["K"]), s.get("dtype", "float16"), s.get("layout", "TN"),
                           True, s.get("epilogue", "none"))
         a, b, bias, activation, residual = make_inputs(shape, seed=1)
@@ -52,3 +62,18 @@ def warm(shapes: list[dict], runtime) -> dict:
     return {"shapes": len(shapes), "seconds": round(time.perf_counter() - started, 3),
             "compiled": COMPILES["compiled"] - before.get("compiled", 0),
             "from_disk": COMPILES["cache_hits"] - before.get("cache_hits", 0)}
+
+
+def _warm_row_op(op: str, rows: int, n: int) -> None:
+    import cupy as cp
+
+    from lab.ops import api
+
+    x = cp.ones((rows, n), cp.float16)
+    w = cp.ones(n, cp.float16)
+    if op == "softmax":
+        api.softmax(x)
+    elif op == "rmsnorm":
+        api.rmsnorm(x, w)
+    else:
+        api.layernorm(x, w, w)
