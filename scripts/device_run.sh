@@ -45,6 +45,7 @@
 #   bash scripts/device_run.sh issue12-sanitize compute-sanitizer memcheck over split-K, decode and grouped GEMM
 #   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
 #                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
+#   bash scripts/device_run.sh ops-verify      lab.ops's GPU tests, then notebook 08 on the committed records
 #   bash scripts/device_run.sh ops             issue 13: lab.ops's GPU tests, its studies (dispatch overhead, autotune of the
 #                                              trace's buckets, the trace, first-request latency), notebook 08, exercise 09's
 #                                              GPU tests; each step boxed to fit BUDGET_S (570) in all
@@ -137,6 +138,9 @@ t0 = time.perf_counter(); times = st.time_steps(steps, st.METHODS, runtime=rt); 
 for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in times})
 " 2>&1 | tail -30
       python3 -m lab ops stats 2>&1 | tail -5 ;;
+    ops-verify)  # after the records: lab.ops's GPU tests again, then notebook 08 on the committed records
+      gpu_tests 200 tests/test_gpu_ops.py
+      notebooks notebooks/08_specialization_and_dispatch.py ;;
     gemm-records) gemm_records ;;
     notebook02) notebooks notebooks/02_gemm_fp32.py ;;
     notebook03) notebooks notebooks/03_tensor_cores.py ;;
