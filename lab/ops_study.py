@@ -7,8 +7,9 @@
                         specialization forced onto cold shapes; the decode/GEMM boundary swept in M
     ops_overhead.json   host time per call: lab.ops against replaying the same launches raw, and cupy.matmul
     ops_latency.json    first-request latency from a fresh process: empty caches, warm caches, and a warm-up manifest
+    ops_trace_gemms.json  the trace's GEMMs alone (no RMSNorms): lab.ops against cuBLAS
 
-    python -m lab.ops_study DIR [tune|trace|overhead|latency ...]
+    python -m lab.ops_study DIR [tune|trace|trace-gemms|overhead|latency ...]
 """
 
 from __future__ import annotations
@@ -147,6 +148,26 @@ def study_trace(directory: Path, runtime, progress=print) -> Path:
         "counters": counts, "checks": checks, "checks_failed": sum(1 for c in checks if c["bad"]),
         "hot_M": hot_m, "hot_choice": {"path": hot_choice[0], "config": json.loads(hot_choice[1])},
         "boundary": boundary})
+
+
+def study_trace_gemms(directory: Path, runtime, progress=print) -> Path:
+    """The trace's GEMMs alone (with their epilogues, without the RMSNorms): lab.ops against cuBLAS with one CuPy
+    elementwise kernel per epilogue, so the GEMM part of the whole-layer ratio is on record by itself."""
+    steps = trace()
+    layer = st.Layer(max(s.M for s in steps))
+    progress("timing the trace's GEMMs alone: lab.ops (tuned) and cuBLAS")
+    times = st.time_steps(steps, ("lab_ops", "cublas"), layer, runtime, norms=False)
+    totals = st.totals(steps, times)
+    per_step = [{"kind": k, "M": m, **{meth: round(times[meth][(k, m)], 3) for meth in times}}
+                for (k, m) in sorted(times["lab_ops"])]
+    return _write(directory, "ops_trace_gemms.json", {
+        "trace": {"seed": TRACE_SEED, "prefill_share": TRACE_PREFILL_SHARE, "skew": TRACE_SKEW,
+                  **st.summarize(steps)},
+        "methods": {"lab_ops": "lab.ops, tuned (its tune cache), GEMMs and epilogues only",
+                    "cublas": "cuBLAS + one CuPy elementwise kernel per epilogue, GEMMs only"},
+        "totals_us": totals, "cublas_over_lab_ops": round(totals["cublas"]["total_us"] / totals["lab_ops"]["total_us"],
+                                                          4),
+        "per_step_us": per_step})
 
 
 def study_boundary(layer) -> dict:
@@ -345,12 +366,15 @@ def main(argv: list[str] | None = None) -> int:
             runtime.forget()
         elif name == "trace":
             path = study_trace(directory, runtime)
+        elif name == "trace-gemms":
+            path = study_trace_gemms(directory, runtime)
         elif name == "overhead":
             path = study_overhead(directory)
         elif name == "latency":
             path = study_latency(directory, runtime.store.path if runtime.store else None)
         else:
-            print(f"unknown study {name!r}; the studies are tune, trace, overhead, latency", file=sys.stderr)
+            print(f"unknown study {name!r}; the studies are tune, trace, trace-gemms, overhead, latency",
+                  file=sys.stderr)
             return 2
         print(f"{name}: {path} in {time.perf_counter() - started:.1f} s", flush=True)
     return 0

@@ -115,8 +115,9 @@ def _cupy_rmsnorm(x, w, out, eps=1e-5):
     out[...] = (y * cp.reciprocal(cp.sqrt((y * y).mean(axis=1, keepdims=True) + eps)) * w).astype(out.dtype)
 
 
-def runner(method: str, layer: Layer, runtime=None):
-    """A function step(M) that issues one layer's operators at M tokens through `method` (nothing synchronizes)."""
+def runner(method: str, layer: Layer, runtime=None, norms: bool = True):
+    """A function step(M) that issues one layer's operators at M tokens through `method` (nothing synchronizes);
+    `norms=False` leaves the two RMSNorms out (the GEMMs and their epilogues alone)."""
     from lab.ops import api
     from lab.ops.dispatch import Runtime
     from lab.ops.rules import parse
@@ -136,7 +137,7 @@ def runner(method: str, layer: Layer, runtime=None):
 
     def step(m: int) -> None:
         for i, (name, _, _, _) in enumerate(GEMMS):
-            if i in (0, 2):  # the norm before the attention block and before the MLP
+            if norms and i in (0, 2):  # the norm before the attention block and before the MLP
                 if method == "cublas":
                     _cupy_rmsnorm(layer.h[:m], layer.norm_w, layer.normed[:m])
                 else:
@@ -149,7 +150,7 @@ def runner(method: str, layer: Layer, runtime=None):
 
 
 def time_steps(steps: list[Step], methods=METHODS, layer: Layer | None = None, runtime=None,
-               min_time_ms: float = 10.0) -> dict:
+               min_time_ms: float = 10.0, norms: bool = True) -> dict:
     """Median GPU time (us) of one layer per distinct step and method: {method: {(kind, M): us}}."""
     from lab.timing import measure
 
@@ -157,7 +158,7 @@ def time_steps(steps: list[Step], methods=METHODS, layer: Layer | None = None, r
     layer = layer or Layer(max(s.M for s in distinct))
     out = {}
     for method in methods:
-        run = runner(method, layer, runtime)
+        run = runner(method, layer, runtime, norms)
         times = {}
         for s in distinct:
             run(s.M)  # compile, decide and record outside the timing

@@ -267,6 +267,14 @@ lesson.totals_table(TRACE)
 print(lesson.trace_targets(TRACE))
 
 # %% [markdown]
+# The whole layer holds two RMSNorms besides the GEMMs, and the `cublas` method composes them from CuPy's own
+# operations (what a library user writes), while `lab.ops` runs one kernel each. A second record times the GEMMs
+# alone (epilogues included) through both, so the GEMMs' share of the ratio above is on record by itself:
+
+# %%
+print(lesson.gemm_share(FILES["ops_trace_gemms"], TRACE))
+
+# %% [markdown]
 # Per distinct step: how many times faster `lab.ops` is than cuBLAS, rung 03 and rung 06 (above the line it wins),
 # decode steps as filled circles, prefill steps as open squares.
 

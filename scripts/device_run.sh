@@ -46,6 +46,8 @@
 #   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
 #                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
 #   bash scripts/device_run.sh ops-verify      lab.ops's GPU tests, then notebook 08 on the committed records
+#   bash scripts/device_run.sh ops-gemms       the trace's GEMMs alone (carry .opscache: the ops run's tune cache), then
+#                                              notebook 08
 #   bash scripts/device_run.sh ops             issue 13: lab.ops's GPU tests, its studies (dispatch overhead, autotune of the
 #                                              trace's buckets, the trace, first-request latency), notebook 08, exercise 09's
 #                                              GPU tests; each step boxed to fit BUDGET_S (570) in all
@@ -140,6 +142,10 @@ for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in t
       python3 -m lab ops stats 2>&1 | tail -5 ;;
     ops-verify)  # after the records: lab.ops's GPU tests again, then notebook 08 on the committed records
       gpu_tests 200 tests/test_gpu_ops.py
+      notebooks notebooks/08_specialization_and_dispatch.py ;;
+    ops-gemms)  # the trace's GEMMs alone with the tune cache of the ops run (carry .opscache), then notebook 08
+      LAB_OPS_TUNE_FILE="$PWD/.opscache/tune.json" timeout 240 python3 -m lab.ops_study results/h200 trace-gemms 2>&1 | tail -4
+      mkdir -p "$pack/ops" && cp results/h200/ops_trace_gemms.json "$pack/ops/"
       notebooks notebooks/08_specialization_and_dispatch.py ;;
     gemm-records) gemm_records ;;
     notebook02) notebooks notebooks/02_gemm_fp32.py ;;

@@ -166,6 +166,21 @@ def synthetic_overhead(provenance: dict = PROVENANCE, overhead: float = 1.5) -> 
     return {"provenance": provenance, "calls_per_trial": 2000, "trials": 7, "paths": paths}
 
 
+def synthetic_gemms_only(provenance: dict = PROVENANCE) -> dict:
+    """ops_trace_gemms.json: the trace's totals less two RMSNorms per step (a fixed share of each method's time)."""
+    trace = synthetic_trace(provenance)
+    totals = {m: {"total_us": trace["totals_us"][m]["total_us"] * share} for m, share in (("lab_ops", 0.95),
+                                                                                         ("cublas", 0.85))}
+    return {"provenance": provenance, "trace": trace["trace"], "totals_us": totals,
+            "cublas_over_lab_ops": totals["cublas"]["total_us"] / totals["lab_ops"]["total_us"], "per_step_us": []}
+
+
+def test_gemm_share_splits_the_whole_layer_ratio():
+    text = lesson.gemm_share(synthetic_gemms_only(), synthetic_trace())
+    assert "on the GEMMs alone" in text and "of the whole-layer saving" in text
+    assert lesson.gemm_share(None, None).startswith("NO RECORDS") or "missing" in lesson.gemm_share(None, None)
+
+
 def write_synthetic_ops(directory: Path, provenance: dict = PROVENANCE) -> list[str]:
     """Every ops_*.json notebook 08 reads, in `directory` (never results/); returns the names written. The compile
     study's record is the repository's own (results/cpu), a CPU measurement."""
@@ -174,7 +189,8 @@ def write_synthetic_ops(directory: Path, provenance: dict = PROVENANCE) -> list[
         raise ValueError("synthetic records must never be written under results/")
     directory.mkdir(parents=True, exist_ok=True)
     payloads = {lesson.TRACE: synthetic_trace(provenance), lesson.TUNE: synthetic_tune(provenance),
-                lesson.LATENCY: synthetic_latency(provenance), lesson.OVERHEAD: synthetic_overhead(provenance)}
+                lesson.LATENCY: synthetic_latency(provenance), lesson.OVERHEAD: synthetic_overhead(provenance),
+                lesson.GEMMS_ONLY: synthetic_gemms_only(provenance)}
     for name, payload in payloads.items():
         (directory / f"{name}.json").write_text(json.dumps(payload, default=str))
     return list(payloads)

@@ -35,7 +35,8 @@ FUSION_FILES = {"05_split_k_decode_grouped": ("split_k_factors", "gemm_split_k",
                                               "grouped_gemm", "grouped_table_cost", "copy", "gemm_tc"),
                 "06_epilogue_fusion": ("gemm_tc_epilogue", "gemm_fp32_epilogue", "checklist"),
                 "07_softmax_and_norms": ("softmax", "rmsnorm", "layernorm"),
-                "08_specialization_and_dispatch": ("ops_trace", "ops_tune", "ops_latency", "ops_overhead")}
+                "08_specialization_and_dispatch": ("ops_trace", "ops_tune", "ops_latency", "ops_overhead",
+                                                   "ops_trace_gemms")}
 
 pytest.importorskip("nbclient", reason="nbclient is not installed: pip install -e '.[test]'")
 pytest.importorskip("jupytext", reason="jupytext is not installed: pip install -e '.[test]'")

@@ -41,10 +41,11 @@ if TYPE_CHECKING:
     from lab.ops.rules import Table
 
 TRACE, TUNE, LATENCY, OVERHEAD = "ops_trace", "ops_tune", "ops_latency", "ops_overhead"
-PAYLOADS = (TRACE, TUNE, LATENCY, OVERHEAD)
+GEMMS_ONLY = "ops_trace_gemms"
+PAYLOADS = (TRACE, TUNE, LATENCY, OVERHEAD, GEMMS_ONLY)
 COMPILE = "compile_variants"
 FILES = (*PAYLOADS, COMPILE)
-_STUDY = {TRACE: "trace", TUNE: "tune", LATENCY: "latency", OVERHEAD: "overhead"}
+_STUDY = {TRACE: "trace", TUNE: "tune", LATENCY: "latency", OVERHEAD: "overhead", GEMMS_ONLY: "trace-gemms"}
 _STUDY_NOTE = {TRACE: " (after `tune`: the trace times lab.ops with the tune cache that study fills)"}
 CPU_LABEL = "measured on the development machine's CPU (NVRTC), no GPU"
 
@@ -336,13 +337,18 @@ def trace_of(record: dict | None) -> Trace:
 
     summary = (record or {}).get("trace") or {}
     seed, n = int(summary.get("seed", ops_study.TRACE_SEED)), int(summary.get("steps", ops_study.TRACE_STEPS))
-    steps = tuple(st.make_trace(seed, n))
-    made = f"lab.serving_trace.make_trace(seed={seed}, steps={n})"
+    share = float(summary.get("prefill_share", ops_study.TRACE_PREFILL_SHARE))
+    skew = float(summary.get("skew", ops_study.TRACE_SKEW))
+    steps = tuple(st.make_trace(seed, n, share, skew))
+    made = f"lab.serving_trace.make_trace(seed={seed}, steps={n}, prefill_share={share:g}, skew={skew:g})"
     if record is None:
         return Trace(steps, seed, f"regenerated here: {made}, the study's own constants (no {TRACE} record to "
                                   "check it against)", None)
-    recorded = {k: v for k, v in summary.items() if k != "seed"}
+    recorded = {k: v for k, v in summary.items() if k not in ("seed", "prefill_share", "skew")}
     same = _plain(st.summarize(list(steps))) == _plain(recorded)
+    if same and record.get("step_counts"):  # the record's own counts per step, where it has them
+        counts = Counter((s.kind, s.M) for s in steps)
+        same = all(counts[(c["kind"], c["M"])] == c["steps"] for c in record["step_counts"])
     if same:
         note = f"regenerated here: {made}; its summary matches the {TRACE} record's exactly"
     else:
@@ -858,6 +864,28 @@ def trace_targets(record: dict | None) -> str:
     return "\n".join(lines)
 
 
+def gemm_share(gemms: dict | None, record: dict | None) -> str:
+    """The GEMMs' part of the whole-layer ratio to cuBLAS: the trace's GEMMs alone (with their epilogues, without
+    the RMSNorms), lab.ops against cuBLAS, from ops_trace_gemms.json."""
+    if gemms is None:
+        return missing(GEMMS_ONLY)
+    t = gemms.get("totals_us") or {}
+    lab, cub = (t.get(m, {}).get("total_us") for m in ("lab_ops", "cublas"))
+    if not lab or not cub:
+        return f"{GEMMS_ONLY}: no lab_ops and cublas totals in the record"
+    line = (f"the GEMMs alone (epilogues included, RMSNorms left out): cuBLAS {_us(cub)} us, lab.ops {_us(lab)} us, "
+            f"cublas / lab_ops = {_x(cub / lab)} ({_meets(cub / lab, TARGETS['x_cublas'])} on the GEMMs alone)")
+    whole = ((record or {}).get("totals_us") or {})
+    if whole.get("lab_ops") and whole.get("cublas"):
+        norms_lab = whole["lab_ops"]["total_us"] - lab
+        norms_cub = whole["cublas"]["total_us"] - cub
+        line += (f"\nthe rest of each layer, the two RMSNorms (the whole-layer record minus this one, two runs): "
+                 f"CuPy's composition {_us(norms_cub)} us against lab.ops's kernel {_us(norms_lab)} us: "
+                 f"{_share(norms_cub - norms_lab, whole['cublas']['total_us'] - whole['lab_ops']['total_us']):.0%} "
+                 "of the whole-layer saving")
+    return line
+
+
 def speedup_rows(record: dict | None) -> list[dict] | None:
     """Per distinct step: lab.ops's speedup over cuBLAS, rung 03 (generic) and rung 06 (persistent)."""
     if record is None:
@@ -1068,7 +1096,7 @@ def _sum_method(buckets: list[dict], method: str) -> float:
 
 def checklist_rows(files: dict[str, dict | None], trace: Trace) -> list[list[str]]:
     """The seed's points, each with the trace's numbers (or which record is missing): [point, number, reading]."""
-    trace_rec, tune, latency, overhead = (files.get(n) for n in PAYLOADS)
+    trace_rec, tune, latency, overhead = (files.get(n) for n in (TRACE, TUNE, LATENCY, OVERHEAD))
     compile_rec = files.get(COMPILE)
     rows = []
     buckets = bucket_times(trace_rec, trace)
