@@ -224,6 +224,12 @@ def leaderboard(exercise: Exercise, submissions: Path, out: Path, seed: int = 0,
     shape set, and ranked by geometric-mean speed-up among the submissions timed on the same GPU model
     (rank_by_gpu_model). On `gpu`, one thread per GPU of `gpus`, or one Dask task per submission with a
     dask.distributed `client` (lab.cluster). Writes leaderboard.csv, leaderboard.png and leaderboard.json."""
+    from lab.exercises import KERNEL
+
+    if exercise.kind != KERNEL:
+        raise LabError(f"Exercise {exercise.id} is a {exercise.kind.replace('_', ' ')} exercise: its performance "
+                       "points (`lab grade`) come from a hidden trace's total time against the reference table, and "
+                       "`lab leaderboard` ranks kernel exercises only.")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     subs = submissions_in(submissions)

@@ -133,7 +133,55 @@ def readme_results(rs_by_family: dict[str, RecordSet]) -> str:
                          f"{rs.provenance.get('device')}, {rs.provenance.get('date', '')[:10]} |")
         if bests:
             sentences.append(best_rung_sentence(rs, family, bests))
-    return "\n".join(lines + [""] + sentences)
+    return "\n".join(lines + [""] + sentences + ops_lines())
+
+
+OPS_TRACE, OPS_GEMMS, OPS_OVERHEAD, OPS_LATENCY = "ops_trace", "ops_trace_gemms", "ops_overhead", "ops_latency"
+
+
+def ops_lines() -> list[str]:
+    """lab.ops on the serving trace, from its records (lab.ops_study), when they exist: whole-layer GPU time against
+    each baseline, the GEMMs alone against cuBLAS, the dispatch overhead and the first request's latency."""
+    import json
+
+    from lab.records import reference_dir
+
+    def load(name: str) -> dict | None:
+        path = reference_dir() / f"{name}.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    trace, gemms, overhead, latency = (load(n) for n in (OPS_TRACE, OPS_GEMMS, OPS_OVERHEAD, OPS_LATENCY))
+    if trace is None:
+        return []
+    t = trace["totals_us"]
+    base = t["lab_ops"]["total_us"]
+    p = trace["provenance"]
+    out = ["", f"lab.ops on the serving trace ({trace['trace']['steps']} steps of a Llama-like layer, "
+               f"{100 * trace['trace']['decode_share']:.1f}% decode; `results/h200/ops_trace.json`, "
+               f"{p.get('device')}, {str(p.get('date', ''))[:10]}), total GPU time over the trace, one layer per "
+               "step:",
+           "", "| method | total ms | time / lab.ops |", "|---|---:|---:|"]
+    for method in ("lab_ops", "lab_ops_table", "cublas", "persistent", "generic"):
+        if method in t:
+            out.append(f"| {trace['methods'][method]} | {t[method]['total_us'] / 1e3:.1f} | "
+                       f"{t[method]['total_us'] / base:.2f}x |")
+    if gemms is not None:
+        g = gemms["totals_us"]
+        out += ["", f"The GEMMs alone (epilogues included, no RMSNorm; `ops_trace_gemms.json`): lab.ops "
+                    f"{g['lab_ops']['total_us'] / 1e3:.1f} ms, cuBLAS {g['cublas']['total_us'] / 1e3:.1f} ms "
+                    f"({g['cublas']['total_us'] / g['lab_ops']['total_us']:.2f}x)."]
+    if overhead is not None:
+        over = [v["overhead_us"] for v in overhead["paths"].values()]
+        out.append(f"Dispatch overhead over a raw replay of the same launches: {min(over):.2f}-{max(over):.2f} us per "
+                   "call (`ops_overhead.json`).")
+    if latency is not None:
+        sc = latency["scenarios"]
+        if "warm_caches" in sc and "warm_caches_with_manifest" in sc:
+            w, m = sc["warm_caches"], sc["warm_caches_with_manifest"]
+            out.append(f"First request of a second process on warm caches: {w['first_ms']:.1f} ms, "
+                       f"{w['compiles_total'].get('compiled', 0)} compiles; after a warm-up manifest "
+                       f"({m['warmup']['seconds']:.2f} s): {m['first_ms']:.1f} ms (`ops_latency.json`).")
+    return out
 
 
 def best_rung_sentence(rs: RecordSet, family: str, bests: list) -> str:

@@ -501,3 +501,13 @@ def test_release_refuses_a_bundle_that_would_ship_the_reference(tmp_path, monkey
     with pytest.raises(LabError, match="reference table"):
         release.release(tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_leaderboard_refuses_a_dispatch_table_exercise_in_one_sentence(tmp_path):
+    from lab.classroom import leaderboard
+    from lab.errors import LabError
+    from lab.exercises import load
+
+    with pytest.raises(LabError, match="ranks kernel exercises only") as err:
+        leaderboard(load("09"), tmp_path, tmp_path / "out")
+    assert "\n" not in str(err.value)
