@@ -1,4 +1,5 @@
-"""What every lessons module needs: a family from its name, paths as a reader types them, Markdown text."""
+"""What every lessons module needs: a family from its name, paths as a reader types them, Markdown text, and the
+loud LIVE/REPLAY box each notebook opens with."""
 
 from __future__ import annotations
 
@@ -26,6 +27,32 @@ def describe_provenance(p: dict) -> str:
     commit = str(p.get("commit", "?"))[:12]
     return (f"{p.get('device', '?')} ({p.get('arch', '?')}) on {str(p.get('date', '?'))[:10]}, "
             f"commit {commit}")
+
+
+def box(lines: list[str], char: str = "#") -> str:
+    """Lines framed by `char`: the notebooks' loud banners."""
+    width = max(len(line) for line in lines) + 4
+    edge = char * width
+    return "\n".join([edge] + [f"{char} {line.ljust(width - 4)} {char}" for line in lines] + [edge])
+
+
+REPLAY_HEAD = "REPLAY MODE: NOTHING BELOW IS MEASURED ON THIS MACHINE."
+
+
+def mode_box(live: bool, reason: str, live_lines: list[str], body: list[str]) -> str:
+    """A notebook's banner: `live_lines` (what runs now) framed with '=' when live, else the REPLAY line and why
+    ('#'); then `body`, one entry per record file (record_lines) and what is computed here."""
+    head = live_lines if live else [REPLAY_HEAD, f"Why: {reason}."]
+    return box(head + body, "=" if live else "#")
+
+
+def record_lines(label: str, provenance: dict | None, path: Path, recorded_by: str) -> list[str]:
+    """One record file in a banner: REPLAYED from where it was made, or NO RECORDED RESULTS at its path and
+    `recorded_by` (a sentence: the command that makes it)."""
+    if provenance is None:
+        return [f"{label}: NO RECORDED RESULTS at {shown_path(path)};",
+                f"  its cells say so and show nothing. {recorded_by}."]
+    return [f"{label}: REPLAYED from {describe_provenance(provenance)}."]
 
 
 class Markdown:

@@ -27,7 +27,7 @@ import numpy as np
 from lab import records
 from lab.build import REPO_ROOT
 from lab.errors import LabError
-from lab.lessons.common import Markdown, describe_provenance, md, shown_path
+from lab.lessons.common import Markdown, describe_provenance, md, mode_box, record_lines, shown_path
 from lab.records import Record, RecordSet, format_bytes, format_value
 
 if TYPE_CHECKING:
@@ -122,38 +122,27 @@ def checklist_status(record: dict | None) -> str:
     return f"{CHECKLIST}: {tag} {where}; {len(record['levels'])} levels at {sizes or 'no sizes'}."
 
 
-def _box(lines: list[str], char: str) -> str:
-    width = max(len(line) for line in lines) + 4
-    edge = char * width
-    return "\n".join([edge] + [f"{char} {line.ljust(width - 4)} {char}" for line in lines] + [edge])
-
-
 def banner(current: Mode, names: Iterable[str], checklist: bool = False) -> str:
     """A loud box: LIVE (a short plan measured now, the full records replayed beside it) or REPLAY; then each
     record file with its provenance, or NO RECORDED RESULTS and the command that records it."""
+    live = []
     if current.live:
         from lab import device
 
         gpu = device.current()
-        lines = [f"LIVE MODE: a SHORT plan is checked and measured now on this machine's {gpu.name}",
-                 f"({gpu.sm}, {gpu.sm_count} SMs, {format_bytes(gpu.l2_bytes)} L2). Beside each live table,",
-                 "the FULL records of the reference GPU are REPLAYED, and labelled so:"]
-        char = "="
-    else:
-        lines = ["REPLAY MODE: NOTHING BELOW IS MEASURED ON THIS MACHINE.", f"Why: {current.reason}."]
-        char = "#"
+        live = [f"LIVE MODE: a SHORT plan is checked and measured now on this machine's {gpu.name}",
+                f"({gpu.sm}, {gpu.sm_count} SMs, {format_bytes(gpu.l2_bytes)} L2). Beside each live table,",
+                "the FULL records of the reference GPU are REPLAYED, and labelled so:"]
+    body = []
     for name in list(names) + ([CHECKLIST] if checklist else []):
         payload = load_checklist() if name == CHECKLIST else replayed(name)
         if name != CHECKLIST and ladder(name) is None:
-            lines.append(f"{name}: NOT IN lab.families in this checkout (no sources, no records).")
-        elif payload is None:
-            lines.append(f"{name}: NO RECORDED RESULTS at {shown_path(record_path(name))};")
-            lines.append(f"  its cells say so and show nothing. Recorded on a GPU by `{recorded_by(name)}`.")
-        else:
-            provenance = payload["provenance"] if name == CHECKLIST else payload.provenance
-            lines.append(f"{name}: REPLAYED from {describe_provenance(provenance)}.")
-    lines.append("Sources, compile reports and the CPU demonstrations ARE computed here (NVRTC needs no GPU).")
-    return _box(lines, char)
+            body.append(f"{name}: NOT IN lab.families in this checkout (no sources, no records).")
+            continue
+        provenance = None if payload is None else (payload["provenance"] if name == CHECKLIST else payload.provenance)
+        body += record_lines(name, provenance, record_path(name), f"Recorded on a GPU by `{recorded_by(name)}`")
+    body.append("Sources, compile reports and the CPU demonstrations ARE computed here (NVRTC needs no GPU).")
+    return mode_box(current.live, current.reason, live, body)
 
 
 # ----------------------------------------------------------------------------------------------

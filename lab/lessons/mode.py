@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from lab import device
 from lab.errors import LabError
 from lab.ladder import Family, Rung
-from lab.lessons.common import describe_provenance, family_of
+from lab.lessons.common import box, describe_provenance, family_of
 from lab.lessons.views import reference, reference_path
 from lab.records import RecordSet, format_bytes
 
@@ -105,11 +105,7 @@ def rung_listing(family: str | Family, current: Mode) -> str:
     return "\n".join(lines)
 
 
-def _box(lines: list[str], char: str = "#") -> str:
-    width = max(len(line) for line in lines) + 4
-    edge = char * width
-    return "\n".join([edge] + [f"{char} {line.ljust(width - 4)} {char}" for line in lines] + [edge])
-
+_box = box  # the name the lessons modules import
 
 def mode_banner(*family_names: str, current: Mode | None = None) -> str:
     """A loud box saying whether the numbers below are measured now or replayed, and from where."""

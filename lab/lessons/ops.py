@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING
 
 from lab import records
 from lab.errors import LabError
-from lab.lessons.common import Markdown, describe_provenance, md, shown_path
-from lab.lessons.mode import _box
+from lab.lessons.common import Markdown, describe_provenance, md, mode_box, record_lines, shown_path
 
 if TYPE_CHECKING:
     from lab.lessons.mode import Mode
@@ -141,26 +140,21 @@ def source(record: dict | None, name: str) -> str:
 def banner(current: Mode, files: dict[str, dict | None]) -> str:
     """A loud box: LIVE (section 1 runs lab.ops now; the studies are read from their records) or REPLAY; then each
     record file with its provenance, or NO RECORDED RESULTS and the command that records it."""
+    live = []
     if current.live:
         from lab import device
 
         gpu = device.current()
-        lines = [f"LIVE MODE: section 1 runs lab.ops now on this machine's {gpu.name} ({gpu.sm}).",
-                 "The studies take minutes of GPU time each: every other section REPLAYS their records:"]
-        char = "="
-    else:
-        lines = ["REPLAY MODE: NOTHING BELOW IS MEASURED ON THIS MACHINE.", f"Why: {current.reason}."]
-        char = "#"
+        live = [f"LIVE MODE: section 1 runs lab.ops now on this machine's {gpu.name} ({gpu.sm}).",
+                "The studies take minutes of GPU time each: every other section REPLAYS their records:"]
+    body = []
     for name in FILES:
         item = files.get(name)
         role = " (host CPU, no GPU)" if name == COMPILE else ""
-        if item is None:
-            lines.append(f"{name}{role}: NO RECORDED RESULTS at {shown_path(record_path(name))};")
-            lines.append(f"  its cells say so and show nothing. Recorded by `{recorded_by(name)}`.")
-        else:
-            lines.append(f"{name}{role}: REPLAYED from {describe_provenance(item['provenance'])}.")
-    lines.append("Computed here, no GPU: the trace's shapes (lab.serving_trace) and the dispatch table's choices.")
-    return _box(lines, char)
+        body += record_lines(name + role, None if item is None else item["provenance"], record_path(name),
+                             f"Recorded by `{recorded_by(name)}`")
+    body.append("Computed here, no GPU: the trace's shapes (lab.serving_trace) and the dispatch table's choices.")
+    return mode_box(current.live, current.reason, live, body)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from lab import records, schedule, scheduling
 from lab.errors import LabError
-from lab.lessons.common import describe_provenance, shown_path
+from lab.lessons.common import describe_provenance, mode_box, record_lines, shown_path
 from lab.plots import setting_label
 
 if TYPE_CHECKING:
@@ -109,36 +109,25 @@ def source(payload: dict | None, name: str) -> str:
     return f"{name}: measured now, in this run, on {where}."
 
 
-def _box(lines: list[str], char: str) -> str:
-    width = max(len(line) for line in lines) + 4
-    edge = char * width
-    return "\n".join([edge] + [f"{char} {line.ljust(width - 4)} {char}" for line in lines] + [edge])
-
-
 def banner(current: Mode, payloads: dict[str, dict | None]) -> str:
     """A loud box: LIVE (what is measured now, and that the full records are replayed beside it) or REPLAY;
     then each record file with its provenance, or NO RECORDED RESULTS."""
+    live = []
     if current.live:
         from lab import device
 
         gpu = device.current()
-        lines = [f"LIVE MODE: a SHORT plan is measured now on this machine's {gpu.name} ({gpu.sm},",
-                 f"{gpu.sm_count} SMs, {records.format_bytes(gpu.l2_bytes)} L2); no Nsight Compute here.",
-                 "Beside each live measurement, the FULL records of the reference GPU are",
-                 "REPLAYED, and labelled so:"]
-        char = "="
-    else:
-        lines = ["REPLAY MODE: NOTHING BELOW IS MEASURED ON THIS MACHINE.", f"Why: {current.reason}."]
-        char = "#"
+        live = [f"LIVE MODE: a SHORT plan is measured now on this machine's {gpu.name} ({gpu.sm},",
+                f"{gpu.sm_count} SMs, {records.format_bytes(gpu.l2_bytes)} L2); no Nsight Compute here.",
+                "Beside each live measurement, the FULL records of the reference GPU are",
+                "REPLAYED, and labelled so:"]
+    body = []
     for name in PAYLOADS:
         payload = payloads.get(name)
-        if payload is None:
-            lines.append(f"{name}: NO RECORDED RESULTS at {shown_path(payload_path(name))};")
-            lines.append(f"  its cells say so and show nothing. Recorded on a GPU by `{recorded_by(name)}`.")
-        else:
-            lines.append(f"{name}: REPLAYED from {describe_provenance(payload['provenance'])}.")
-    lines.append("Predictions (tile orders, wave footprints, rounds) ARE computed here, from lab.schedule.")
-    return _box(lines, char)
+        body += record_lines(name, None if payload is None else payload["provenance"], payload_path(name),
+                             f"Recorded on a GPU by `{recorded_by(name)}`")
+    body.append("Predictions (tile orders, wave footprints, rounds) ARE computed here, from lab.schedule.")
+    return mode_box(current.live, current.reason, live, body)
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING
 from lab import records
 from lab.errors import LabError
 from lab.lessons import scheduling as _payloads  # its loader reads any {"provenance": ...} payload
-from lab.lessons.common import describe_provenance, shown_path
-from lab.lessons.mode import _box
+from lab.lessons.common import describe_provenance, mode_box, record_lines, shown_path
 from lab.records import Record, RecordSet, format_bytes
 
 if TYPE_CHECKING:
@@ -153,27 +152,22 @@ def source(item: dict | RecordSet | None, name: str) -> str:
 def banner(current: Mode, files: dict[str, dict | RecordSet | None]) -> str:
     """A loud box: LIVE (a short plan measured now, the full records replayed beside it) or REPLAY; then every
     record file with its provenance, or NO RECORDED RESULTS and the command that records it."""
+    live = []
     if current.live:
         from lab import device
 
         gpu = device.current()
-        lines = [f"LIVE MODE: a SHORT plan is checked and measured now on this machine's {gpu.name}",
-                 f"({gpu.sm}, {gpu.sm_count} SMs, {format_bytes(gpu.l2_bytes)} L2); no Nsight Compute here.",
-                 "Beside each live table, the FULL records of the reference GPU are REPLAYED, and labelled so:"]
-        char = "="
-    else:
-        lines = ["REPLAY MODE: NOTHING BELOW IS MEASURED ON THIS MACHINE.", f"Why: {current.reason}."]
-        char = "#"
+        live = [f"LIVE MODE: a SHORT plan is checked and measured now on this machine's {gpu.name}",
+                f"({gpu.sm}, {gpu.sm_count} SMs, {format_bytes(gpu.l2_bytes)} L2); no Nsight Compute here.",
+                "Beside each live table, the FULL records of the reference GPU are REPLAYED, and labelled so:"]
+    body = []
     for name in FILES:
         item = files.get(name)
         role = " (read by the predictions)" if name in PREDICTION_INPUTS else ""
-        if item is None:
-            lines.append(f"{name}{role}: NO RECORDED RESULTS at {shown_path(record_path(name))};")
-            lines.append(f"  its cells say so and show nothing. Recorded on a GPU by `{recorded_by(name)}`.")
-        else:
-            lines.append(f"{name}{role}: REPLAYED from {describe_provenance(_provenance(item))}.")
-    lines.append("Predictions (tiles, waves, bytes, launch plans) ARE computed here, from the shapes and the families.")
-    return _box(lines, char)
+        body += record_lines(name + role, None if item is None else _provenance(item), record_path(name),
+                             f"Recorded on a GPU by `{recorded_by(name)}`")
+    body.append("Predictions (tiles, waves, bytes, launch plans) ARE computed here, from the shapes and the families.")
+    return mode_box(current.live, current.reason, live, body)
 
 
 def gpu_facts(current: Mode, files: dict[str, dict | RecordSet | None]) -> Gpu:
