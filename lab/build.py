@@ -507,6 +507,13 @@ class Kernel:
 _RECORDINGS: list[list] = []
 
 
+def record_launch(call, args: tuple = ()) -> None:
+    """Let a `recording()` capture a launch that is not a kernel of ours (a library call bound to its addresses):
+    `call(None, None, args, shared_mem=0)` replays it."""
+    if _RECORDINGS:
+        _RECORDINGS[-1].append((call, None, None, args, 0))
+
+
 class recording:
     """`with recording() as launches:` collects (raw kernel, grid, block, args, shared_mem) for every launch made
     through `get_kernel`'s kernels inside the block, in order (the launches still run)."""

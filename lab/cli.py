@@ -302,6 +302,8 @@ def cmd_tune(args) -> int:
     from lab.ops.tune import candidates, tune_shape
 
     gpu = device.current()
+    if args.table:
+        return _tune_table(args)
     runtime = api.default_runtime()
     shapes = [GemmShape(m, n, k, args.dtype, args.layout, True, args.epilogue, gpu.sm_count) for m, n, k in args.shape]
     if args.trace:
@@ -328,6 +330,29 @@ def cmd_tune(args) -> int:
         rejected = ", ".join(r["path"] for r in entry["candidates"] if "rejected" in r) or "-"
         table.add_row(escape(bucket(shape)), f"{entry['path']} {entry['config'] or ''}", f"{entry['us']:.1f}", second,
                       rejected)
+    console.print(table)
+    return 0
+
+
+def _tune_table(args) -> int:
+    """`lab tune --table`: the sweep over shape classes, the table chosen from it, lab.ops under it against PyTorch."""
+    import shutil
+
+    from lab import ops_sweep
+    from lab.exercises import load
+
+    path = ops_sweep.run_sweep(Path(args.out), rounds=args.rounds, progress=console.print,
+                               write_table=ops_sweep.TABLE_FILE if args.write else None)
+    record = json.loads(path.read_text())
+    if args.write:
+        shutil.copyfile(ops_sweep.TABLE_FILE, load("09").solution_path)
+    table = Table(title=f"lab.ops under the sweep's table against PyTorch ({record['library']}; {path})",
+                  title_justify="left")
+    for col in ("sample", "path", "lab.ops TFLOP/s", "torch TFLOP/s", "torch / lab.ops per round"):
+        table.add_column(col)
+    for row in record["summary"]:
+        table.add_row(escape(row["sample"]), escape(str(row["decision"])), f"{row['lab_tflops']:.1f}",
+                      f"{row['torch_tflops']:.1f}", " ".join(f"{r:.2f}" for r in row["ratio_cold"]))
     console.print(table)
     return 0
 
@@ -616,6 +641,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--layout", choices=["NN", "TN"], default="TN")
     s.add_argument("--epilogue", default="none", help="none, or ops joined by '+': bias+silu, residual, ...")
     s.add_argument("--trace", action="store_true", help="every bucket of the serving trace (lab.serving_trace)")
+    s.add_argument("--table", action="store_true",
+                   help="measure every path, the library and PyTorch on each shape class and write the dispatch "
+                        "table from the times (lab.ops_sweep)")
+    s.add_argument("--out", default="results/local", help="with --table: where the sweep's record goes")
+    s.add_argument("--rounds", type=int, default=3, help="with --table: interleaved rounds per sample")
+    s.add_argument("--write", action="store_true",
+                   help="with --table: make the new table lab.ops's built-in one (lab/ops/default_table.json and "
+                        "exercise 09's reference solution)")
     s.set_defaults(fn=cmd_tune)
 
     s = sub.add_parser("leaderboard", help="time every correct submission against the reference and rank them")

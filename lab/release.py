@@ -180,6 +180,9 @@ def _table_in(data: bytes, tables: dict) -> str | None:
     return tables.get(table)
 
 
+_RUNTIME_TABLE = Path("lab/ops/default_table.json")
+
+
 def find_leaks(bundle: Path, lines: dict[str, str] | None = None, tables: dict | None = None) -> list[str]:
     """'file: line (from kernel)' for every solution line found anywhere in the bundle's files, and 'file: the
     reference table of ...' for every file that is a reference table of a dispatch_rules exercise."""
@@ -191,7 +194,9 @@ def find_leaks(bundle: Path, lines: dict[str, str] | None = None, tables: dict |
         for line, origin in lines.items():
             if line.encode() in data:
                 found.append(f"{path.relative_to(bundle)}: {line!r} (solution text of {origin})")
-        origin = _table_in(data, tables) if tables else None
+        # lab.ops's built-in table ships with the runtime (lab.ops cannot dispatch without it); exercise 09's
+        # reference is that table, as exercise 09's README says, so it is public in the lab itself.
+        origin = _table_in(data, tables) if tables and path.relative_to(bundle) != _RUNTIME_TABLE else None
         if origin:
             found.append(f"{path.relative_to(bundle)}: the reference table of {origin}")
     return found

@@ -37,10 +37,20 @@ HIDDEN, INTERMEDIATE, HEAD_DIM, Q_HEADS, KV_HEADS = 4096, 14336, 128, 32, 8
 QKV = HEAD_DIM * (Q_HEADS + 2 * KV_HEADS)
 DECODE_MAX_BATCH = 256
 PREFILL_BUCKETS = (128, 256, 512, 1024, 2048, 4096, 8192)
-# (name, N, K, epilogue): the layer's GEMMs, activations M x K times the weight (N x K, layout TN)
-GEMMS = (("qkv", QKV, HIDDEN, "none"), ("o_proj", HIDDEN, HIDDEN, "residual"),
-         ("gate", INTERMEDIATE, HIDDEN, "silu"), ("up", INTERMEDIATE, HIDDEN, "none"),
-         ("down", HIDDEN, INTERMEDIATE, "residual"))
+
+
+def gemms(hidden: int = HIDDEN, intermediate: int = INTERMEDIATE, qkv: int = QKV, attn: int | None = None,
+          qkv_bias: bool = False) -> tuple:
+    """A layer's GEMMs as (name, N, K, epilogue), activations M x K times the weight (N x K, layout TN), for a
+    model's widths (the defaults: the layer above). `attn` is the attention output's width, o_proj's K (hidden when
+    None); `qkv_bias` gives the fused QKV projection a bias (Qwen2-style layers)."""
+    attn = hidden if attn is None else attn
+    return (("qkv", qkv, hidden, "bias" if qkv_bias else "none"), ("o_proj", hidden, attn, "residual"),
+            ("gate", intermediate, hidden, "silu"), ("up", intermediate, hidden, "none"),
+            ("down", hidden, intermediate, "residual"))
+
+
+GEMMS = gemms()
 METHODS = ("lab_ops", "cublas", "generic", "persistent")
 SPIN_NS = 2_000_000  # longer than the host needs to queue a whole step (seven calls) through any method
 
@@ -188,7 +198,6 @@ def check_every_shape(steps: list[Step], runtime=None, layer: Layer | None = Non
     from lab import device
     from lab.families.gemm_tc import to_float32
     from lab.ops import api
-    from lab.ops.paths import PATHS
     from lab.ops.shapes import GemmShape
     from lab.ops.tune import make_inputs, reference_and_bound
 
@@ -204,7 +213,7 @@ def check_every_shape(steps: list[Step], runtime=None, layer: Layer | None = Non
             decision = rt.last_decision
             rows_checked = _checked_rows(m)
             sub = dataclasses.replace(shape, M=len(rows_checked))
-            fused = decision is not None and PATHS[decision.path].fuses_epilogue
+            fused = decision is not None and rt.last_fused
             ref, bound = reference_and_bound(sub, a[rows_checked], w, bias, activation,
                                              None if residual is None else residual[rows_checked],
                                              rounded_product=not fused)

@@ -5,7 +5,8 @@ the driver's CUDA version (from nvidia-smi) picks cupy-cuda12x or cupy-cuda13x, 
 capped at that minor version, because PTX from a newer NVRTC will not load on an older driver.
 With no driver, cupy-cuda13x and the newest NVRTC 13 still give compile-only builds for any arch.
 With a driver, NVIDIA's cuda-bindings of the same major version come too: the Hopper rungs encode their TMA
-tensor maps with it (lab/tma.py), which CuPy does not wrap. Never the source-only `cupy` package.
+tensor maps with it (lab/tma.py), which CuPy does not wrap; and nvmath-python, whose cuBLASLt bindings are the
+library GEMM lab.ops and the baselines call (lab/library_gemm.py). Never the source-only `cupy` package.
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ def requirements(version: tuple[int, int] | None) -> list[str]:
         return ["cupy-cuda13x", "nvidia-cuda-nvrtc>=13.0"]
     major, minor = version
     if major >= 13:
-        return ["cupy-cuda13x", f"nvidia-cuda-nvrtc>=13.0,<=13.{minor}.99", "cuda-bindings>=13.0,<14"]
+        return ["cupy-cuda13x", f"nvidia-cuda-nvrtc>=13.0,<=13.{minor}.99", "cuda-bindings>=13.0,<14",
+                "nvmath-python>=0.6"]
     if major == 12:
-        return ["cupy-cuda12x", f"nvidia-cuda-nvrtc-cu12>=12.0,<=12.{minor}.99", "cuda-bindings>=12.6,<13"]
+        return ["cupy-cuda12x", f"nvidia-cuda-nvrtc-cu12>=12.0,<=12.{minor}.99", "cuda-bindings>=12.6,<13",
+                "nvmath-python>=0.6"]
     raise SystemExit(f"This driver supports CUDA {major}.{minor}; the lab needs CUDA 12 or newer. Update the driver.")
 
 

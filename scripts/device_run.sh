@@ -48,6 +48,9 @@
 #   bash scripts/device_run.sh ops-verify      lab.ops's GPU tests, then notebook 08 on the committed records
 #   bash scripts/device_run.sh ops-gemms       the trace's GEMMs alone (carry .opscache: the ops run's tune cache), then
 #                                              notebook 08
+#   bash scripts/device_run.sh ops-baseline    lab.ops against the library and PyTorch: `lab tune --table` (the sweep, the
+#                                              table written from it), host cost per call, lab.ops's GPU tests (carry .whl
+#                                              with nvmath-python; .labcache from an earlier call's labcache.tgz)
 #   bash scripts/device_run.sh ops             issue 13: lab.ops's GPU tests, its studies (dispatch overhead, autotune of the
 #                                              trace's buckets, the trace, first-request latency), notebook 08, exercise 09's
 #                                              GPU tests; each step boxed to fit BUDGET_S (570) in all
@@ -77,6 +80,36 @@ notebooks() {  # notebooks PATTERN...
     && for nb in "$@"; do cp "${nb%.py}.ipynb" "$pack/notebooks/"; done
 }
 
+carried() {  # carried wheels (.whl: nvmath-python for cuBLASLt) and a compile cache from an earlier call (.labcache)
+  if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/nvmath*.whl \
+      && export PYTHONPATH="$PYTHONPATH:/tmp/site"
+    python3 -c "import nvmath.bindings.cublasLt" 2>/dev/null || { echo "== nvmath needs the carried cuda-core/pathfinder";
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        .whl/cuda_core*.whl .whl/cuda_pathfinder*.whl; }
+  fi
+  [ -f .labcache/labcache.tgz ] && mkdir -p /tmp/labcache && tar -C /tmp/labcache -xzf .labcache/labcache.tgz
+  python3 - <<'PY'
+import cupy, numpy
+from lab import library_gemm
+try:
+    import torch
+    print("torch", torch.__version__, torch.cuda.get_device_name(), "cupy", cupy.__version__, "numpy", numpy.__version__)
+except ImportError:
+    print("no torch")
+print("cuBLASLt:", library_gemm.lt_unavailable() or "available", "->", library_gemm.library_name())
+PY
+}
+
+keep_cache() {  # the compile cache, for the next call to carry as .labcache/labcache.tgz
+  tar -C /tmp/labcache -czf "$OUT/labcache.tgz" . 2>/dev/null; ls -la "$OUT/labcache.tgz"
+}
+
+t0=$(date +%s)
+box() {  # box WANT RESERVE: WANT seconds, or what is left of BUDGET_S after RESERVE for the steps after
+  local room=$(( ${BUDGET_S:-570} - ($(date +%s) - t0) - $2 )); [ "$room" -lt 5 ] && room=5
+  [ "$room" -lt "$1" ] && echo "$room" || echo "$1"; }
+
 gemm_records() {
   gpu_tests 120 tests/test_gpu_gemm.py
   echo "== lab bench gemm_fp32"; timeout 330 python3 -m lab bench gemm_fp32 --json "$pack/gemm_fp32.json"
@@ -96,11 +129,17 @@ gemm_records() {
       echo "== tuning round 5"; timeout 120 python3 scripts/gemm_sweep.py "$pack/gemm_sweep5.json" --round=5
       gemm_records
       notebooks notebooks/02_gemm_fp32.py ;;
+    ops-baseline)  # lab.ops against the library and PyTorch: the sweep that writes the table, host cost, GPU tests
+      carried; mkdir -p "$pack/ops"
+      echo "== lab tune --table"; timeout "$(box 330 170)" python3 -m lab tune --table --out "$pack/ops" --rounds 3 \
+        --write 2>&1 | tail -80
+      cp lab/ops/default_table.json "$pack/ops/" 2>/dev/null
+      echo "== host cost"; timeout "$(box 45 200)" python3 -m lab.ops_sweep "$pack/ops" --host 2>&1 | tail -3
+      echo "== row ops, round to round"; mkdir -p "$pack/rowops"
+      timeout "$(box 100 110)" python3 -m lab.rowops_study "$pack/rowops" --rounds 3 2>&1 | tail -40
+      keep_cache
+      gpu_tests "$(box 200 5)" tests/test_gpu_ops.py tests/test_gpu_gemm_tc.py -k "ops or ceiling or torch_peer or bench_reports" ;;
     ops)
-      t0=$(date +%s)
-      box() {  # box WANT RESERVE: WANT seconds, or what is left of BUDGET_S after RESERVE for the steps after
-        local room=$(( ${BUDGET_S:-570} - ($(date +%s) - t0) - $2 )); [ "$room" -lt 5 ] && room=5
-        [ "$room" -lt "$1" ] && echo "$room" || echo "$1"; }
       mkdir -p "$pack/ops"
       gpu_tests "$(box 130 400)" tests/test_gpu_ops.py
       for study in overhead tune trace latency; do

@@ -75,13 +75,19 @@ def test_the_tma_rungs_read_aligned_operands_directly_and_repack_the_others(rung
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("case", [
-    {"M": 256, "N": 192, "K": 4096, "layout": "TN", "dtype": "float16"},  # cupy.matmul
+CEILING_CASES = [
+    {"M": 256, "N": 192, "K": 4096, "layout": "TN", "dtype": "float16"},  # the library (cuBLASLt where installed)
     {"M": 256, "N": 192, "K": 4096, "layout": "NN", "dtype": "float16"},
-    {"M": 256, "N": 192, "K": 4096, "layout": "TN", "dtype": BFLOAT16},  # cublasGemmEx
-    {"M": 130, "N": 140, "K": 150, "layout": "NN", "dtype": BFLOAT16, "alpha": 0.5, "beta": -1.5, "pad": 3},
+    {"M": 256, "N": 192, "K": 4096, "layout": "TN", "dtype": BFLOAT16},
+    {"M": 17, "N": 64, "K": 4099, "layout": "TN", "dtype": "float16"},  # long K: fp32 reductions only
+    {"M": 129, "N": 131, "K": 67, "layout": "NN", "dtype": "float16", "pad": 3},  # padded rows, odd sizes
+    {"M": 130, "N": 140, "K": 150, "layout": "NN", "dtype": BFLOAT16, "alpha": 0.5, "beta": -1.5, "pad": 3},  # GemmEx
     {"M": 130, "N": 140, "K": 150, "layout": "TN", "dtype": "float16", "alpha": -2.0, "beta": 1.0, "pad": 5},
-], ids=lambda c: f"{c['layout']}-{c['dtype']}" + ("-alpha-beta-pad" if c.get("pad") else ""))
+]
+
+
+@pytest.mark.parametrize("case", CEILING_CASES,
+                         ids=lambda c: f"{c['M']}-{c['layout']}-{c['dtype']}" + ("-alpha-beta" if "beta" in c else ""))
 def test_the_cublas_ceiling_computes_the_same_product(case):
     """The ceiling accumulates in fp32 like the rungs (fp16 accumulation would fail this bound 10x over), in
     the same layout, so the ratio against it compares like with like."""
@@ -106,12 +112,32 @@ def test_gemm_tc_bench_reports_tflops_against_cublas():
     rs = bench.run(TC, bench.BenchPlan(kinds=("headline",), quick=True, min_time_ms=2))
     recs = [r for r in rs.records if r.kind == "headline"]
     here = runnable_rungs(TC.rungs, device.current().arch)[0]
-    assert {r.rung for r in recs} == {"cublas_gemm"} | {r.key for r in here}
-    assert all(r.extra.get("path") for r in recs if r.rung != "cublas_gemm")  # which path each rung took
+    peers = {"cublas_gemm"} | set(TC.baselines())  # torch_mm where PyTorch is installed
+    assert {r.rung for r in recs} == peers | {r.key for r in here}
+    assert all(r.extra.get("path") for r in recs if r.rung not in peers)  # which path each rung took
+    best = max((r for r in recs if r.rung in peers), key=lambda r: r.value)
     for r in recs:
-        assert r.metric == "TFLOP/s" and 0 < r.value < 2000 and r.ceiling == "cublas_gemm"
+        assert r.metric == "TFLOP/s" and 0 < r.value < 2000 and r.ceiling == best.rung  # the faster library call
         assert r.params["dtype"] == "float16" and r.params["layout"] == "TN" and r.params["M"] == 4096
     assert next(r for r in recs if r.rung == "cublas_gemm").value > 100  # tensor cores, not a fallback
+
+
+@pytest.mark.parametrize("case", CEILING_CASES)
+def test_the_torch_peer_computes_the_same_product(case):
+    import cupy as cp
+
+    from lab.verify import compare_output
+
+    if "torch_mm" not in TC.baselines():
+        pytest.skip("PyTorch with CUDA is not installed here")
+    problem = TC.make_problem(seed=4, **case)
+    if (problem.params["alpha"], problem.params["beta"]) != (1, 0):
+        pytest.skip("torch.mm has no alpha and beta; the peer is timed on plain products only")
+    out = cp.full(problem.out_shape, 0x7FC1, dtype=cp.uint16).view(problem.dtype)
+    TC.baselines()["torch_mm"](problem, out)
+    cp.cuda.get_current_stream().synchronize()
+    cmp = compare_output(TC, problem, out)
+    assert cmp.passed, cmp.describe()
 
 
 @pytest.fixture

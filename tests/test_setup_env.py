@@ -14,14 +14,14 @@ def test_no_driver_gets_cuda_13_for_compile_only():
 
 def test_cuda_13_driver_caps_nvrtc_at_its_minor():
     assert setup_env.requirements((13, 0)) == ["cupy-cuda13x", "nvidia-cuda-nvrtc>=13.0,<=13.0.99",
-                                               "cuda-bindings>=13.0,<14"]
+                                               "cuda-bindings>=13.0,<14", "nvmath-python>=0.6"]
     assert setup_env.requirements((13, 2)) == ["cupy-cuda13x", "nvidia-cuda-nvrtc>=13.0,<=13.2.99",
-                                               "cuda-bindings>=13.0,<14"]
+                                               "cuda-bindings>=13.0,<14", "nvmath-python>=0.6"]
 
 
 def test_cuda_12_driver_gets_the_cu12_wheels():
     assert setup_env.requirements((12, 4)) == ["cupy-cuda12x", "nvidia-cuda-nvrtc-cu12>=12.0,<=12.4.99",
-                                               "cuda-bindings>=12.6,<13"]
+                                               "cuda-bindings>=12.6,<13", "nvmath-python>=0.6"]
 
 
 @pytest.mark.parametrize("version", [(11, 8), (10, 2)])

@@ -20,7 +20,6 @@ The targets are issue 13's, named as targets. The data shaping lives here; the f
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import re
@@ -441,23 +440,13 @@ def time_table(buckets: list[dict] | None) -> Markdown:
 # 3. The dispatch table and the trace's decisions
 # ----------------------------------------------------------------------------------------------
 
-def rule_reasons(table_source: str | None = None) -> list[str]:
-    """The comment above each rule of lab.ops.rules.DEFAULT in rules.py (its reason), '' where a rule has none."""
+def rule_reasons(table=None) -> list[str]:
+    """Each rule's note (why it is there) in `table` (lab.ops.rules.DEFAULT by default, whose notes `lab tune --table`
+    wrote from its sweep), '' where a rule has none."""
     from lab.ops import rules
 
-    text = table_source if table_source is not None else inspect.getsource(rules)
-    body = text[text.index("DEFAULT = parse("):]
-    reasons, pending = [], []
-    for line in body.splitlines()[1:]:
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            pending.append(stripped.lstrip("#").strip())
-        elif stripped.startswith("{"):  # a rule opens a line; its continuation lines do not
-            reasons.append(" ".join(pending))
-            pending = []
-        elif stripped.startswith("]}"):
-            break
-    return reasons
+    table = table or rules.DEFAULT
+    return list(table.notes) if len(table.notes) == len(table.rules) else [""] * len(table.rules)
 
 
 def _when(rule) -> str:
@@ -491,23 +480,21 @@ def dispatch_table(trace: Trace, gpu: Gpu, table: Table | None = None) -> Markdo
     from lab.ops import rules
 
     table = table or rules.DEFAULT
-    reasons = rule_reasons() if table is rules.DEFAULT else []
-    if len(reasons) != len(table.rules):  # rules.py laid out otherwise than rule_reasons reads it: no reasons
-        reasons = []
+    reasons = rule_reasons(table)
     taken = Counter()
     for shape, _, calls in trace_shapes(trace, gpu):
         taken[table_decision(table, shape, gpu.arch)[2]] += calls
     total = sum(taken.values())
     rows = []
     for i, rule in enumerate(table.rules, 1):
-        why = reasons[i - 1] if reasons else "(see lab/ops/rules.py)"
+        why = reasons[i - 1]
         rows.append([i, f"`{_when(rule)}`", rule.path, _config(dict(rule.config)) or "-",
                      why or "(everything the rules above leave: the default path)",
                      f"{_share(taken[f'rule {i}'], total):.1%}"])
     if taken["fallback"]:
         rows.append(["-", "no rule serves the shape", "cublas", "-", "the last fallback: serves every shape",
                      f"{_share(taken['fallback'], total):.1%}"])
-    head = ["#", "when", "path", "config", "why (rules.py)", "trace calls, table alone"]
+    head = ["#", "when", "path", "config", "why (the rule's note)", "trace calls, table alone"]
     return md(f"`{table.source}` (first match wins; evaluated for sm_{gpu.arch}, {gpu.sm_count} SMs: "
               f"{gpu.where})\n\n" + _table(head, rows))
 

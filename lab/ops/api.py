@@ -79,6 +79,7 @@ def matmul(a, b, *, bias=None, activation: str | None = None, residual=None, out
                 replay.post(replay.bias if bias is None else bias, replay.residual if residual is None else residual,
                             replay.n, out)
             rt.last_decision = replay.decision
+            rt.last_fused = replay.post is None
             return out
     return _matmul_slow(rt, key, a, b, bias, activation, residual, out, out_dtype, layout, input_type)
 

@@ -67,6 +67,7 @@ class Runtime:
         self.decisions: dict = {}
         self.recordings: OrderedDict = OrderedDict()
         self.last_decision: Decision | None = None  # the decision of the last call run (the checks read it)
+        self.last_fused = True  # whether that call's path applied its whole epilogue itself
         counters.track(self)
         self._arch = None
         self._env = None
@@ -121,11 +122,7 @@ class Runtime:
             self.decisions[key] = decision
         counters.PATHS["matmul:" + decision.path] += 1
         self.last_decision = decision
-        if decision.path == "cublas":
-            PATHS["cublas"].launch(call, {})
-            if call.ops:
-                apply_epilogue(call)
-            return
+        self.last_fused = True
         replay = self.recordings.get(replay_key)
         if replay is None:
             replay = self._record(key, decision, call, replay_key)
@@ -135,7 +132,8 @@ class Runtime:
             counters.COUNTS["replays"] += 1
             for raw, grid, block, args, smem in replay.launches:
                 raw(grid, block, args, shared_mem=smem)
-        if call.ops and not PATHS[decision.path].fuses_epilogue:
+        if not PATHS[decision.path].fuses(call):
+            self.last_fused = False
             apply_epilogue(call)
 
     def _record(self, key, decision: Decision, call: Call, replay_key) -> Replay | None:
@@ -156,9 +154,13 @@ class Runtime:
             counters.FALLBACKS[reason] += 1
             self.decisions[key] = Decision("cublas", (), f"fallback: {reason}")
             PATHS["cublas"].launch(call, {})
+            if not PATHS["cublas"].fuses(call):
+                self.last_fused = False
+                apply_epilogue(call)
             return None
         post = None
-        if call.ops and not PATHS[decision.path].fuses_epilogue:
+        if not PATHS[decision.path].fuses(call):
+            self.last_fused = False
             post = post_kernel(call.ops, call.shape.dtype)
         replay = Replay([(raw, grid, block, tuple(_as_address(arg, spans) for arg in args), smem)
                          for raw, grid, block, args, smem in launches], post, np.int64(call.shape.N), decision,

@@ -9,7 +9,9 @@ and replays them on later calls with the same shape and addresses.
     persistent    gemm_tc rung 06 (TMA, wgmma, one block/SM)     sm_90; repacks unaligned    fused into stores
     stream_k      gemm_tc rung 07                                sm_90; repacks unaligned    after, CuPy
     generic       gemm_tc rung 03 (cp.async, mma.sync)           any shape, sm_80+           after, CuPy
-    cublas        cupy.matmul / cublasGemmEx                     every shape                 after, CuPy
+    cublas        cuBLASLt (nvmath-python) / cublasGemmEx        every shape                 bias, ReLU, GELU
+                                                                                             (tanh), residual
+                                                                                             fused; else after
 
 "After, CuPy": one generated elementwise kernel for the whole chain, in place on the output (what a library
 user writes by hand); that is the generic fallback for epilogues.
@@ -78,6 +80,10 @@ class Path:
     name = ""
     fuses_epilogue = False
     min_arch = 80
+
+    def fuses(self, call: Call) -> bool:
+        """Whether this path applies the call's whole epilogue itself (else one CuPy kernel follows it)."""
+        return self.fuses_epilogue or not call.ops
 
     def refusal(self, shape: GemmShape, arch: int) -> str | None:
         """Why this path cannot serve `shape` on a GPU of `arch` (one phrase), or None when it can."""
@@ -175,19 +181,46 @@ class Decode(Path):
 
 
 class Cublas(Path):
+    """The library: cuBLASLt with a workspace, its heuristic's algorithm and the epilogue it can fuse, where
+    nvmath-python is installed; cublasGemmEx otherwise (lab.library_gemm). Both keep fp32 accumulation end to end
+    (no split-K slices added in fp16/bf16). The call is bound to the call's addresses and recorded like a kernel
+    launch, so lab.ops replays it on its fast path."""
+
     name = "cublas"
     min_arch = 0
 
+    def fuses(self, call: Call) -> bool:
+        """cuBLASLt fuses bias, ReLU, GELU (tanh) and a residual without an activation, where it has an algorithm
+        for them on this shape (known once the shape has run; until then assumed)."""
+        from lab.library_gemm import lt_fusable, lt_unavailable
+
+        if not call.ops:
+            return True
+        return lt_unavailable() is None and lt_fusable(call.ops) and _LIBRARY_FUSED.get(_fuse_key(call), True)
+
     def launch(self, call: Call, config: dict) -> None:
-        """cublasGemmEx with fp32 compute (CUBLAS_COMPUTE_32F) for both types, asked for explicitly: cupy.matmul's
-        fp16 call fell outside the fp32-accumulation bound on long K (tests/test_gpu_ops.py at 17 x 64 x 4099 and
-        64 x 64 x 8192, the H200 run of dacfbdb), where the explicit call in bf16 stayed inside it."""
-        from lab.families.gemm_tc import _cublas_gemm_ex
+        from lab.build import record_launch
+        from lab.library_gemm import library_call
 
         s = call.shape
-        params = {"M": s.M, "N": s.N, "K": s.K, "layout": s.layout, "dtype": s.dtype, "alpha": 1.0, "beta": 0.0,
-                  "lda": call.lda, "ldb": call.ldb, "ldc": call.ldc}
-        _cublas_gemm_ex(params, call.a, call.b, call.out)
+        lib, fused = library_call(s.M, s.N, s.K, s.dtype, s.layout, call.a.data.ptr, call.lda, call.b.data.ptr,
+                                  call.ldb, call.out.data.ptr, call.ldc, bias_ptr=_address(call.bias), ops=call.ops,
+                                  residual_ptr=_address(call.residual))
+        if call.ops:
+            _LIBRARY_FUSED[_fuse_key(call)] = fused
+        record_launch(lib)
+        lib()
+
+
+def _address(x) -> int:
+    return 0 if x is None else x.data.ptr
+
+
+_LIBRARY_FUSED: dict = {}  # (shape, ldc) -> whether cuBLASLt had a fused algorithm for its epilogue
+
+
+def _fuse_key(call: Call):
+    return call.shape, call.ldc
 
 
 PATHS: dict[str, Path] = {p.name: p for p in (Decode(), SplitK(), Persistent(), StreamK(), Generic(), Cublas())}

@@ -65,6 +65,7 @@ class Rule:
 class Table:
     rules: tuple[Rule, ...]
     source: str = field(default="built-in", compare=False)
+    notes: tuple[str, ...] = field(default=(), compare=False)  # each rule's "note" (why it is there), "" where none
 
     def to_json(self) -> dict:
         return {"rules": [{"when": dict(r.when), "path": r.path, **({"config": dict(r.config)} if r.config else {})}
@@ -96,7 +97,9 @@ def parse(payload: dict, source: str = "a dispatch table") -> Table:
         raise LabError(f"{source} must be a JSON object with a list under \"rules\".")
     if not payload["rules"] or len(payload["rules"]) > MAX_RULES:
         raise LabError(f"{source} needs between 1 and {MAX_RULES} rules; it has {len(payload['rules'])}.")
-    return Table(tuple(_parse_rule(r, i, source) for i, r in enumerate(payload["rules"], 1)), source)
+    rules = tuple(_parse_rule(r, i, source) for i, r in enumerate(payload["rules"], 1))
+    notes = tuple(str(r.get("note", "")) for r in payload["rules"])
+    return Table(rules, source, notes)
 
 
 def _parse_rule(raw, i: int, source: str) -> Rule:
@@ -165,24 +168,8 @@ def load(path: str | Path) -> Table:
     return parse(payload, str(path))
 
 
-# The lab's own table: each rule's boundary comes from a measured record (the reason beside it), and the
-# autotune cache, where it holds an entry for a shape's bucket, overrides the table.
-DEFAULT = parse({"rules": [
-    # GEMV on tensor cores beats cuBLAS up to M = 8 on weights past L2 (results/h200/decode.json).
-    {"when": {"max_m": 8, "min_n": 1024, "min_k": 1024}, "path": "decode"},
-    # Past M = 8 the GEMV and the split-K GEMM read the weight slower than cuBLAS does (decode.json at M = 16, 64
-    # and 128), and rung 06's 128-row tiles are mostly empty rows: cuBLAS, unless the tune cache says otherwise.
-    {"when": {"max_m": 256, "min_n": 1024, "min_k": 1024}, "path": "cublas"},
-    # Few output tiles and a long K: the tiles alone leave most SMs idle (results/h200/gemm_split_k.json).
-    {"when": {"max_tiles": 32, "min_k": 4096, "min_k_over_mn": 4.0, "aligned": True}, "path": "split_k",
-     "config": {"splits": 0}},
-    # Small problems are launch-bound: the library's call is as good as any (and costs no compile). Not on a long K:
-    # there cuBLAS's fp16 results fell outside the fp32-accumulation bound (tests/test_gpu_ops.py on the H200 at
-    # 2d9f309: 17 x 64 x 4099 and 64 x 64 x 8192; bf16 and K <= 1024 inside), so those go to the lab's kernels.
-    {"when": {"max_tiles": 8, "max_k": 2048}, "path": "cublas"},
-    # Operands TMA cannot read as they are: the cp.async kernel with element loads, no repack.
-    {"when": {"aligned": False}, "path": "generic"},
-    # A ragged last wave: stream-K spreads it over every SM (results/h200/schedule*.json).
-    {"when": {"max_last_wave": 0.5, "min_tiles": 132, "epilogue": False}, "path": "stream_k"},
-    {"when": {}, "path": "persistent", "config": {"BN": 256, "GROUP_M": 8}},
-]}, "lab.ops.rules.DEFAULT")
+# The lab's own table, written by `lab tune --table` (lab.ops_sweep) from a measured sweep over shape classes: each
+# rule's note names the class, the path that won it and the record that holds the times. The autotune cache, where
+# it holds an entry for a shape's bucket, overrides the table.
+DEFAULT_FILE = Path(__file__).with_name("default_table.json")
+DEFAULT = parse(json.loads(DEFAULT_FILE.read_text()), "lab.ops.rules.DEFAULT")

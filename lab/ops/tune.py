@@ -128,21 +128,19 @@ def check_candidate(runtime, shape: GemmShape, name: str, config: dict, inputs, 
     from lab.ops.paths import apply_epilogue
 
     a, b, bias, activation, residual = inputs
-    if not PATHS[name].fuses_epilogue and shape.epilogue != "none":
-        expected = expected[1]  # the bound with the product rounded once more (the epilogue runs after the GEMM)
-    else:
-        expected = expected[0]
     out = cp.full((shape.M, shape.N), 0x7E00 if shape.dtype == "float16" else 0x7FC0, dtype=cp.uint16)
     out = out.view(cp.float16) if shape.dtype == "float16" else out  # poisoned with NaN
     call = Call(a, b, out, shape, shape.K, b.shape[1], shape.N, bias, activation, residual)
     try:
         PATHS[name].launch(call, config)
-        if call.ops and not PATHS[name].fuses_epilogue:
+        fused = PATHS[name].fuses(call)
+        if not fused:
             apply_epilogue(call)
         cp.cuda.get_current_stream().synchronize()
     except LabError as exc:
         return f"did not run: {exc}"
-    ref, bound = expected
+    # An epilogue run after the GEMM reads the product rounded once to the output type: the looser bound.
+    ref, bound = expected[0] if fused or shape.epilogue == "none" else expected[1]
     got = to_float32(out, shape.dtype, cp).astype(cp.float64)
     bad = ~(cp.abs(got - ref) <= bound)  # NaN (an unwritten element) is bad too
     count = int(bad.sum())
@@ -162,18 +160,15 @@ def time_candidate(shape: GemmShape, name: str, config: dict, inputs) -> float:
 
     from lab.build import recording
 
-    # Timed as lab.ops runs it: the launches recorded once and replayed (the family's host work stays out of the
-    # spin kernel's window); cuBLAS, which records nothing, is called directly.
+    # Timed as lab.ops runs it: the launches (the library's call too) recorded once and replayed, so the family's
+    # host work stays out of the spin kernel's window.
     with recording() as launches:
         PATHS[name].launch(call, config)
-    post = bool(call.ops) and not PATHS[name].fuses_epilogue
+    post = not PATHS[name].fuses(call)
 
     def launch(_index: int) -> None:
-        if launches:
-            for raw, grid, block, args, smem in launches:
-                raw(grid, block, args, shared_mem=smem)
-        else:
-            PATHS[name].launch(call, config)
+        for raw, grid, block, args, smem in launches:
+            raw(grid, block, args, shared_mem=smem)
         if post:
             apply_epilogue(call)
 
