@@ -51,6 +51,8 @@
 #   bash scripts/device_run.sh ops-baseline    lab.ops against the library and PyTorch: `lab tune --table` (the sweep, the
 #                                              table written from it), host cost per call, lab.ops's GPU tests (carry .whl
 #                                              with nvmath-python; .labcache from an earlier call's labcache.tgz)
+#   bash scripts/device_run.sh ops-records     lab.ops's GPU tests, the sweep (writes the table), host cost, lab.ops against
+#                                              PyTorch eager and graphed on two models' traces, gemm_tc's headline bench
 #   bash scripts/device_run.sh ops             issue 13: lab.ops's GPU tests, its studies (dispatch overhead, autotune of the
 #                                              trace's buckets, the trace, first-request latency), notebook 08, exercise 09's
 #                                              GPU tests; each step boxed to fit BUDGET_S (570) in all
@@ -139,6 +141,24 @@ gemm_records() {
       timeout "$(box 100 110)" python3 -m lab.rowops_study "$pack/rowops" --rounds 3 2>&1 | tail -40
       keep_cache
       gpu_tests "$(box 200 5)" tests/test_gpu_ops.py tests/test_gpu_gemm_tc.py -k "ops or ceiling or torch_peer or bench_reports" ;;
+    ops-records)  # lab.ops's records against the library and PyTorch: GPU tests, the sweep (writes the table), host
+                  # cost, lab.ops against PyTorch eager and graphed on two models' traces, gemm_tc's headline bench
+      carried; mkdir -p "$pack/ops" "$pack/cmp"
+      gpu_tests "$(box 150 400)" tests/test_gpu_ops.py tests/test_ops_graphs.py tests/test_ops_compare.py \
+        tests/test_gpu_gemm_tc.py -k "ops or graphs or compare or ceiling or torch_peer or bench_reports"
+      echo "== lab tune --table"; timeout "$(box 150 250)" python3 -m lab tune --table --out "$pack/ops" --rounds 3 \
+        --write 2>&1 | tail -4
+      cp lab/ops/default_table.json "$pack/ops/" 2>/dev/null
+      echo "== host cost"; timeout "$(box 30 220)" python3 -m lab.ops_sweep "$pack/ops" --host 2>&1 | tail -3
+      for spec in llama3_8b:float16 qwen25_7b:bfloat16 llama3_8b:bfloat16 qwen25_7b:float16; do
+        set -- ${spec/:/ }
+        echo "== lab.ops against PyTorch: $1 $2"
+        timeout "$(box 60 100)" python3 -m lab.ops_compare "$pack/cmp" --model "$1" --dtype "$2" --steps 240 \
+          --rounds 3 2>&1 | tail -14
+      done
+      echo "== lab bench gemm_tc (headline)"
+      timeout "$(box 150 5)" python3 -m lab bench gemm_tc --kinds headline --json "$pack/gemm_tc.json" 2>&1 | tail -3
+      keep_cache ;;
     ops)
       mkdir -p "$pack/ops"
       gpu_tests "$(box 130 400)" tests/test_gpu_ops.py

@@ -353,7 +353,7 @@ def test_dispatch_table_lists_every_rule_and_its_share(files):
     lines = [ln for ln in text.splitlines() if ln.startswith("| ") and not ln.startswith("| #")]
     assert len(lines) == len(rules.DEFAULT.rules)
     assert sum(float(ln.rsplit("|", 2)[-2].strip().rstrip("%")) for ln in lines) == pytest.approx(100, abs=0.5)
-    assert "`max_m=8, min_n=1024, min_k=1024`" in text and "decode.json" in text
+    assert "`max_m=8, min_n=1024, min_k=1024`" in text and "ops_sweep.json" in text
 
 
 def test_decisions_are_weighted_by_the_trace(files):

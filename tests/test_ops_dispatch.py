@@ -82,25 +82,30 @@ def test_shape_families_and_buckets():
     assert shape(128, 256 * 132, 1).last_wave == 1.0  # ...this is: 132 tiles, one full wave
 
 
-def test_default_table_decisions_on_hopper():
+def test_default_table_is_the_sweeps_one_rule_per_class():
+    """lab tune --table writes one rule per shape class of lab.ops_sweep, in order: every sample the sweep timed is
+    decided by its own class's rule on Hopper (or, where that rule's path refuses it, by a later one)."""
+    from lab import ops_sweep
+
+    assert len(rules.DEFAULT.rules) == len(ops_sweep.CLASSES)
+    for rule, (_, when, _, _) in zip(rules.DEFAULT.rules, ops_sweep.CLASSES, strict=True):
+        assert dict(rule.when) == when
     rt = runtime()
-    assert rt.decide(shape(4, 4096, 4096)).path == "decode"
+    names = [name for name, *_ in ops_sweep.CLASSES]
+    for _, _, _, samples in ops_sweep.CLASSES:
+        for sample in samples:
+            d = rt.decide(ops_sweep.gemm_shape(sample))
+            assert d.source.startswith("rule"), (sample, d)
+            assert int(d.source.split()[1]) - 1 >= names.index(ops_sweep.class_of(sample)), (sample, d)
     assert rt.decide(shape(4, 4096, 4096, layout="NN")).path != "decode"  # the GEMV reads weights as N x K
-    assert rt.decide(shape(256, 256, 65536)).path == "split_k"
-    # split-K refuses unaligned operands; a long K stays off cuBLAS (its fp16 sums left the bound there): rung 03
-    assert rt.decide(shape(256, 256, 65536, aligned=False)).path == "generic"
-    assert rt.decide(shape(256, 256, 2048, aligned=False)).path == "cublas"  # few tiles, a short K
-    assert rt.decide(shape(2048, 2048, 2048, aligned=False)).path == "generic"
-    assert rt.decide(shape(4096, 4224, 4096)).path == "stream_k"
-    assert rt.decide(shape(4096, 4224, 4096, epilogue="bias")).path == "persistent"
-    assert rt.decide(shape(4096, 4096, 4096)).path == "persistent"
 
 
 def test_paths_that_need_hopper_are_skipped_elsewhere():
+    from lab.ops.paths import PATHS
+
     rt = runtime(arch=80)
-    assert rt.decide(shape(4096, 4096, 4096)).path == "cublas"  # persistent needs sm_90: no rule left
-    assert rt.decide(shape(4096, 4096, 4096)).source.startswith("fallback")
-    assert rt.decide(shape(2048, 2048, 2048, aligned=False)).path == "generic"
+    for s in (shape(4096, 4096, 4096), shape(2048, 2048, 2048, aligned=False), shape(256, 256, 65536)):
+        assert PATHS[rt.decide(s).path].min_arch <= 80
 
 
 def test_a_tuned_entry_overrides_the_table_unless_its_path_refuses(tmp_path):

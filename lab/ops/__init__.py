@@ -8,14 +8,15 @@ and its launch prepared once per shape and operands, and everything that was dec
 
 Submodules: rules (the dispatch table's format), shapes (classification and buckets), paths (the kernels a
 rule can name), dispatch (decisions and prepared launches), store (the on-disk autotune cache), tune (the
-search), api (matmul, softmax, rmsnorm, layernorm), counters. The names below load lazily, so importing a
-submodule (the store from a test, say) never imports CuPy.
+search), api (matmul, softmax, rmsnorm, layernorm), graphs (capture: lab.ops calls as one CUDA graph), counters.
+The names below load lazily, so importing a submodule (the store from a test, say) never imports CuPy.
 """
 
 from __future__ import annotations
 
 _API = ("matmul", "softmax", "rmsnorm", "layernorm", "warmup", "default_runtime", "set_rules")
 _COUNTERS = ("stats", "reset_stats")
+_GRAPHS = ("capture",)
 
 
 def __getattr__(name: str):
@@ -27,7 +28,11 @@ def __getattr__(name: str):
         from lab.ops import counters
 
         return getattr(counters, name)
+    if name in _GRAPHS:
+        from lab.ops import graphs
+
+        return getattr(graphs, name)
     raise AttributeError(f"module 'lab.ops' has no attribute {name!r}")
 
 
-__all__ = [*_API, *_COUNTERS]
+__all__ = [*_API, *_COUNTERS, *_GRAPHS]

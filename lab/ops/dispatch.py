@@ -25,7 +25,7 @@ import numpy as np
 
 from lab.errors import LabError
 from lab.ops import counters, rules
-from lab.ops.paths import PATHS, Call, apply_epilogue, post_kernel, standins
+from lab.ops.paths import PATHS, Call, apply_epilogue
 from lab.ops.shapes import GemmShape, bucket, family
 
 MAX_RECORDINGS = 4096
@@ -33,15 +33,12 @@ MAX_RECORDINGS = 4096
 
 @dataclass
 class Replay:
-    """One recorded call: its kernel launches, the epilogue kernel that follows them (None when fused or absent),
-    the epilogue's N, and the decision it was made under."""
+    """One recorded call: its launches (the library's call and the epilogue's pass too), the decision it was made
+    under, and whether its path fused the whole epilogue."""
 
     launches: list
-    post: object
-    n: object
     decision: object
-    bias: object = None  # the epilogue kernel's stand-ins for an absent bias or residual
-    residual: object = None
+    fused: bool = True
     path_key: str = ""  # "matmul:<path>", the counter a replay adds to
     calls: int = 0  # replays on lab.ops's fast path not yet folded into the counters
 
@@ -66,6 +63,7 @@ class Runtime:
         self.autotune = autotune  # tune a bucket the store does not hold, on its first call
         self.decisions: dict = {}
         self.recordings: OrderedDict = OrderedDict()
+        self.fast: dict = {}  # lab.ops.api's flat fast-path key -> a replay in `recordings`
         self.last_decision: Decision | None = None  # the decision of the last call run (the checks read it)
         self.last_fused = True  # whether that call's path applied its whole epilogue itself
         counters.track(self)
@@ -125,16 +123,12 @@ class Runtime:
         self.last_fused = True
         replay = self.recordings.get(replay_key)
         if replay is None:
-            replay = self._record(key, decision, call, replay_key)
-            if replay is None:  # the path failed to build; cuBLAS served this call
-                return
-        else:
-            counters.COUNTS["replays"] += 1
-            for raw, grid, block, args, smem in replay.launches:
-                raw(grid, block, args, shared_mem=smem)
-        if not PATHS[decision.path].fuses(call):
-            self.last_fused = False
-            apply_epilogue(call)
+            self._record(key, decision, call, replay_key)
+            return
+        counters.COUNTS["replays"] += 1
+        for raw, grid, block, args, smem in replay.launches:
+            raw(grid, block, args, shared_mem=smem)
+        self.last_fused = replay.fused
 
     def _record(self, key, decision: Decision, call: Call, replay_key) -> Replay | None:
         """Run the path once under lab.build.recording() and keep what it launched (the caller's arrays as bare
@@ -147,6 +141,9 @@ class Runtime:
         try:
             with recording() as launches:
                 PATHS[decision.path].launch(call, decision.settings)
+                fused = PATHS[decision.path].fuses(call)
+                if not fused:
+                    apply_epilogue(call)
         except LabError as exc:  # the path cannot run here after all (a build the GPU refuses): cuBLAS serves
             reason = f"{decision.path} failed: {exc}"
             if counters.FALLBACKS[reason] == 0:
@@ -158,19 +155,25 @@ class Runtime:
                 self.last_fused = False
                 apply_epilogue(call)
             return None
-        post = None
-        if not PATHS[decision.path].fuses(call):
-            self.last_fused = False
-            post = post_kernel(call.ops, call.shape.dtype)
+        self.last_fused = fused
         replay = Replay([(raw, grid, block, tuple(_as_address(arg, spans) for arg in args), smem)
-                         for raw, grid, block, args, smem in launches], post, np.int64(call.shape.N), decision,
-                        *standins(call.out.dtype), "matmul:" + decision.path)
+                         for raw, grid, block, args, smem in launches], decision, fused, "matmul:" + decision.path)
         self.recordings[replay_key] = replay
         if len(self.recordings) > MAX_RECORDINGS:
             dropped = self.recordings.popitem(last=False)[1]
             if isinstance(dropped, Replay):
                 counters.fold_replay(dropped)
+            self.fast.clear()  # it may point at the dropped replay
         return replay
+
+    def remember_fast(self, fkey, replay_key) -> None:
+        """Let lab.ops.api's fast path find the replay recorded under `replay_key` by its flat key (bounded like the
+        recordings: past MAX_RECORDINGS the fast keys are dropped and rebuilt by later calls)."""
+        replay = self.recordings.get(replay_key)
+        if isinstance(replay, Replay):
+            if len(self.fast) >= MAX_RECORDINGS:
+                self.fast.clear()
+            self.fast[fkey] = replay
 
     def forget(self) -> None:
         """Drop every decision and recording (after the table or the store changed)."""
@@ -179,6 +182,7 @@ class Runtime:
                 counters.fold_replay(replay)
         self.decisions.clear()
         self.recordings.clear()
+        self.fast.clear()
 
 
 def _as_address(arg, spans):

@@ -4,17 +4,17 @@ launchers (lab/families), which do the host work once per call: lab.ops.dispatch
 and replays them on later calls with the same shape and addresses.
 
     path          kernel                                         serves                      epilogue
-    decode        decode rung 01, the tensor-core GEMV           TN, M <= 64, 16-byte rows   after, CuPy
-    split_k       gemm_split_k rung 08 (slices + reduction)      aligned (TMA)               after, CuPy
+    decode        decode rung 01, the tensor-core GEMV           TN, M <= 64, 16-byte rows   after
+    split_k       gemm_split_k rung 08 (slices + reduction)      aligned (TMA)               after
     persistent    gemm_tc rung 06 (TMA, wgmma, one block/SM)     sm_90; repacks unaligned    fused into stores
-    stream_k      gemm_tc rung 07                                sm_90; repacks unaligned    after, CuPy
-    generic       gemm_tc rung 03 (cp.async, mma.sync)           any shape, sm_80+           after, CuPy
+    stream_k      gemm_tc rung 07                                sm_90; repacks unaligned    after
+    generic       gemm_tc rung 03 (cp.async, mma.sync)           any shape, sm_80+           after
     cublas        cuBLASLt (nvmath-python) / cublasGemmEx        every shape                 bias, ReLU, GELU
                                                                                              (tanh), residual
                                                                                              fused; else after
 
-"After, CuPy": one generated elementwise kernel for the whole chain, in place on the output (what a library
-user writes by hand); that is the generic fallback for epilogues.
+"After": the whole chain in one pass over the output, in place (kernels/epilogue/in_place.cu, lab_epilogue.cuh's
+ops, 16-byte accesses): the generic fallback for epilogues.
 """
 
 from __future__ import annotations
@@ -228,60 +228,30 @@ PATHS: dict[str, Path] = {p.name: p for p in (Decode(), SplitK(), Persistent(), 
 
 # --- the epilogue after the product (paths that do not fuse it) ------------------------------------------------
 
-_CHAIN = {"bias": "v += bias[c];", "residual": "v += load(residual[i]);", "relu": "v = v < 0.f ? 0.f : v;",
-          "gelu_tanh": "v = 0.5f * v * (1.f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));",
-          "gelu_erf": "v = 0.5f * v * (1.f + erff(v * 0.7071067812f));", "silu": "v = v / (1.f + expf(-v));"}
-# fp16 converts with the hardware's conversions; bf16 is stored as uint16 patterns (CuPy has no bf16 type), so
-# it widens by a shift and narrows with round-to-nearest-even on the bits (NaN kept quiet).
-_TYPE = {
-    "float16": ("float16", "#define load(x) ((float)(x))\n#define store(v) ((half)(v))\n"),
-    BF16: ("uint16", "#define load(x) __uint_as_float(((unsigned)(x)) << 16)\n"
-                     "__device__ unsigned short store_bf16(float v) { unsigned u = __float_as_uint(v);"
-                     " if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);"
-                     " return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }\n"
-                     "#define store(v) store_bf16(v)\n"),
-}
-_POST_KERNELS: dict = {}
+IN_PLACE_THREADS, IN_PLACE_COLS, MAX_GRID_Y = 128, 8, 65535
 
 
-def post_kernel(ops: tuple[str, ...], dtype: str):
-    """One CuPy elementwise kernel applying `ops` in place: (bias, residual, n, y), bias float32 and residual of y's
-    storage type (each a stand-in array when absent)."""
-    import cupy as cp
+def epilogue_spec(ops: tuple[str, ...], dtype: str):
+    """kernels/epilogue/in_place.cu built for one chain and type: the epilogue as one pass over the output."""
+    from lab.build import KernelSpec
+    from lab.epilogue import Epilogue
 
-    key = (ops, dtype)
-    if key not in _POST_KERNELS:
-        ctype, preamble = _TYPE[dtype]
-        body = "\n".join(_CHAIN[op] for op in ops)
-        _POST_KERNELS[key] = cp.ElementwiseKernel(
-            f"raw float32 bias, raw {ctype} residual, int64 n", f"{ctype} y",
-            f"const long long c = i % n; float v = load(y);\n{body}\ny = store(v);",
-            f"lab_ops_epilogue_{'_'.join(ops)}_{dtype}", preamble=preamble)
-    return _POST_KERNELS[key]
-
-
-_STANDINS: dict = {}
-
-
-def standins(out_dtype) -> tuple:
-    """(bias, residual) stand-ins for the epilogue kernel's arguments when a call has no bias or residual: one-element
-    arrays of the kernel's declared types, kept per device."""
-    import cupy as cp
-
-    key = (cp.cuda.Device().id, np.dtype(out_dtype).char)
-    if key not in _STANDINS:
-        _STANDINS[key] = (cp.empty(1, cp.float32), cp.empty(1, out_dtype))
-    return _STANDINS[key]
+    knobs = {"BF16": int(dtype == BF16), **Epilogue(tuple(ops)).knobs()}
+    return KernelSpec("epilogue/in_place.cu", "lab_epilogue_in_place", tuple(sorted(knobs.items())), min_arch=80)
 
 
 def apply_epilogue(call: Call) -> None:
-    """The call's epilogue in one elementwise kernel, in place on its (contiguous) output."""
+    """The call's epilogue in place on its output, one launch (recorded and replayed like the GEMM's own)."""
     if not call.ops:
         return
-    bias, residual = standins(call.out.dtype)
-    post_kernel(call.ops, call.shape.dtype)(bias if call.bias is None else call.bias,
-                                            residual if call.residual is None else call.residual,
-                                            np.int64(call.shape.N), call.out)
+    from lab.build import get_kernel
+    from lab.epilogue import kernel_params
+
+    s, res = call.shape, call.residual
+    params = kernel_params(bias=call.bias, residual=res, ld_residual=0 if res is None else res.strides[0] // 2)
+    grid = (-(-s.N // (IN_PLACE_THREADS * IN_PLACE_COLS)), min(s.M, MAX_GRID_Y))
+    get_kernel(epilogue_spec(call.ops, s.dtype))(grid, (IN_PLACE_THREADS,), (call.out, np.int32(s.M), np.int32(s.N),
+                                                                           np.int64(call.ldc), params))
 
 
 def path(name: str) -> Path:
