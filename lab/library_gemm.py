@@ -152,8 +152,7 @@ def _lt_desc(trans_a: int, epilogue: str, bias_ptr: int) -> int:
     _set(lt.matmul_desc_set_attribute, desc, D.TRANSA, trans_a, np.int32)
     _set(lt.matmul_desc_set_attribute, desc, D.TRANSB, _CUBLAS_OP_N, np.int32)
     _set(lt.matmul_desc_set_attribute, desc, D.EPILOGUE, int(getattr(lt.Epilogue, epilogue)), np.uint32)
-    if epilogue != "DEFAULT" and "BIAS" in epilogue:
-        _set(lt.matmul_desc_set_attribute, desc, D.BIAS_DATA_TYPE, _CUDA_R_32F, np.int32)  # the lab's fp32 bias
+    if epilogue != "DEFAULT" and "BIAS" in epilogue:  # the bias in the output's type (its default for 16-bit D)
         _set(lt.matmul_desc_set_attribute, desc, D.BIAS_POINTER, bias_ptr, np.int64)
     return desc
 
@@ -167,10 +166,12 @@ class LtCall:
     lab.ops replays it like a kernel) enqueues it on the current stream."""
 
     __slots__ = ("plan", "desc", "a", "b", "c", "d", "beta", "algo", "ws_bytes", "epilogue", "handle", "ws",
-                 "__weakref__")
+                 "bias16", "__weakref__")
 
     def __init__(self, M, N, K, dtype, layout, a_ptr, lda, b_ptr, ldb, out_ptr, ldc, *, bias_ptr=0,
-                 ops: tuple[str, ...] = (), residual_ptr=0):
+                 ops: tuple[str, ...] = (), residual_ptr=0, bias16=None):
+        """`bias_ptr`: the bias in the output's type (N values; `bias16`, when given, is that scratch vector, kept
+        alive with the call)."""
         import cupy as cp
 
         if lt_unavailable():
@@ -191,6 +192,7 @@ class LtCall:
         self.algo = self.plan[3].ctypes.data  # the plan (cached) keeps the algorithm's bytes alive
         self.ws_bytes = self.plan[4]
         self.handle = _lt_handle()
+        self.bias16 = bias16
         self.ws: dict = {}  # stream -> workspace address (the workspace itself is kept per device and stream)
 
     def __call__(self, grid=None, block=None, args=None, shared_mem: int = 0) -> None:
@@ -255,13 +257,43 @@ def library_call(M, N, K, dtype, layout, a_ptr, lda, b_ptr, ldb, out_ptr, ldc, *
     says whether the whole epilogue chain ran inside it. cuBLASLt where nvmath-python is installed, else GemmEx."""
     if lt_unavailable() is None:
         if ops and lt_fusable(ops):
+            bias16 = _bias_scratch(N) if "bias" in ops else None
             try:
-                return LtCall(M, N, K, dtype, layout, a_ptr, lda, b_ptr, ldb, out_ptr, ldc, bias_ptr=bias_ptr,
-                              ops=ops, residual_ptr=residual_ptr), True
+                call = LtCall(M, N, K, dtype, layout, a_ptr, lda, b_ptr, ldb, out_ptr, ldc,
+                              bias_ptr=0 if bias16 is None else bias16.data.ptr, ops=ops, residual_ptr=residual_ptr,
+                              bias16=bias16)
             except LabError:
                 pass  # no fused algorithm for this shape: the plain product, the epilogue after
+            else:
+                return (_BiasFirst(call, bias_ptr, N, dtype) if bias16 is not None else call), True
         return LtCall(M, N, K, dtype, layout, a_ptr, lda, b_ptr, ldb, out_ptr, ldc), not ops
     return GemmExCall(M, N, K, dtype, layout, a_ptr, lda, b_ptr, ldb, out_ptr, ldc), not ops
+
+
+def _bias_scratch(n: int):
+    import cupy as cp
+
+    return cp.empty(n, dtype=cp.uint16)
+
+
+class _BiasFirst:
+    """A fused cuBLASLt call whose fp32 bias is rounded into the call's 16-bit scratch first
+    (kernels/common/bias_to_half.cu), so every call (and every replay) reads the bias as it is now."""
+
+    __slots__ = ("call", "kernel", "grid", "args")
+
+    def __init__(self, call: LtCall, bias_ptr: int, n: int, dtype: str):
+        from lab.build import KernelSpec, get_kernel
+
+        spec = KernelSpec("common/bias_to_half.cu", "lab_bias_to_half", (("BF16", int(dtype == BFLOAT16)),),
+                          min_arch=80)
+        self.call = call
+        self.kernel = get_kernel(spec).raw  # launched directly: this object is the recorded launch
+        self.grid, self.args = (-(-n // 256),), (np.uint64(bias_ptr), call.bias16, np.int32(n))
+
+    def __call__(self, grid=None, block=None, args=None, shared_mem: int = 0) -> None:
+        self.kernel(self.grid, (256,), self.args)
+        self.call()
 
 
 def library_name() -> str:

@@ -151,8 +151,9 @@ def ops_lines() -> list[str]:
         return json.loads(path.read_text()) if path.is_file() else None
 
     trace, gemms, overhead, latency = (load(n) for n in (OPS_TRACE, OPS_GEMMS, OPS_OVERHEAD, OPS_LATENCY))
+    head = torch_lines(load)
     if trace is None:
-        return []
+        return head
     t = trace["totals_us"]
     base = t["lab_ops"]["total_us"]
     p = trace["provenance"]
@@ -181,6 +182,56 @@ def ops_lines() -> list[str]:
             out.append(f"First request of a second process on warm caches: {w['first_ms']:.1f} ms, "
                        f"{w['compiles_total'].get('compiled', 0)} compiles; after a warm-up manifest "
                        f"({m['warmup']['seconds']:.2f} s): {m['first_ms']:.1f} ms (`ops_latency.json`).")
+    return head + out
+
+
+OPS_SWEEP, OPS_HOST = "ops_sweep", "ops_host_cost"
+TORCH_TRACES = tuple(f"ops_vs_torch_{m}_{d}" for m in ("llama3_8b", "qwen25_7b") for d in ("float16", "bfloat16"))
+
+
+def torch_lines(load) -> list[str]:
+    """lab.ops against PyTorch in the same process, from the records of `lab tune --table` (lab.ops_sweep) and
+    lab.ops_compare: per shape class, the range of per-round ratios; per trace, eager and graphed."""
+    import statistics
+
+    sweep = load(OPS_SWEEP)
+    out = []
+    if sweep is not None:
+        p = sweep["provenance"]
+        out += ["", f"lab.ops against PyTorch {sweep.get('torch')} (torch.mm / F.linear, same process, same memory; "
+                    f"{sweep['rounds']} interleaved rounds, cold L2; `results/h200/{OPS_SWEEP}.json`, "
+                    f"{p.get('device')}, {str(p.get('date', ''))[:10]}): PyTorch's time over lab.ops's, per sample "
+                    "and round (above 1: lab.ops is faster); lab.ops's library path is cuBLASLt "
+                    f"({sweep.get('library')}).", "",
+                "| shape class | samples | lab.ops path(s) | median | min | max |", "|---|---:|---|---:|---:|---:|"]
+        class_of = {s["sample"]: s["class"] for s in sweep["samples"]}
+        classes = {}
+        for row in sweep["summary"]:
+            classes.setdefault(class_of.get(row["sample"], "?"), []).append(row)
+        for name, rows in classes.items():
+            ratios = [r for row in rows for r in row["ratio_cold"]]
+            paths = ", ".join(dict.fromkeys(row["decision"].split(" (")[0] for row in rows))
+            out.append(f"| {name} | {len(rows)} | {paths} | {statistics.median(ratios):.2f}x | {min(ratios):.2f}x | "
+                       f"{max(ratios):.2f}x |")
+    traces = [(n, load(n)) for n in TORCH_TRACES]
+    traces = [(n, r) for n, r in traces if r is not None]
+    if traces:
+        p = traces[0][1]["provenance"]
+        out += ["", f"A serving trace from outside the lab's own ({traces[0][1]['trace'].get('steps')} steps, "
+                    f"lab.ops_compare; {p.get('device')}, {str(p.get('date', ''))[:10]}): one layer per step, "
+                    "lab.ops against the same layer in PyTorch (F.rms_norm, F.linear / torch.addmm, F.silu), "
+                    "eager and as CUDA graphs, PyTorch's time over lab.ops's per round:", "",
+                "| model, type | lab.ops eager ms | PyTorch eager ms | eager ratio | lab.ops graph ms | "
+                "torch.cuda.graph ms | graph ratio |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for _, r in traces:
+            m, ratios = r["summary"]["methods"], r["summary"]["ratios"]
+            eager = ratios["eager"]["torch_over_lab"]
+            graph = ratios.get("graph", {}).get("torch_over_lab", [])
+            g = (f"{m['lab_graph']['median_ms']:.1f} | {m['torch_graph']['median_ms']:.1f} | "
+                 f"{min(graph):.3f}-{max(graph):.3f}x") if graph and "lab_graph" in m else "- | - | -"
+            out.append(f"| {r['model']['name'] if isinstance(r.get('model'), dict) else r.get('model')}, "
+                       f"{r['dtype']} | {m['lab_eager']['median_ms']:.1f} | {m['torch_eager']['median_ms']:.1f} | "
+                       f"{min(eager):.3f}-{max(eager):.3f}x | {g} |")
     return out
 
 
@@ -221,12 +272,20 @@ def update_readme(readme: Path, table: str) -> bool:
 
 
 def reference_sets() -> dict[str, RecordSet]:
-    """The reference GPU's records of every family that has them; a family with no file yet has no row
-    (an unreadable file is still an error)."""
+    """The reference GPU's records of every family that has them; a family with no file yet has no row (an
+    unreadable file is still an error). A family's `<family>_headline.json`, where present, is a later headline
+    run (`lab bench FAMILY --kinds headline`) whose rows the table shows instead: it times a newer baseline."""
     from lab.families import families
-    from lab.records import reference_dir, reference_records
+    from lab.records import load, reference_dir, reference_records
 
-    return {name: reference_records(name) for name in families() if (reference_dir() / f"{name}.json").is_file()}
+    sets = {}
+    for name in families():
+        later = reference_dir() / f"{name}_headline.json"
+        if later.is_file():
+            sets[name] = load(later)
+        elif (reference_dir() / f"{name}.json").is_file():
+            sets[name] = reference_records(name)
+    return sets
 
 
 if __name__ == "__main__":

@@ -156,8 +156,11 @@ gemm_records() {
         timeout "$(box 60 100)" python3 -m lab.ops_compare "$pack/cmp" --model "$1" --dtype "$2" --steps 240 \
           --rounds 3 2>&1 | tail -14
       done
-      echo "== lab bench gemm_tc (headline)"
-      timeout "$(box 150 5)" python3 -m lab bench gemm_tc --kinds headline --json "$pack/gemm_tc.json" 2>&1 | tail -3
+      echo "== lab.ops study: overhead"; timeout "$(box 45 130)" python3 -m lab.ops_study "$pack/ops" overhead | tail -2
+      for f in ${HEADLINE_FAMILIES:-gemm_tc}; do
+        echo "== lab bench $f (headline)"
+        timeout "$(box 120 5)" python3 -m lab bench "$f" --kinds headline --json "$pack/${f}_headline.json" 2>&1 | tail -3
+      done
       keep_cache ;;
     ops)
       mkdir -p "$pack/ops"

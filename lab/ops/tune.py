@@ -86,7 +86,8 @@ def reference_and_bound(shape: GemmShape, a, b, bias, activation, residual, roun
     lab.bounds.tensor_core_matmul_bound's (fp32 accumulation, one rounding to the output type); the epilogue's
     ops add their slopes and fp32 roundings as lab.epilogue's bounds do. `rounded_product`: the path stores the
     product in the output type before its epilogue reads it back (every path but the fused one), one more rounding
-    of the product (as lab.families.gemm_epilogue's library baselines are checked)."""
+    of the product (as lab.families.gemm_epilogue's library baselines are checked). A bias may be read rounded to
+    the output type (cuBLASLt's bias epilogue does): the bound allows one unit roundoff of |bias| for it."""
     import cupy as cp
 
     from lab.bounds import BFLOAT16, tensor_core_matmul_bound
@@ -103,6 +104,10 @@ def reference_and_bound(shape: GemmShape, a, b, bias, activation, residual, roun
     from lab.epilogue import ChainInputs
 
     acc_bound = tensor_core_matmul_bound(a64, b64, v, out_dtype=np.float32)
+    if bias is not None:  # the library's bias epilogue reads the bias rounded to the output type: one more rounding
+        from lab.bounds import unit_roundoff
+
+        acc_bound = acc_bound + unit_roundoff(out_dtype) * cp.abs(bias.astype(cp.float64))
     if rounded_product:
         from lab.bounds import half_subnormal_spacing, unit_roundoff
 
