@@ -335,7 +335,7 @@ def measure_sample(sample: Sample, methods: list[tuple[str, str, dict]], rounds:
             continue
         rt = _forced(path, cfg)
         calls[name], paths[name] = ops.lab_call(rt), (path, cfg)
-        fused[name] = (lambda rt=rt: rt.last_fused)
+        fused[name] = (lambda rt=rt: rt.last_exact)
     checked = dict(calls)
     for name, factory, fused_of in extra or ():
         calls[name], checked[name], fused[name] = factory(ops, False), factory(ops, True), fused_of
@@ -352,7 +352,7 @@ def measure_sample(sample: Sample, methods: list[tuple[str, str, dict]], rounds:
             cold[n].append(round(_time_cold(calls[n]), 3))
             b2b[n].append(round(_time_b2b(calls[n]), 3))
     return {"sample": sample.label, "params": sample.__dict__, "flops": 2 * sample.M * sample.N * sample.K,
-            "check": check, "fused": fused_seen, "cold_us": cold, "b2b_us": b2b, "paths": paths}
+            "check": check, "exact_epilogue": fused_seen, "cold_us": cold, "b2b_us": b2b, "paths": paths}
 
 
 def _torch_method():
@@ -363,7 +363,7 @@ def _torch_method():
 
 
 def _lab_ops_method(name: str, runtime):
-    return (name, lambda ops, into_out: ops.lab_call(runtime), lambda: runtime.last_fused)
+    return (name, lambda ops, into_out: ops.lab_call(runtime), lambda: runtime.last_exact)
 
 
 def run_sweep(out_dir: Path, *, rounds: int = 3, seed: int = 20261201, write_table: Path | None = None,

@@ -1460,3 +1460,68 @@ def dispatch_overhead(rows: list[dict], target_us: float | None = None, source: 
     ax.set_title(figure_title("lab.ops", "dispatch overhead per call (host time)", source=source), fontsize=10)
     fig.tight_layout()
     return _save(fig, path)
+
+
+RATIO_LOG_SPAN = 2.0  # ratios whose largest is more than this many times their smallest get a log axis
+_RATIO_TICKS = (0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+
+
+def ops_torch_ratios(rows: list[dict], source: str = "", path: Path | None = None):
+    """lab.ops under the sweep's table against PyTorch, one point per sample grouped by shape class: PyTorch's time
+    over lab.ops's (median of the rounds, cold L2), the bar its min-max over the rounds, the colour lab.ops's path, an
+    open marker where PyTorch's result left the error bound; 1 (a tie) as a black line; a log axis when the ratios
+    span more than RATIO_LOG_SPAN. `rows`: lab.lessons.ops_torch.ratio_rows."""
+    import statistics
+
+    rows = [r for r in rows if r.get("ratios")]
+    if not rows:
+        return None
+    classes = list(dict.fromkeys(r["class"] for r in rows))
+    fig, ax = plt.subplots(figsize=(10.0, 4.4))
+    x, centres, seen, outsides = 0.0, [], set(), False
+    for i, cls in enumerate(classes):
+        mine = [r for r in rows if r["class"] == cls]
+        start = x
+        for r in mine:
+            med = statistics.median(r["ratios"])
+            lo, hi = min(r["ratios"]), max(r["ratios"])
+            path_name = str(r.get("path") or "lab_ops").split(" ", 1)[0]
+            color = _ops_color(path_name) if path_name in OPS_COLORS else OPS_COLORS["lab_ops"]
+            ax.vlines(x, lo, hi, color=color, lw=1.2)
+            outside = bool(r.get("torch_outside"))
+            ax.scatter([x], [med], s=22, marker="o", facecolors="none" if outside else color, edgecolors=color,
+                       zorder=3)
+            if path_name not in seen:  # the legend: one filled marker per path
+                ax.scatter([], [], s=22, marker="o", color=color, label=f"lab.ops path: {path_name}")
+                seen.add(path_name)
+            outsides = outsides or outside
+            x += 1.0
+        centres.append((start + x - 1.0) / 2)
+        if i < len(classes) - 1:
+            ax.axvline(x, color=BASELINE_COLOR, lw=0.5, alpha=0.5)
+            x += 1.0
+    if outsides:
+        ax.scatter([], [], s=22, marker="o", facecolors="none", edgecolors=CEILING_COLOR,
+                   label="open: PyTorch's result outside\nthe fp32-accumulation bound")
+    ax.axhline(1.0, color=CEILING_COLOR, lw=1.0, label="1: a tie")
+    ax.set_xticks(centres, classes, fontsize=8, rotation=30, ha="right")
+    ax.set_xlim(-1.0, x)
+    values = [v for r in rows for v in r["ratios"] if v > 0]
+    lo, hi = min(values + [1.0]), max(values + [1.0])
+    if hi > RATIO_LOG_SPAN * lo:
+        ax.set_yscale("log")
+        ax.set_ylim(lo / 1.08, hi * 1.08)
+        ticks = [t for t in _RATIO_TICKS if lo / 1.08 <= t <= hi * 1.08]
+        ax.set_yticks(ticks, [f"{t:g}" for t in ticks], fontsize=8)
+        ax.minorticks_off()
+        ax.set_ylabel("PyTorch time / lab.ops time, log scale")
+    else:
+        ax.set_ylabel("PyTorch time / lab.ops time")
+        _plain_ticks(ax, "y")
+    ax.set_xlabel("shape class (one point per sample; bar: min-max over the rounds)")
+    ax.grid(axis="y", alpha=0.3)
+    _legend_outside(ax)
+    ax.set_title(figure_title("lab.ops", "against PyTorch per sample (above 1: lab.ops is faster)", source=source),
+                 fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)

@@ -213,7 +213,7 @@ def check_every_shape(steps: list[Step], runtime=None, layer: Layer | None = Non
             decision = rt.last_decision
             rows_checked = _checked_rows(m)
             sub = dataclasses.replace(shape, M=len(rows_checked))
-            fused = decision is not None and rt.last_fused
+            fused = decision is not None and rt.last_exact
             ref, bound = reference_and_bound(sub, a[rows_checked], w, bias, activation,
                                              None if residual is None else residual[rows_checked],
                                              rounded_product=not fused)

@@ -50,7 +50,7 @@ def _run_and_check(shape, runtime, seed=5, nn_from_tn=False):
     api.matmul(a, b, bias=bias, activation=activation, residual=residual, out=out, layout=shape.layout,
                runtime=runtime, **kw)
     decision = runtime.last_decision
-    fused = runtime.last_fused
+    fused = runtime.last_exact
     ref, bound = reference_and_bound(shape, a, b, bias, activation, residual, rounded_product=not fused)
     got = to_float32(out, shape.dtype, cp).astype(cp.float64)
     bad = int((~(cp.abs(got - ref) <= bound)).sum())

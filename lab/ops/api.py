@@ -73,7 +73,7 @@ def matmul(a, b, *, bias=None, activation: str | None = None, residual=None, out
             for raw, grid, block, args, smem in replay.launches:
                 raw(grid, block, args, shared_mem=smem)
             rt.last_decision = replay.decision
-            rt.last_fused = replay.fused
+            rt.last_fused, rt.last_exact = replay.fused, replay.exact
             return out
     else:
         fkey = None

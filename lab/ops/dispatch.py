@@ -39,6 +39,7 @@ class Replay:
     launches: list
     decision: object
     fused: bool = True
+    exact: bool = True  # the epilogue read the fp32 product (lab.ops.paths.Path.exact_epilogue)
     path_key: str = ""  # "matmul:<path>", the counter a replay adds to
     calls: int = 0  # replays on lab.ops's fast path not yet folded into the counters
 
@@ -66,6 +67,7 @@ class Runtime:
         self.fast: dict = {}  # lab.ops.api's flat fast-path key -> a replay in `recordings`
         self.last_decision: Decision | None = None  # the decision of the last call run (the checks read it)
         self.last_fused = True  # whether that call's path applied its whole epilogue itself
+        self.last_exact = True  # whether its epilogue read the fp32 product (which error bound holds)
         counters.track(self)
         self._arch = None
         self._env = None
@@ -120,7 +122,7 @@ class Runtime:
             self.decisions[key] = decision
         counters.PATHS["matmul:" + decision.path] += 1
         self.last_decision = decision
-        self.last_fused = True
+        self.last_fused = self.last_exact = True
         replay = self.recordings.get(replay_key)
         if replay is None:
             self._record(key, decision, call, replay_key)
@@ -128,7 +130,7 @@ class Runtime:
         counters.COUNTS["replays"] += 1
         for raw, grid, block, args, smem in replay.launches:
             raw(grid, block, args, shared_mem=smem)
-        self.last_fused = replay.fused
+        self.last_fused, self.last_exact = replay.fused, replay.exact
 
     def _record(self, key, decision: Decision, call: Call, replay_key) -> Replay | None:
         """Run the path once under lab.build.recording() and keep what it launched (the caller's arrays as bare
@@ -142,6 +144,7 @@ class Runtime:
             with recording() as launches:
                 PATHS[decision.path].launch(call, decision.settings)
                 fused = PATHS[decision.path].fuses(call)
+                exact = PATHS[decision.path].exact_epilogue(call)
                 if not fused:
                     apply_epilogue(call)
         except LabError as exc:  # the path cannot run here after all (a build the GPU refuses): cuBLAS serves
@@ -151,13 +154,15 @@ class Runtime:
             counters.FALLBACKS[reason] += 1
             self.decisions[key] = Decision("cublas", (), f"fallback: {reason}")
             PATHS["cublas"].launch(call, {})
+            self.last_exact = PATHS["cublas"].exact_epilogue(call)
             if not PATHS["cublas"].fuses(call):
                 self.last_fused = False
                 apply_epilogue(call)
             return None
-        self.last_fused = fused
+        self.last_fused, self.last_exact = fused, exact
         replay = Replay([(raw, grid, block, tuple(_as_address(arg, spans) for arg in args), smem)
-                         for raw, grid, block, args, smem in launches], decision, fused, "matmul:" + decision.path)
+                         for raw, grid, block, args, smem in launches], decision, fused, exact,
+                        "matmul:" + decision.path)
         self.recordings[replay_key] = replay
         if len(self.recordings) > MAX_RECORDINGS:
             dropped = self.recordings.popitem(last=False)[1]
