@@ -62,10 +62,11 @@ def lt_unavailable() -> str | None:
 
 
 def lt_fusable(ops: tuple[str, ...]) -> bool:
-    """Whether cuBLASLt fuses this epilogue chain whole: bias/ReLU/GELU(tanh) as its epilogue, or a residual
-    through C (beta = 1) when no activation follows the sum (the library applies its activation after adding C)."""
+    """Whether cuBLASLt fuses this epilogue chain whole: bias/ReLU/GELU(tanh) as its epilogue, or a residual alone
+    through C (beta = 1). A residual with anything else runs after the product: the library applies its activation
+    after adding C, and its bias + C sums left the error bound on the H200 (tests/test_gpu_ops.py, 2048x1024x512)."""
     rest = tuple(op for op in ops if op != "residual")
-    if "residual" in ops and rest not in ((), ("bias",)):
+    if "residual" in ops and rest:  # bias + residual together left lab.ops's bound on the H200: run them after
         return False
     return rest in _LT_EPILOGUES
 

@@ -162,6 +162,10 @@ gemm_records() {
         timeout "$(box 120 5)" python3 -m lab bench "$f" --kinds headline --json "$pack/${f}_headline.json" 2>&1 | tail -3
       done
       keep_cache ;;
+    ops-tests)  # lab.ops's GPU tests alone (after a change that leaves the records standing)
+      carried
+      gpu_tests "$(box 300 5)" tests/test_gpu_ops.py tests/test_ops_graphs.py tests/test_ops_compare.py \
+        tests/test_rowops_study.py tests/test_gpu_gemm_tc.py -k "ops or graphs or compare or rowops or ceiling or torch_peer or bench_reports" ;;
     ops)
       mkdir -p "$pack/ops"
       gpu_tests "$(box 130 400)" tests/test_gpu_ops.py
