@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -235,21 +234,10 @@ def study_overhead(directory: Path) -> Path:
 
 
 def _host_us(fn) -> dict:
-    import cupy as cp
+    from lab.timing import host_us_per_call
 
-    for _ in range(200):
-        fn()
-    cp.cuda.get_current_stream().synchronize()
-    trials = []
-    for _ in range(OVERHEAD_TRIALS):
-        t0 = time.perf_counter()
-        for _ in range(OVERHEAD_CALLS):
-            fn()
-        t1 = time.perf_counter()
-        cp.cuda.get_current_stream().synchronize()
-        trials.append(1e6 * (t1 - t0) / OVERHEAD_CALLS)
-    return {"median": round(statistics.median(trials), 3), "min": round(min(trials), 3),
-            "max": round(max(trials), 3)}
+    per = host_us_per_call(fn, calls=OVERHEAD_CALLS, trials=OVERHEAD_TRIALS, warmup=200)
+    return {k: per[k] for k in ("median", "min", "max")}
 
 
 # --- first-request latency ---------------------------------------------------------------------------------

@@ -499,23 +499,9 @@ def host_cost(out_dir: Path, progress=print) -> Path:
 
 
 def _host_trials(fn) -> dict:
-    import cupy as cp
+    from lab.timing import host_us_per_call
 
-    for _ in range(100):
-        fn()
-    cp.cuda.get_current_stream().synchronize()
-    trials = []
-    for _ in range(HOST_TRIALS):
-        t0 = time.perf_counter()
-        for _ in range(HOST_CALLS):
-            fn()
-        t1 = time.perf_counter()
-        cp.cuda.get_current_stream().synchronize()
-        t2 = time.perf_counter()
-        trials.append((1e6 * (t1 - t0) / HOST_CALLS, 1e6 * (t2 - t0) / HOST_CALLS))
-    issue = [t[0] for t in trials]
-    return {"median": round(statistics.median(issue), 3), "min": round(min(issue), 3), "max": round(max(issue), 3),
-            "with_gpu_median": round(statistics.median(t[1] for t in trials), 3)}
+    return host_us_per_call(fn, calls=HOST_CALLS, trials=HOST_TRIALS)
 
 
 def main(argv: list[str] | None = None) -> int:

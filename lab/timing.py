@@ -202,3 +202,30 @@ def launch_overhead() -> dict[str, Timing | GraphTiming]:
     between consecutive kernels of a graph)."""
     launch = empty_launch()
     return {"events": measure(launch, l2="warm", min_time_ms=5.0), "graph": measure_graph(launch)}
+
+
+# --- host time per call --------------------------------------------------------------------------------------
+
+def host_us_per_call(fn: Callable[[], None], *, calls: int, trials: int, warmup: int = 100) -> dict:
+    """Host microseconds per call of `fn` (work the GPU finishes faster than the host issues it, so the host is
+    the bottleneck): `trials` trials of `calls` back-to-back calls, timed on the host up to the last call's return
+    ("median", "min", "max"), and up to the GPU's end of it ("with_gpu_median"), the GPU synchronized before each."""
+    import statistics
+    import time
+
+    import cupy as cp
+
+    for _ in range(warmup):
+        fn()
+    cp.cuda.get_current_stream().synchronize()
+    issue, whole = [], []
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        cp.cuda.get_current_stream().synchronize()
+        issue.append(1e6 * (t1 - t0) / calls)
+        whole.append(1e6 * (time.perf_counter() - t0) / calls)
+    return {"median": round(statistics.median(issue), 3), "min": round(min(issue), 3), "max": round(max(issue), 3),
+            "with_gpu_median": round(statistics.median(whole), 3)}

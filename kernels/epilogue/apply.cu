@@ -9,21 +9,7 @@
 // Knobs: BF16 (0), EPI_OP1 (0) .. EPI_OP4 (0), EPI_OUT (0), EPI_QROW (0), as in gemm_tc rung 06.
 #include "lab_epilogue.cuh"
 
-#ifndef BF16
-#define BF16 0
-#endif
-#ifndef EPI_OP1
-#define EPI_OP1 0
-#endif
-#ifndef EPI_OP2
-#define EPI_OP2 0
-#endif
-#ifndef EPI_OP3
-#define EPI_OP3 0
-#endif
-#ifndef EPI_OP4
-#define EPI_OP4 0
-#endif
+#include "lab_epilogue_knobs.cuh"  // BF16, EPI_OP1 .. EPI_OP4, each 0 unless given
 #ifndef EPI_OUT
 #define EPI_OUT 0
 #endif
