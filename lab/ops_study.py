@@ -1,4 +1,4 @@
-"""lab.ops measured (issue 13), each study one record under results/<gpu>/:
+"""lab.ops measured, each study one record under results/<gpu>/:
 
     ops_tune.json       autotune of every bucket the serving trace touches (lab.ops.tune), with each candidate's
                         check and time

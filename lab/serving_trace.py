@@ -1,4 +1,4 @@
-"""A serving workload's shapes, and lab.ops measured on them (issue 13's trace benchmark).
+"""A serving workload's shapes, and lab.ops measured on them (the trace benchmark of notebook 08).
 
 The model is Llama-like (the shapes of a Llama-3-8B layer: hidden 4096, intermediate 14336, head dim 128 with 32
 query and 8 key/value heads, so the fused QKV projection is 6144 wide). One layer's operators, for M tokens:

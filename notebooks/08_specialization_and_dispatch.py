@@ -28,17 +28,22 @@
 # 7. **the trace's result** against cuBLAS alone and against one generic kernel;
 # 8. **hot versus cold**: the hot shape's choice forced on every shape, and where the decode GEMV stops paying;
 # 9. **dispatch overhead**: what deciding costs on the host per call;
-# 10. **when specialization is worth it**: the course's checklist, filled in with this trace's numbers.
+# 10. **when specialization is worth it**: the course's checklist, filled in with this trace's numbers;
+# 11. **against PyTorch**: the shape-class sweep that wrote the dispatch table, `lab.ops` under that table against
+#     PyTorch shape by shape, two models' layers on a serving trace (eager and as CUDA graphs), the host's cost per
+#     call, and the row operations round to round.
 #
-# Every measured figure is computed in a cell from records (`python -m lab.ops_study`, made on a GPU); none is
-# typed in. Ideas from: Triton's `autotune` (a cache of the best configuration keyed on the arguments that change
-# it); cuBLASLt's heuristic query (an ordered list of algorithms per problem description); the start-up pass of
-# serving engines such as vLLM over the batch sizes they expect (capturing a CUDA graph for each), so that no user
-# request pays for a capture; and the course text this lab follows, on shape specialization and its costs.
+# Every measured figure is computed in a cell from records (`python -m lab.ops_study`, `lab tune --table`,
+# `python -m lab.ops_compare` and the others each section names, made on a GPU); none is typed in. Ideas from:
+# Triton's `autotune` (a cache of the best configuration keyed on the arguments that change it); cuBLASLt's
+# heuristic query (an ordered list of algorithms per problem description); the start-up pass of serving engines
+# such as vLLM over the batch sizes they expect (capturing a CUDA graph for each), so that no user request pays for
+# a capture; and the course text this lab follows, on shape specialization and its costs.
 
 # %%
 from lab import lessons, plots
 from lab.lessons import ops as lesson
+from lab.lessons import ops_torch
 
 # %% [markdown]
 # ## Live or replay
@@ -46,7 +51,7 @@ from lab.lessons import ops as lesson
 # The studies this notebook reads take minutes of GPU time each (the autotune of every bucket, a thousand steps
 # timed six ways, fresh processes for the latency), so every section replays their records, in both modes. LIVE (a
 # GPU here) adds section 1: `lab.ops` called now. The box lists every record with the device, date and commit it
-# was made on, or that it is missing and the command that makes it.
+# was made on, or that it is missing and the command that makes it (section 11 lists its own records the same way).
 
 # %%
 MODE = lessons.mode()
@@ -126,10 +131,11 @@ lesson.time_table(BUCKETS)
 #
 # `lab.ops.rules.DEFAULT`: an ordered list of rules, each a condition on the shape and the path that serves the
 # shapes it matches; the first rule that matches and whose path can serve the shape wins. It is data, not code
-# (a JSON object), so it can be read, diffed, handed in and loaded without running anything. The comment above
-# each rule in `lab/ops/rules.py` says why it is there and, where its boundary comes from a measurement, names the
-# record (the "why" column is read from that file). The last column is computed here: the share of the trace's
-# GEMM calls each rule would take if the table alone decided, evaluated for the records' GPU.
+# (a JSON object, `lab/ops/default_table.json`), so it can be read, diffed, handed in and loaded without running
+# anything. `lab tune --table` writes that file from its sweep over shape classes (section 11): one rule per class,
+# each with a note saying which path won the class, its score against the library, and the record and commit it
+# comes from. The "why" column is each rule's note, read from the file. The last column is computed here: the
+# share of the trace's GEMM calls each rule would take if the table alone decided, evaluated for the records' GPU.
 
 # %%
 lesson.dispatch_table(STEPS, GPU)
@@ -231,7 +237,7 @@ LATENCY = FILES["ops_latency"]
 lesson.latency_table(LATENCY)
 
 # %% [markdown]
-# The issue's target for a warm cache, held against the record (its first request's time; the time from process
+# The warm-cache target, held against the record (its first request's time; the time from process
 # start, imports included, is printed beside it):
 
 # %%
@@ -258,7 +264,7 @@ lesson.show(plots.first_request_latency, lesson.latency_rows(LATENCY), "ops_late
 #   one *tuned* kernel everywhere;
 # - `hot_forced`: the hot shape's choice everywhere (section 8).
 #
-# "One generic kernel" can mean either of rungs 03 and 06, so the issue's target is held against both.
+# "One generic kernel" can mean either of rungs 03 and 06, so the target is held against both.
 
 # %%
 lesson.totals_table(TRACE)
@@ -343,6 +349,139 @@ lesson.checklist(FILES, STEPS)
 
 # %% [markdown]
 # ---
+# ## 11. Against PyTorch
+#
+# Sections 7 to 9 held `lab.ops` against the library it falls back to. A practitioner's alternative is PyTorch, so
+# the last comparison puts the two side by side, built so that only the kernels differ:
+#
+# - **the same library underneath.** `lab.ops`'s library path is cuBLASLt, called through nvmath-python with a
+#   workspace (PyTorch's size on Hopper) and the first algorithm cuBLASLt's heuristic returns for the shape, the
+#   alignments and the epilogue: the library `torch.mm` and `F.linear` call, chosen the way they choose. Where
+#   `lab.ops` takes the library path the two should tie, which checks the harness; where it takes one of the lab's
+#   kernels, the difference is that kernel's.
+# - **the same process, the same memory.** PyTorch runs in the process that runs `lab.ops`, on the same arrays: the
+#   CuPy buffers are handed to PyTorch through DLPack (zero copy), so both read the same inputs at the same
+#   addresses, on the same stream.
+# - **interleaved rounds, per-round ratios.** Each method runs once per round, in an order rotated from round to
+#   round, and every figure below is PyTorch's time over `lab.ops`'s *within one round* (above one, `lab.ops` is
+#   faster), shown round by round or as the median and range over the rounds, so that a drift of the GPU between
+#   rounds cancels instead of deciding the comparison.
+#
+# Accuracy comes before speed: every output is checked against a float64 reference with the fp32-accumulation error
+# bound. PyTorch's defaults let cuBLAS add split-K slices in fp16 or bf16 (its reduced-precision reductions), which
+# can leave that bound; the tables name the samples where it did. `lab.ops` limits the library to fp32 reductions.
+#
+# The records this section reads, each with where it was made (or the command that makes it):
+
+# %%
+TORCH = ops_torch.replayed()
+print(ops_torch.sources(TORCH))
+
+# %% [markdown]
+# ### The sweep: one path per shape class
+#
+# `lab tune --table` times every path `lab.ops` has against the library on sample shapes of each shape class (the
+# classes are the dispatch table's rules, in order), cold L2, in interleaved rounds. A path's score on a class is the
+# geometric mean, over the class's samples, of the library's time over the path's: the library scores one, and a
+# lab kernel takes a class only where it beats the library on the class as a whole, by the sweep's margin. The
+# record keeps every sample where the chosen path still loses to another (a crossover inside the class, which a
+# finer rule would serve). The table written from these choices is section 3's; the last line says whether the
+# file in force holds it.
+
+# %%
+ops_torch.sweep_choices(TORCH["ops_sweep"])
+
+# %% [markdown]
+# ### `lab.ops` under that table against PyTorch, sample by sample
+#
+# Every sample again, now through `lab.ops` with the sweep's table, against what a PyTorch user writes for the same
+# call (`torch.mm`; `torch.addmm` for a bias or a residual alone; `F.linear`, then the activation in place, for the
+# rest), timed cold and back to back. The last column names the samples whose result left the error bound.
+
+# %%
+ops_torch.per_sample(TORCH["ops_sweep"])
+
+# %% [markdown]
+# Per class, the median and the range of every per-round ratio of its samples:
+
+# %%
+ops_torch.class_summary(TORCH["ops_sweep"])
+
+# %% [markdown]
+# The same ratios as a figure: one point per sample (the median of its rounds), the bar its range over the rounds,
+# the colour the path `lab.ops` took, an open marker where PyTorch's result left the error bound.
+
+# %%
+ops_torch.show(plots.ops_torch_ratios, ops_torch.ratio_rows(TORCH["ops_sweep"]), "ops_sweep",
+               source=ops_torch.label(TORCH["ops_sweep"]))
+
+# %% [markdown]
+# ### Host time per call
+#
+# A decode step's GEMMs are short enough for the host's cost per call to set the pace (section 9). Here the GPU's
+# work is kept small and the calls are timed on the host: `lab.ops` replaying each path's recorded call (the
+# library's too), against `torch.mm` and `F.linear` on the same memory, and `lab.ops.rmsnorm` against
+# `F.rms_norm`. The last columns take the path the sweep's table picks for each shape.
+
+# %%
+ops_torch.host_table(TORCH["ops_host_cost"], TORCH["ops_sweep"])
+
+# %% [markdown]
+# ### Two models' layers on a serving trace, eager and graphed
+#
+# `lab.ops_compare` serves one transformer layer per step of a serving trace (mostly decode steps, a few prefills)
+# for two model families, one shaped like Llama 3 8B and one like Qwen 2.5 7B (which has a bias on its fused QKV
+# projection), in fp16 and in bf16. The PyTorch layer is what a PyTorch user writes: `F.rms_norm` for the two norms,
+# `F.linear` for the projections (the bias passed to it), `F.silu` on the gate's `F.linear`, and each residual as
+# `torch.addmm(h, x, W.t())` or as `F.linear(x, W) + h`, whichever of the two was faster over the trace (the table
+# names it). The `lab.ops` layer calls `lab.ops.rmsnorm` and `lab.ops.matmul` with the bias, the activation and the
+# residual as arguments, its outputs preallocated. Both run eager and as CUDA graphs, one graph per distinct M:
+# `lab.ops.capture` against `torch.cuda.graph`. Attention itself, and silu(gate) times up, are the same work on
+# either side and stay out of both.
+
+# %%
+ops_torch.trace_table(TORCH)
+
+# %% [markdown]
+# Where the difference comes from: each op kind alone over the same trace (each M weighted by its steps), for one
+# of the four traces.
+
+# %%
+ops_torch.per_kind_table(TORCH, "ops_vs_torch_llama3_8b_float16")
+
+# %% [markdown]
+# And the host's side of the layer: a few of its single ops called back to back, the wall time per call beside the
+# GPU time of the same op; the bottleneck is whichever of the two set the pace.
+
+# %%
+ops_torch.trace_host_table(TORCH)
+
+# %% [markdown]
+# ### Row operations, round to round
+#
+# Notebook 07's row operations through `lab.ops` (`rmsnorm`, `layernorm`, `softmax`), timed in interleaved rounds
+# beside PyTorch's kernels on the same buffers and the device copy of the same bytes (the ceiling). Each way of
+# timing is a different suspect for a figure that moves between rounds: a flush that leaves dirty lines in the L2,
+# buffers allocated afresh, an allocation per call, one call after the GPU has idled, calls back to back, a CUDA
+# graph. The table says which methods moved between rounds and what the study reads into each pattern; the lines
+# after it count them over the cases.
+
+# %%
+ops_torch.rowops_table(TORCH["rowops_study"])
+
+# %%
+print(ops_torch.rowops_reading(TORCH["rowops_study"]))
+
+# %% [markdown]
+# ### The targets
+#
+# The runtime's targets against PyTorch, each held against the records above with the measured value beside it.
+
+# %%
+print(ops_torch.targets(TORCH))
+
+# %% [markdown]
+# ---
 # ## What to take away
 #
 # - Dispatch is part of the kernel's performance: the best kernel is worth nothing on a shape it is never given,
@@ -356,3 +495,7 @@ lesson.checklist(FILES, STEPS)
 #   specialization stops paying, and the table should stop there.
 # - The host's cost of deciding must stay below the GPU time of the shortest call it decides for; cache the
 #   decision and the prepared launch, and measure what is left.
+# - Compare against what users call, under the same conditions: the same library underneath, the same process and
+#   memory, interleaved rounds, ratios taken within a round. Then the shapes where both call the library check the
+#   harness, and what remains (the lab's kernels where the library is weak, the host's cost per call) is the lab's
+#   own, held against its targets.

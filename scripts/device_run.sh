@@ -162,6 +162,8 @@ gemm_records() {
         timeout "$(box 120 5)" python3 -m lab bench "$f" --kinds headline --json "$pack/${f}_headline.json" 2>&1 | tail -3
       done
       keep_cache ;;
+    ops-notebook)  # notebook 08 executed on the GPU (carry .nbwheels), on the committed records
+      carried; notebooks notebooks/08_specialization_and_dispatch.py ;;
     ops-tests)  # lab.ops's GPU tests alone (after a change that leaves the records standing)
       carried
       gpu_tests "$(box 300 5)" tests/test_gpu_ops.py tests/test_ops_graphs.py tests/test_ops_compare.py \

@@ -406,7 +406,7 @@ def test_latency_rows_and_the_warm_target(files):
     rows = {r["scenario"]: r for r in lesson.latency_rows(files[lesson.LATENCY])}
     manifest = rows["empty_caches_with_manifest"]
     assert manifest["compiled_first"] == 6 and manifest["compiled_in_first"] == 0  # the manifest's, not the request's
-    assert "issue 13's warm-cache target: MET" in lesson.latency_target(files[lesson.LATENCY])
+    assert "the warm-cache target: MET" in lesson.latency_target(files[lesson.LATENCY])
     slow = synthetic_latency(warm_first_ms=80.0)
     assert "warm-cache target: MISSED" in lesson.latency_target(slow)
     compiling = synthetic_latency(warm_compiled=1)

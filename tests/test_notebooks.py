@@ -244,6 +244,7 @@ def write_synthetic_reference(directory: Path) -> Path:
     _fusion_records().write_synthetic_fusion(directory, SYNTHETIC_PROVENANCE)
     _test_module("test_lessons_underfill").write_synthetic_underfill(directory, SYNTHETIC_PROVENANCE)
     _test_module("test_lessons_ops").write_synthetic_ops(directory, SYNTHETIC_PROVENANCE)
+    _test_module("test_lessons_ops_torch").write_synthetic_ops_torch(directory, SYNTHETIC_PROVENANCE)
     return directory
 
 
@@ -341,6 +342,10 @@ def test_notebooks_execute_with_no_records_at_all(tmp_path, monkeypatch):
     assert "fused: bias+gelu_tanh: registers" in fused and "fused: bias+gelu_tanh->int8/row" in fused
     assert "tie: round to even" in fused and "Fused epilogue prediction" in fused and "lab_tanh_approx" in fused
     assert "check cases, each on three input distributions" in fused and "+ one pass" in fused
+    dispatch = texts["08_specialization_and_dispatch"]  # section 11 names each of its records missing, with its command
+    for stem in ("ops_sweep", "ops_host_cost", "ops_vs_torch_llama3_8b_float16", "rowops_study"):
+        assert f"NO RECORDS for {stem}:" in dispatch, stem
+    assert "lab tune --table --out" in dispatch and "python -m lab.rowops_study" in dispatch
     rows = texts["07_softmax_and_norms"]
     assert "relative difference" in rows and "E[x^2] - E[x]^2 in fp32" in rows and "| all -inf | all NaN |" in rows
     assert "build every rung from the same files" in rows and "What changed" in rows
@@ -376,6 +381,8 @@ def test_notebooks_execute_on_synthetic_records(tmp_path, monkeypatch):
     assert "fused int8 time / fused fp16 time" in fused and "cold L2: 1024^3" in fused
     assert "x the minimum" in fused and "library / lab_fused:" in fused and "the lab's fused CUDA epilogue" in fused
     assert "the plain time, measured" in fused
+    dispatch = texts["08_specialization_and_dispatch"]
+    assert "held against the runtime's targets" in dispatch and "only the single call after idle varied" in dispatch
     rows = texts["07_softmax_and_norms"]
     assert rows.count("of the device copy -> target >= 0.9") >= 3 and rows.count("problems; the lowest") == 3
     assert rows.count("tail sizes by n mod 8") == 3 and "launch paths, tail records" in rows

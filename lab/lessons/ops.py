@@ -1,4 +1,4 @@
-"""The lesson of notebook 08 (issue 13): shape specialization and dispatch, measured on a serving trace.
+"""The lesson of notebook 08: shape specialization and dispatch, measured on a serving trace.
 
 What it reads, from lab.records.reference_dir() (results/h200 unless LAB_REFERENCE_RESULTS), each exactly as
 lab.ops_study writes it (`python -m lab.ops_study DIR tune trace overhead latency` on a GPU):
@@ -15,7 +15,7 @@ deterministic) and checked against the record's summary: the record keeps each d
 steps of each size the trace holds, and every GPU-time share below needs both.
 
 Every number printed is computed, from these records or from the lab's own code (the dispatch table, the trace).
-The targets are issue 13's, named as targets. The data shaping lives here; the figures are in lab.plots.
+The targets are the runtime's, named as targets. The data shaping lives here; the figures are in lab.plots.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ _STUDY = {TRACE: "trace", TUNE: "tune", LATENCY: "latency", OVERHEAD: "overhead"
 _STUDY_NOTE = {TRACE: " (after `tune`: the trace times lab.ops with the tune cache that study fills)"}
 CPU_LABEL = "measured on the development machine's CPU (NVRTC), no GPU"
 
-# Issue 13's targets: what the runtime sets out to reach, not measurements.
+# The runtime's targets: what the runtime sets out to reach, not measurements.
 TARGETS = {"x_generic": 1.3, "x_cublas": 1.1, "warm_first_ms": 50.0, "warm_compiles": 0, "overhead_us": 3.0}
 # The lesson's own definition (a choice, not a measurement): the hot buckets are the fewest M buckets that hold at
 # least this share of lab.ops's GPU time over the trace.
@@ -223,10 +223,10 @@ def bucket_label(m_bucket: int) -> str:
 
 
 def targets_text() -> str:
-    """Issue 13's targets, as the cells below hold the records against them."""
+    """The runtime's targets, as the cells below hold the records against them."""
     t = TARGETS
     return "\n".join([
-        "issue 13's targets (what the runtime sets out to reach, not measurements):",
+        "the runtime's targets (what it sets out to reach, not measurements):",
         f"  trace: lab.ops's total GPU time at least {t['x_generic']:g}x less than one generic kernel's, and at least "
         f"{t['x_cublas']:g}x less than cuBLAS alone's",
         f"  first request: a second process with a warm cache compiles {t['warm_compiles']} kernels and has its first "
@@ -475,7 +475,7 @@ def trace_shapes(trace: Trace, gpu: Gpu, gemms=None):
 
 
 def dispatch_table(trace: Trace, gpu: Gpu, table: Table | None = None) -> Markdown:
-    """The dispatch table, one row per rule: its conditions, path, configuration and reason (rules.py's comment),
+    """The dispatch table, one row per rule: its conditions, path, configuration and reason (the rule's note),
     and the share of the trace's GEMM calls it would take if the table alone decided (computed here)."""
     from lab.ops import rules
 
@@ -762,7 +762,7 @@ def latency_table(record: dict | None) -> Markdown:
 
 
 def warm_target(record: dict | None) -> dict | None:
-    """Issue 13's warm-cache target held against the record: a second process with a warm cache compiles nothing
+    """The warm-cache target held against the record: a second process with a warm cache compiles nothing
     (TARGETS['warm_compiles']) and has its first result within TARGETS['warm_first_ms'], read as its first
     request's time from its first call to its result. None without the scenario."""
     warm = next((r for r in latency_rows(record) or [] if r["scenario"] == "warm_caches" and "error" not in r), None)
@@ -787,7 +787,7 @@ def latency_target(record: dict | None) -> str:
              f"{warm['from_disk']} cubins loaded from the disk cache",
              f"its first request: {warm['first_ms']:.1f} ms "
              f"({_meets(warm['first_ms'], TARGETS['warm_first_ms'], True, ' ms')})",
-             f"issue 13's warm-cache target: {'MET' if target['met'] else 'MISSED'}",
+             f"the warm-cache target: {'MET' if target['met'] else 'MISSED'}",
              f"(from process start, imports and the layer's arrays included: {warm['start_to_first_s']:.2f} s)"]
     both = next((r for r in rows if r["scenario"] == "warm_caches_with_manifest" and "error" not in r), None)
     if both:
@@ -827,7 +827,7 @@ def totals_table(record: dict | None) -> Markdown:
 
 
 def trace_targets(record: dict | None) -> str:
-    """Issue 13's trace targets, from the record: lab.ops at least TARGETS['x_generic'] less total time than one
+    """The trace's targets, from the record: lab.ops at least TARGETS['x_generic'] less total time than one
     generic kernel (both readings of 'one generic kernel') and TARGETS['x_cublas'] less than cuBLAS alone."""
     if record is None:
         return missing(TRACE)
@@ -1166,7 +1166,7 @@ def checklist_rows(files: dict[str, dict | None], trace: Trace) -> list[list[str
         rows.append(["Warm-up and first-request jitter are under control",
                      f"first request with empty caches {e['first_ms']:.0f} ms, warm {w['first_ms']:.1f} ms "
                      f"(p50 {w['p50_ms']:.2f} ms){manifest_txt}",
-                     "without a manifest (or a warm cache) the first users pay for NVRTC; issue 13's warm-cache "
+                     "without a manifest (or a warm cache) the first users pay for NVRTC; the warm-cache "
                      f"target: {_met_word(warm_target(latency))}"])
     else:
         rows.append(["Warm-up and first-request jitter are under control", f"NO RECORDS for {LATENCY}", "-"])

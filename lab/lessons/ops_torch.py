@@ -150,6 +150,11 @@ def _when(when: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in when.items()) or "any shape"
 
 
+def _x3(value: float) -> str:
+    """A ratio held against a target: three decimals, so that one just below the target does not print as equal."""
+    return f"{value:.3f}x"
+
+
 def _met(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
@@ -558,7 +563,7 @@ def _ratio_target(rows: list[dict], target: float, what: str) -> str:
     if worst is None:
         return f"{what}: no such sample in the record"
     below = sum(1 for r in rows if (_median(r["ratio_cold"]) or 0) < target)
-    return (f"{what}: lowest {_x(worst[0])} ({worst[1]}); {below} of {len(rows)} below -> target >= {_x(target)}: "
+    return (f"{what}: lowest {_x3(worst[0])} ({worst[1]}); {below} of {len(rows)} below -> target >= {_x(target)}: "
             f"{_met(worst[0] >= target)}")
 
 
@@ -612,7 +617,7 @@ def targets(files: dict[str, dict | None]) -> str:
             worst = min(meds)
             peer = "PyTorch eager" if pair == "eager" else "torch.cuda.graph"
             lines.append(f"trace, {'eager' if pair == 'eager' else 'graphed'} against {peer}: "
-                         + ", ".join(f"{w} {_x(v)}" for v, w in meds)
+                         + ", ".join(f"{w} {_x3(v)}" for v, w in meds)
                          + f" -> target >= {_x(t[key])}: {_met(worst[0] >= t[key])}")
     lines += _rowops_targets(files.get(ROWOPS))
     return "\n".join(lines)
@@ -642,7 +647,7 @@ def _rowops_targets(record: dict | None) -> list[str]:
     paired = [r["vs_torch"] + (r["case"],) for r in rows if r["vs_torch"]]
     if paired:
         low = min(paired)
-        out.append(f"row ops, lab.ops >= PyTorch timed the same way: lowest {_x(low[0])} ({low[1]}, {low[2]}) -> "
+        out.append(f"row ops, lab.ops >= PyTorch timed the same way: lowest {_x3(low[0])} ({low[1]}, {low[2]}) -> "
                    f"{_met(low[0] >= 1.0)}")
     return out
 
