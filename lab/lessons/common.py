@@ -72,3 +72,17 @@ class Markdown:
 
 def md(text: str) -> Markdown:
     return Markdown(text)
+
+
+def replayed_record(path: Path) -> dict | None:
+    """A JSON record with provenance, marked replayed (what a notebook shows from it was measured elsewhere, at
+    another time); None when the file is absent, unreadable or has no provenance."""
+    import json
+
+    try:
+        payload = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(payload, dict) or not isinstance(payload.get("provenance"), dict):
+        return None
+    return payload | {"replayed": True}

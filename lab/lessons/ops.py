@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from lab import records
 from lab.errors import LabError
-from lab.lessons.common import Markdown, describe_provenance, md, mode_box, record_lines, shown_path
+from lab.lessons.common import Markdown, describe_provenance, md, mode_box, record_lines, replayed_record, shown_path
 
 if TYPE_CHECKING:
     from lab.lessons.mode import Mode
@@ -103,13 +103,7 @@ def load(name: str) -> dict | None:
             return compile_study.load(record_path(name))
         except LabError:
             return None
-    try:
-        payload = json.loads(record_path(name).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(payload, dict) or not isinstance(payload.get("provenance"), dict):
-        return None
-    return payload | {"replayed": True}
+    return replayed_record(record_path(name))
 
 
 def replayed() -> dict[str, dict | None]:

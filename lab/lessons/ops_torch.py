@@ -22,7 +22,6 @@ is met is computed here from the records. The figure is lab.plots.ops_torch_rati
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
@@ -31,7 +30,7 @@ from pathlib import Path
 
 from lab import records
 from lab.errors import LabError
-from lab.lessons.common import Markdown, describe_provenance, md, shown_path
+from lab.lessons.common import Markdown, describe_provenance, md, replayed_record, shown_path
 from lab.lessons.ops import _table, _x, candidate_label, label, table_decision
 
 SWEEP, HOST = "ops_sweep", "ops_host_cost"
@@ -92,13 +91,7 @@ def missing(name: str) -> str:
 
 def load(name: str) -> dict | None:
     """Record `name`, marked replayed; None when absent, unreadable or without provenance."""
-    try:
-        payload = json.loads(record_path(name).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(payload, dict) or not isinstance(payload.get("provenance"), dict):
-        return None
-    return payload | {"replayed": True}
+    return replayed_record(record_path(name))
 
 
 def replayed() -> dict[str, dict | None]:
