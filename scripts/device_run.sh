@@ -167,7 +167,8 @@ gemm_records() {
     ops-tests)  # lab.ops's GPU tests alone (after a change that leaves the records standing)
       carried
       gpu_tests "$(box 300 5)" tests/test_gpu_ops.py tests/test_ops_graphs.py tests/test_ops_compare.py \
-        tests/test_rowops_study.py tests/test_gpu_gemm_tc.py -k "ops or graphs or compare or rowops or ceiling or torch_peer or bench_reports" ;;
+        tests/test_rowops_study.py tests/test_gpu_gemm_tc.py -k "ops or graphs or compare or rowops or ceiling or torch_peer or bench_reports"
+      gpu_tests "$(box 120 5)" tests/test_gpu_epilogue.py -k "quantizers or per_row or rounds_once" ;;
     ops)
       mkdir -p "$pack/ops"
       gpu_tests "$(box 130 400)" tests/test_gpu_ops.py
