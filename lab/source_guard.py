@@ -82,8 +82,40 @@ _OPERAND = re.compile(r'(?:"(?P<q>[^"]*)"|<(?P<a>[^>]*)>)[ \t]*(?://.*|/\*.*)?')
 # A file-reading directive anywhere on a line, comments allowed between `#` and its name: the third reading,
 # which no misjudged literal or comment can hide (a C++14 digit separator, 1'2'R"(, once made the first two
 # readings see a raw string where the preprocessor saw a plain one).
-_ANYWHERE = re.compile(r'(?:#|%:|\?\?=)[ \t]*(?:/\*.*?\*/[ \t]*)*(?P<name>include_next|include|import|embed)\b'
-                       r'(?P<rest>.*)')
+_INTRODUCERS = ("#", "%:", "??=")
+_FILE_DIRECTIVES = ("include_next", "include", "import", "embed")  # longest first: include_next before include
+
+
+def _file_directives_anywhere(line: str):
+    """(name, rest) for every file-reading directive anywhere on `line`, comments allowed between `#` (or `%:`,
+    `??=`) and its name: the third reading, which no misjudged literal or comment can hide (a C++14 digit separator,
+    1'2'R"(, once made the first two readings see a raw string where the preprocessor saw a plain one).
+
+    A scan rather than a regular expression: each comment is skipped with one find, so a line of `#` followed by many
+    `/**/` costs time linear in its length (a backtracking pattern took seconds on a few thousand of them)."""
+    n, i = len(line), 0
+    while i < n:
+        hits = [(j, t) for t in _INTRODUCERS if (j := line.find(t, i)) >= 0]
+        if not hits:
+            return
+        j, t = min(hits)
+        k = j + len(t)
+        while True:
+            while k < n and line[k] in " \t":
+                k += 1
+            if line.startswith("/*", k):
+                end = line.find("*/", k + 2)
+                if end < 0:
+                    break
+                k = end + 2
+                continue
+            break
+        for name in _FILE_DIRECTIVES:
+            after = k + len(name)
+            if line.startswith(name, k) and (after == n or not (line[after].isalnum() or line[after] == "_")):
+                yield name, line[after:]
+                break
+        i = j + len(t)
 
 
 def check_includes(source: str, shown: str, allowed: set[str]) -> None:
@@ -96,11 +128,11 @@ def check_includes(source: str, shown: str, allowed: set[str]) -> None:
     names = ", ".join(sorted(allowed)) or "none"
     spliced = splice_and_strip(source, strip_comments=False).split("\n")
     for number, line in enumerate(spliced, start=1):
-        for m in _ANYWHERE.finditer(line):
-            literal = _OPERAND.match(m["rest"].strip())
+        for name, rest in _file_directives_anywhere(line):
+            literal = _OPERAND.match(rest.strip())
             header = (literal["q"] if literal["q"] is not None else literal["a"]) if literal else None
             if header not in allowed:
-                raise CompileError(f"{shown}:{number}: `#{m['name']}{m['rest'][:40]}` is not allowed (even inside a "
+                raise CompileError(f"{shown}:{number}: `#{name}{rest[:40]}` is not allowed (even inside a "
                                    f"comment or string): a kernel may include only the lab's headers ({names}), by "
                                    "name in quotes, so that no other file on this machine can be read.")
     stripped = splice_and_strip(source).split("\n")

@@ -408,6 +408,35 @@ def test_a_foreign_include_is_refused_even_in_a_string_or_comment(source):
         build.source_guard.check_includes(source, "kernel.cu", {"lab_memory.cuh"})
 
 
+@pytest.mark.parametrize("source", [
+    '# /* a */ /* b */ include "/etc/passwd"\n',
+    '%: /**/include_next <x.h>\n',
+    'int a; ??=/* c */import "y.h"\n',
+])
+def test_comments_between_the_hash_and_the_name_do_not_hide_a_directive(source):
+    with pytest.raises(CompileError, match="is not allowed"):
+        build.source_guard.check_includes(source, "kernel.cu", {"lab_memory.cuh"})
+
+
+@pytest.mark.parametrize("tail", ["", "include", " x"])
+def test_a_hostile_line_of_comments_is_checked_in_linear_time(tail):
+    """A `#` followed by a megabyte of `/**/`: a backtracking pattern took seconds on a few thousand; the scan takes
+    one pass. With a foreign include at its end, it is still refused."""
+    import time
+
+    line = "#" + "/**/" * 250_000 + tail
+    started = time.perf_counter()
+    if tail == "include":
+        with pytest.raises(CompileError):
+            build.source_guard.check_includes(line + ' "/etc/passwd"\n', "kernel.cu", {"lab_memory.cuh"})
+    else:
+        try:
+            build.source_guard.check_includes(line + "\n", "kernel.cu", {"lab_memory.cuh"})
+        except CompileError:
+            pass  # the plain-directive reading may refuse the odd line; what is tested is the time
+    assert time.perf_counter() - started < 1.0
+
+
 def test_a_raw_string_cannot_hide_an_include_behind_a_fake_comment():
     source = 'auto r = R"x(" /* )x";\n#include "/etc/passwd"\n// */\n'
     with pytest.raises(CompileError, match="kernel.cu:2"):

@@ -146,3 +146,37 @@ def test_counters_are_saved_and_merged(tmp_path):
     saved = counters.load(path)
     assert saved["totals"]["counts"]["calls"] == 5 and len(saved["processes"]) == 2
     assert counters.stats()["counts"] == {}
+
+
+# --- tables are read strictly --------------------------------------------------------------------------------
+
+GOOD_RULES = b'{"rules": [{"when": {}, "path": "cublas"}]}'
+
+
+@pytest.mark.parametrize("data, phrase", [
+    (b'{"rules": [{"when": {"min_k_over_mn": NaN}, "path": "cublas"}]}', "NaN"),
+    (b'{"rules": [{"when": {"min_k_over_mn": Infinity}, "path": "cublas"}]}', "Infinity"),
+    (b'{"rules": [{"when": {}, "path": "generic", "path": "cublas"}]}', "twice"),
+    (b"[" * 100_000 + b"]" * 100_000, "levels deep"),
+    (b'{"rules": [{"when": {"max_m": ' + b"9" * 5000 + b'}, "path": "cublas"}]}', "5000 digits"),
+    (b'{"rules": [{"when": {}, "path": "cublas", "note": "caf\xe9"}]}', "not UTF-8"),
+    (b" " * (rules.MAX_TABLE_BYTES + 1), "larger than"),
+    (b'{"rules": [', "not valid JSON"),
+])
+def test_a_table_that_is_not_strict_json_is_one_sentence(tmp_path, data, phrase):
+    import time
+
+    path = tmp_path / "rules.json"
+    path.write_bytes(data)
+    started = time.perf_counter()
+    with pytest.raises(LabError) as err:
+        rules.load(path)
+    message = str(err.value)
+    assert phrase in message and "\n" not in message and message.endswith(".")
+    assert time.perf_counter() - started < 1.0
+
+
+def test_a_strict_table_still_loads(tmp_path):
+    path = tmp_path / "rules.json"
+    path.write_bytes(GOOD_RULES)
+    assert rules.load(path).rules[0].path == "cublas"

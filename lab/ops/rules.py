@@ -154,18 +154,81 @@ def _condition_value(name: str, value, where: str):
     raise LabError(f"{where}: unknown condition {name!r}; the conditions are {known}.")
 
 
+MAX_TABLE_BYTES = 1 << 20
+MAX_DEPTH = 16  # a table nests three deep (table, rules, rule, when/config); anything deeper is not a table
+MAX_INT_DIGITS = 12
+
+
 def load(path: str | Path) -> Table:
-    """A table from a JSON file: a missing file or bad JSON is one sentence, as a bad rule is."""
+    """A table from a JSON file, read strictly: a missing, oversized or non-UTF-8 file, JSON that is not standard
+    (NaN, Infinity, a key given twice), nesting past MAX_DEPTH or an integer of more than MAX_INT_DIGITS digits is
+    one sentence, as a bad rule is, and is checked in time linear in the file's size."""
     path = Path(path)
     try:
-        text = path.read_text()
+        with open(path, "rb") as f:
+            data = f.read(MAX_TABLE_BYTES + 1)
     except OSError as exc:
         raise LabError(f"Cannot read the dispatch table {path}: {exc.strerror}.") from None
+    return parse(strict_json(data, str(path)), str(path))
+
+
+def strict_json(data: bytes, where: str):
+    """The JSON value in `data`, or one LabError sentence: standard JSON only, UTF-8, bounded size, depth and
+    integer length, no key twice in one object."""
+    if len(data) > MAX_TABLE_BYTES:
+        raise LabError(f"{where} is larger than {MAX_TABLE_BYTES // 1024} KiB; a dispatch table is a few rules.")
     try:
-        payload = json.loads(text)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LabError(f"{where} is not UTF-8 (byte {exc.start} is {data[exc.start]:#04x}); save it as UTF-8."
+                       ) from None
+    depth = _max_depth(text)
+    if depth > MAX_DEPTH:
+        raise LabError(f"{where} nests {depth} levels deep; a dispatch table needs 4 (write it as the README shows).")
+
+    def constant(name):
+        raise LabError(f"{where} holds {name}, which standard JSON does not have; write a number.")
+
+    def integer(digits):
+        if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+            raise LabError(f"{where} holds an integer of {len(digits.lstrip('-'))} digits; the settings a table takes "
+                           f"have at most {MAX_INT_DIGITS}.")
+        return int(digits)
+
+    def unique(pairs):
+        seen = {}
+        for key, value in pairs:
+            if key in seen:
+                raise LabError(f"{where} gives the key {key[:40]!r} twice in one object; keep one.")
+            seen[key] = value
+        return seen
+
+    try:
+        return json.loads(text, parse_constant=constant, parse_int=integer, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:
-        raise LabError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}.") from None
-    return parse(payload, str(path))
+        raise LabError(f"{where} is not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}.") from None
+
+
+def _max_depth(text: str) -> int:
+    """How deep brackets nest outside strings (one pass; JSON strings only escape with a backslash)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for c in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
 
 
 # The lab's own table, written by `lab tune --table` (lab.ops_sweep) from a measured sweep over shape classes: each
