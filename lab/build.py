@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -470,17 +471,31 @@ def _cached_cubin(spec: KernelSpec, arch: int) -> tuple[Path, str]:
     cubin_path = cache_dir() / f"{key}.cubin"
     meta_path = cache_dir() / f"{key}.json"
     if cubin_path.is_file() and meta_path.is_file():
-        COMPILES["cache_hits"] += 1
-        return cubin_path, json.loads(meta_path.read_text())["lowered_name"]
+        try:
+            lowered = json.loads(meta_path.read_text())["lowered_name"]
+        except (OSError, ValueError, KeyError, TypeError):
+            lowered = None  # a damaged entry (an older writer's half-written file): compiled again below
+        if lowered:
+            COMPILES["cache_hits"] += 1
+            return cubin_path, lowered
     COMPILES["compiled"] += 1
     started = time.perf_counter()
     compiled = compile_cubin(spec, arch)
     COMPILES["compile_ms"] += round(1e3 * (time.perf_counter() - started), 3)
-    tmp = cubin_path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_bytes(compiled.cubin)
-    os.replace(tmp, cubin_path)  # atomic: parallel graders never read half a file
-    meta_path.write_text(json.dumps({"lowered_name": compiled.lowered_name, "spec": asdict(spec)}))
+    # Both files are written whole under a name of this process and thread, then renamed into place: parallel graders
+    # (processes, or threads of one) never read half of either. The metadata goes last, so a reader that finds it
+    # finds the cubin too.
+    unique = f".tmp{os.getpid()}.{threading.get_ident()}"
+    _write_atomically(cubin_path, compiled.cubin, unique)
+    meta = json.dumps({"lowered_name": compiled.lowered_name, "spec": asdict(spec)}).encode()
+    _write_atomically(meta_path, meta, unique)
     return cubin_path, compiled.lowered_name
+
+
+def _write_atomically(path: Path, data: bytes, suffix: str) -> None:
+    tmp = path.with_suffix(path.suffix + suffix)
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 class Kernel:

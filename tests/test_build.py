@@ -1,6 +1,7 @@
 """CPU: every rung compiles through NVRTC for every CI arch, clean; cache keys and compile errors behave."""
 
 import functools
+import json
 import re
 import shutil
 
@@ -472,3 +473,17 @@ def test_arch_refusal_says_why_a_rung_cannot_run():
     assert build.arch_refusal(hopper, 90) is None
     assert build.arch_refusal(hopper, 86) == "needs sm_90a or newer; this GPU is sm_86"
     assert build.arch_refusal(hopper, 100) == "uses sm_90a-only instructions, which sm_100 does not have"
+
+
+def test_a_damaged_cache_entry_is_compiled_again_and_written_whole(tmp_path, monkeypatch):
+    """The cubin and its metadata are each written under a private name and renamed into place; an entry whose
+    metadata is half a file (as an older writer could leave one) is compiled again rather than read."""
+    monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))
+    spec = build.KernelSpec("common/spin.cu", "lab_spin_ns")
+    path, lowered = build._cached_cubin(spec, 80)
+    meta = path.with_suffix(".json")
+    assert json.loads(meta.read_text())["lowered_name"] == lowered
+    meta.write_text('{"lowered_na')  # half a file
+    again, lowered_again = build._cached_cubin(spec, 80)
+    assert again == path and lowered_again == lowered and json.loads(meta.read_text())["lowered_name"] == lowered
+    assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
