@@ -89,7 +89,10 @@ def grade_batch(exercise: Exercise, submissions: Path, out: Path, seed: int | No
     results: dict[str, SubmissionResult] = {}
     for sub in submissions_in(submissions):
         path = out / sub.name / "results.json"
-        previous = _already_graded(path, fingerprint(exercise, sub, seed, include_hidden))
+        try:
+            previous = _already_graded(path, fingerprint(exercise, sub, seed, include_hidden))
+        except (OSError, UnicodeError, ValueError):  # an unreadable file: graded again, where it gets its sentence
+            previous = None
         if previous is not None:
             results[sub.name] = previous
             if on_done:

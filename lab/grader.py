@@ -120,7 +120,7 @@ def find_kernel(exercise: Exercise, folder: Path, shown: str | None = None) -> t
     if not wanted.resolve().is_relative_to(folder.resolve()):
         return None, [f"{wanted.name} resolves outside the submission folder; submit the file itself"]
     notes = []
-    extra = [p.relative_to(folder).as_posix() for p in files if p != wanted]
+    extra = [shown_name(p.relative_to(folder).as_posix()) for p in files if p != wanted]
     if extra:
         notes.append(f"ignored extra files: {', '.join(extra[:10])}")
     size = wanted.stat().st_size
@@ -153,6 +153,12 @@ def _check_content(exercise: Exercise, path: Path, shown: str) -> str | None:
     return note
 
 
+def shown_name(name: str) -> str:
+    """A file name as text any report can hold: bytes that are not UTF-8 (kept by Python as surrogates) shown as
+    the replacement character, so a CSV, JSON or Markdown writer never fails on a submission's odd name."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def fingerprint(exercise: Exercise, folder: Path, seed: int, include_hidden: bool) -> str:
     h = hashlib.sha256(f"{exercise.id}|{seed}|{include_hidden}|{__version__}".encode())
     # The exercise's checks and points are part of the grade: editing exercise.json or hidden.json
@@ -161,11 +167,13 @@ def fingerprint(exercise: Exercise, folder: Path, seed: int, include_hidden: boo
     for path in exercise.grading_files(include_hidden):
         h.update(path.read_bytes() if path is not None and path.is_file() else b"-")
     if folder.is_dir():
+        # Names as the file system holds them (os.fsencode): a name that is not UTF-8, as a zip made on another
+        # system can leave, hashes like any other instead of stopping the batch.
         for link in _links(folder):  # hashed by name only: a link is never followed
-            h.update(f"link:{link}".encode())
+            h.update(b"link:" + os.fsencode(str(link)))
         for p in _plain_files(folder):
             if p.is_file():
-                h.update(p.relative_to(folder).as_posix().encode())
+                h.update(os.fsencode(p.relative_to(folder).as_posix()))
                 h.update(hashlib.sha256(p.read_bytes()).digest() if p.stat().st_size <= 64 * MAX_KERNEL_BYTES
                          else str(p.stat().st_size).encode())
     return h.hexdigest()[:20]

@@ -562,3 +562,17 @@ def test_a_refill_shuffles_named_operands_and_forgets_the_cached_reference():
     grade_worker._refill(problem, seed=3)
     assert not np.array_equal(bias, np.arange(1, 65)) and np.array_equal(np.sort(bias), np.arange(1, 65))
     assert problem.derived == {}
+
+
+def test_a_file_name_that_is_not_utf8_stops_nobody(fake, tmp_path):
+    """A zip made on another system can leave names that are not UTF-8: the fingerprint hashes the name as the file
+    system holds it, and the batch grades every submission, that one included."""
+    subs = tmp_path / "subs"
+    _submission(subs, "alice")
+    odd = _submission(subs, "bob")
+    with open(os.path.join(os.fsencode(odd), b"r\xe9sum\xe9.txt"), "wb") as f:
+        f.write(b"notes")
+    assert grader.fingerprint(fake, odd, 0, False) != grader.fingerprint(fake, subs / "alice", 0, False)
+    results = classroom.grade_batch(fake, subs, tmp_path / "out", include_hidden=False)
+    assert [r.submission for r in results] == ["alice", "bob"]
+    assert (tmp_path / "out" / "grades.csv").is_file() and (tmp_path / "out" / "report.md").is_file()
