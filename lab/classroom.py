@@ -8,11 +8,14 @@ those files at the end.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import queue
 import secrets
+import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -258,6 +261,25 @@ def leaderboard(exercise: Exercise, submissions: Path, out: Path, seed: int = 0,
     return ordered
 
 
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """Inside the block, SIGTERM (what a job scheduler or `kill` sends) is handled as Ctrl-C is: the running grading
+    processes are killed and nothing half-done is recorded, instead of the parent dying and leaving its workers on
+    the GPU. Only the main thread can install a handler; elsewhere the block changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _on_gpus(subs: list[Path], gpus: list[str | None], work, record) -> None:
     """work(sub, gpu, stop) for every submission, one thread per GPU, each result to record(name, result) as it
     comes. The grader's own failure stops the rest; so does Ctrl-C, after every running process is killed."""
@@ -287,15 +309,21 @@ def _on_gpus(subs: list[Path], gpus: list[str | None], work, record) -> None:
     for t in threads:
         t.start()
     try:
-        for t in threads:
-            t.join()
+        _wait_until_done(threads)
     except BaseException:
         stop.set()
-        for t in threads:
-            t.join()
+        _wait_until_done(threads)
         raise
     if failures:
         raise failures[0]
+
+
+def _wait_until_done(threads: list[threading.Thread]) -> None:
+    """Wait for every thread without Thread.join: an interrupt (Ctrl-C, SIGTERM) arriving inside a blocking join can
+    leave CPython 3.11-3.12 believing the thread has stopped, so the interpreter would exit without letting it kill
+    its grading process. Sleeping between checks is safe to interrupt."""
+    while any(t.is_alive() for t in threads):
+        time.sleep(0.05)
 
 
 def gpu_model(row: dict) -> str:

@@ -482,7 +482,7 @@ def cmd_grade(args) -> int:
     from rich.progress import Progress
 
     from lab import device
-    from lab.classroom import SEED_FILE, batch_seed, grade_batch, submissions_in
+    from lab.classroom import SEED_FILE, batch_seed, grade_batch, sigterm_as_interrupt, submissions_in
     from lab.exercises import load
 
     exercise = load(args.exercise)
@@ -512,8 +512,9 @@ def cmd_grade(args) -> int:
             prog.console.print(f"{result.submission}: {result.score:g}/{result.max_score:g} {tag}")
 
         try:
-            results = grade_batch(exercise, subs, out, seed=seed, include_hidden=not args.no_hidden, gpus=gpus,
-                                  on_done=done, client=client)
+            with sigterm_as_interrupt():
+                results = grade_batch(exercise, subs, out, seed=seed, include_hidden=not args.no_hidden, gpus=gpus,
+                                      on_done=done, client=client)
         finally:
             if client is not None:
                 client.close()
@@ -523,16 +524,17 @@ def cmd_grade(args) -> int:
 
 def cmd_leaderboard(args) -> int:
     from lab import device
-    from lab.classroom import leaderboard
+    from lab.classroom import leaderboard, sigterm_as_interrupt
     from lab.exercises import load
 
     exercise = load(args.exercise)
     device.current()
     subs = Path(args.submissions).resolve()
     out = Path(args.out) if args.out else subs.with_name(subs.name + "-leaderboard")
-    rows = leaderboard(exercise, Path(args.submissions), out, seed=args.seed,
-                       on_done=lambda name, e: console.print(f"{name}: " + (
-                           f"{e['geomean_speedup']:.3f}x" if e["ranked"] else f"not ranked ({e['why']})")))
+    with sigterm_as_interrupt():
+        rows = leaderboard(exercise, Path(args.submissions), out, seed=args.seed,
+                           on_done=lambda name, e: console.print(f"{name}: " + (
+                               f"{e['geomean_speedup']:.3f}x" if e["ranked"] else f"not ranked ({e['why']})")))
     table = Table(title=f"Leaderboard {exercise.id}", title_justify="left")
     for col in ("rank", "submission", "speed-up vs reference (geomean)", "note"):
         table.add_column(col)

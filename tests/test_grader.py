@@ -234,11 +234,16 @@ def test_cli_check_without_a_gpu_compiles_and_says_what_it_could_not_do(tmp_path
 
 
 def _alive(pid: int) -> bool:
+    """Running (a zombie, killed but not yet reaped by whoever inherited it, is not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_an_interrupted_grading_kills_the_worker(fake, tmp_path, monkeypatch):
@@ -576,3 +581,54 @@ def test_a_file_name_that_is_not_utf8_stops_nobody(fake, tmp_path):
     results = classroom.grade_batch(fake, subs, tmp_path / "out", include_hidden=False)
     assert [r.submission for r in results] == ["alice", "bob"]
     assert (tmp_path / "out" / "grades.csv").is_file() and (tmp_path / "out" / "report.md").is_file()
+
+
+CHILD_BATCH = '''
+import dataclasses, sys
+from pathlib import Path
+from lab import classroom, grader
+from lab.exercises import load
+grader.WORKER_MODULE = "fake_grade_worker"
+exercise = dataclasses.replace(load("01"), check_timeout_s=600, time_limit_s=600)
+with classroom.sigterm_as_interrupt():
+    classroom.grade_batch(exercise, Path(sys.argv[1]), Path(sys.argv[2]), include_hidden=False)
+'''
+
+
+def test_sigterm_to_a_batch_ends_its_workers(fake, tmp_path):
+    """SIGTERM (a scheduler's kill) is handled like Ctrl-C: the parent kills the grading process it started
+    before it exits, so no worker is left on the GPU, and nothing half-done is recorded."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    subs = tmp_path / "subs"
+    _submission(subs, "hang", "FAKE hang friendly")
+    events = tmp_path / "child.py"
+    events.write_text(CHILD_BATCH)
+    child = subprocess.Popen([sys.executable, str(events), str(subs), str(tmp_path / "out")], env=os.environ.copy())
+
+    def workers():
+        found = []
+        for pid in os.listdir("/proc"):
+            try:
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+            except OSError:
+                continue
+            if pid.isdigit() and b"fake_grade_worker" in cmd and str(subs).encode() in cmd:
+                found.append(int(pid))
+        return found
+
+    deadline = time.time() + 60
+    while not workers() and time.time() < deadline:
+        time.sleep(0.1)
+    started = workers()
+    assert started, "the grading process never started"
+    time.sleep(0.5)  # the worker is inside its hanging check
+    child.send_signal(signal.SIGTERM)
+    child.wait(timeout=60)
+    time.sleep(0.5)
+    left = {pid: open(f"/proc/{pid}/cmdline", "rb").read()[:300] for pid in started if _alive(pid)}
+    assert not left, left
+    assert not (tmp_path / "out" / "hang" / "results.json").exists()
