@@ -186,6 +186,10 @@ BAD_TABLES = [
     ('{"rules": [{"when": {"max_m": "8"}, "path": "decode"}]}', "max_m must be a whole number"),
     ('{"rules": []}', "between 1 and"),
     ('[{"when": {}, "path": "generic"}]', "list under \"rules\""),
+    ('{"rules": [{"when": {"min_k_over_mn": NaN}, "path": "split_k"}]}', "NaN"),
+    ('{"rules": [{"when": {}, "path": "generic"}], "rules": [{"when": {}, "path": "cublas"}]}', "twice"),
+    ("[" * 100_000 + "]" * 100_000, "levels deep"),
+    ('{"rules": [{"when": {"max_m": ' + "7" * 5000 + '}, "path": "decode"}]}', "5000 digits"),
 ]
 
 
@@ -201,6 +205,14 @@ def test_a_bad_table_gets_one_sentence_and_no_points_without_a_worker(ex, tmp_pa
         assert not check.passed and words in check.output, check.output
         assert "\n" not in check.output and "Traceback" not in check.output
         assert check.output.startswith("rules.json") and str(folder) not in check.output
+
+
+def test_a_table_that_is_not_utf8_gets_one_sentence(ex, tmp_path, no_worker):
+    folder = tmp_path / "latin"
+    folder.mkdir()
+    (folder / "rules.json").write_bytes(b'{"rules": [{"when": {}, "path": "generic", "note": "caf\xe9"}]}')
+    result = grader.grade_submission(ex, folder, include_hidden=True)
+    assert result.score == 0 and all("not UTF-8" in c.output and "\n" not in c.output for c in result.checks)
 
 
 def test_the_bad_table_s_sentence_names_the_file_as_the_student_typed_it(ex, tmp_path, no_worker):
