@@ -99,7 +99,20 @@ def read_plugin(spec: KernelSpec) -> str | None:
         return None
     if not path.is_file():
         raise LabError(f"Plugin header {spec.plugin!r} does not exist under {KERNELS_DIR}; check the rung's path.")
-    return decode_source(path.read_bytes(), spec.plugin_shown)[0]
+    text = decode_source(path.read_bytes(), spec.plugin_shown)[0]
+    source_guard.check_plugin_macros(text, spec.plugin_shown, _host_macros(spec))
+    return text
+
+
+def _host_macros(spec: KernelSpec) -> set[str]:
+    """The names a plugin must leave alone: the spec's knobs, and every macro its source and the lab's headers
+    define (the plugin header they replace excepted)."""
+    names = {name for name, _ in spec.knobs}
+    names |= source_guard.defined_macros(read_source(spec))
+    for header in sorted(COMMON_DIR.glob("*.cuh")):
+        if header.name != PLUGIN_HEADER:
+            names |= source_guard.defined_macros(header.read_text())
+    return names
 
 
 def decode_source(data: bytes, shown: str) -> tuple[str, str | None]:

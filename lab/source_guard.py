@@ -159,6 +159,46 @@ def check_includes(source: str, shown: str, allowed: set[str]) -> None:
                                    "this machine can be read into the compiler's output.")
 
 
+_MACRO_DIRECTIVES = ("define", "undef")
+_MACRO_PRAGMAS = re.compile(r"\b(?:push_macro|pop_macro)\b")
+_DEFINED = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
+
+
+_CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(?:if|ifdef|ifndef|elif)\b(?P<expr>.*)$", re.MULTILINE)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def defined_macros(text: str) -> set[str]:
+    """Every macro name a source or header #defines or tests in an #if (comments removed first)."""
+    stripped = splice_and_strip(text)
+    names = {m["name"] for m in _DEFINED.finditer(stripped)}
+    for m in _CONDITIONAL.finditer(stripped):
+        names |= set(_IDENTIFIER.findall(m["expr"])) - {"defined"}
+    return names
+
+
+def check_plugin_macros(plugin: str, shown: str, reserved: set[str]) -> None:
+    """Raise CompileError, naming the line, where a plugin header could change the kernel it is compiled into: any
+    #undef, a #define of a name the host kernel or the lab's headers define or are built with (a knob, an EPI_*
+    setting), or a push_macro/pop_macro pragma. A plugin brings functions, not configuration: the graded knobs must
+    hold the values the grader gave them."""
+    for number, line in enumerate(splice_and_strip(plugin).split("\n"), start=1):
+        m = _DIRECTIVE.match(line)
+        if not m:
+            continue
+        name, rest = m["name"], m["rest"].strip()
+        target = rest.split("(")[0].split()[0] if rest.split() else ""
+        if name == "undef":
+            raise CompileError(f"{shown}:{number}: a plugin may not #undef anything (here {target or 'a name'}): "
+                               "the kernel it plugs into keeps its own configuration; remove the line.")
+        if name == "define" and (target in reserved or target.startswith(("__", "LAB_", "EPI_"))):
+            raise CompileError(f"{shown}:{number}: a plugin may not #define {target}, which the kernel it plugs "
+                               "into defines or is built with; give your macro another name.")
+        if name == "pragma" and _MACRO_PRAGMAS.search(rest):
+            raise CompileError(f"{shown}:{number}: a plugin may not save or restore macros (#pragma "
+                               f"{rest.split()[0] if rest.split() else ''}); remove the line.")
+
+
 _LOG_FILE = re.compile(r"^(?P<file>[^\s(][^(\n]*)\(\d+\): ", re.MULTILINE)
 
 

@@ -487,3 +487,31 @@ def test_a_damaged_cache_entry_is_compiled_again_and_written_whole(tmp_path, mon
     again, lowered_again = build._cached_cubin(spec, 80)
     assert again == path and lowered_again == lowered and json.loads(meta.read_text())["lowered_name"] == lowered
     assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
+
+
+@pytest.mark.parametrize("line, words", [
+    ("#undef EPI_PLUGIN", "may not #undef"),
+    ("#define EPI_PLUGIN 0", "may not #define EPI_PLUGIN"),
+    ("#  define BN 64", "may not #define BN"),
+    ("#define __CUDA_ARCH__ 700", "may not #define __CUDA_ARCH__"),
+    ('#pragma push_macro("BN")', "save or restore macros"),
+])
+def test_a_plugin_cannot_change_the_kernel_it_plugs_into(tmp_path, line, words):
+    """A plugin of gemm_tc rung 06 that undefines or redefines the rung's configuration is refused before it is
+    compiled, in one sentence: it would otherwise compile the lab's own epilogue chain under the grade."""
+    plugin = tmp_path / "plugin.cuh"
+    plugin.write_text(f"#pragma once\n// a student's functors\n{line}\n__device__ int helper() {{ return 1; }}\n")
+    spec = build.KernelSpec("gemm_tc/06_persistent.cu", "lab_gemm_tc_persistent", (("EPI_PLUGIN", 1), ("BN", 128)),
+                            plugin=str(plugin))
+    with pytest.raises(CompileError, match=words) as err:
+        build.read_plugin(spec)
+    assert "\n" not in str(err.value)
+
+
+def test_a_plugin_may_define_macros_of_its_own(tmp_path):
+    spec = build.KernelSpec("gemm_tc/06_persistent.cu", "lab_gemm_tc_persistent", (("EPI_PLUGIN", 1),),
+                            plugin="common/lab_epilogue_plugin.cuh")
+    assert "lab_plugin_store_pair" in build.read_plugin(spec)  # the lab's own
+    mine = tmp_path / "mine.cuh"
+    mine.write_text("#pragma once\n#define MY_SCALE 2.0f\n__device__ float scaled(float v) { return v * MY_SCALE; }\n")
+    assert "MY_SCALE" in build.read_plugin(build.KernelSpec("gemm_tc/06_persistent.cu", "x", plugin=str(mine)))
