@@ -379,15 +379,17 @@ def host_table(record: dict | None, sweep: dict | None = None) -> Markdown:
               "\n\n" + text)
 
 
+def _traces(files: dict[str, dict | None]) -> tuple[list[dict], list[str]]:
+    """The trace records present, in TRACES's order, and one line for each that is missing."""
+    present = [files[name] for name in TRACES if files.get(name) is not None]
+    return present, [missing(name) for name in TRACES if files.get(name) is None]
+
+
 def trace_host_table(files: dict[str, dict | None]) -> Markdown:
     """The traces' single ops called back to back: wall us per call of each library beside the GPU time of the same
     op, and which of the two was the bottleneck."""
-    table, absent = [], []
-    for name in TRACES:
-        record = files.get(name)
-        if record is None:
-            absent.append(missing(name))
-            continue
+    table, (present, absent) = [], _traces(files)
+    for record in present:
         for h in record.get("host_cost", []):
             lab, ref = h["lab"], h["torch"]
             table.append([f"{record['model']['name']} {record['dtype']}", h["op"],
@@ -411,12 +413,8 @@ def _residual(record: dict) -> str:
 def trace_table(files: dict[str, dict | None]) -> Markdown:
     """Per model and type: each method's GPU ms over the trace (median and range over rounds), PyTorch's time over
     lab.ops's per round, eager and graphed, and how much CUDA graphs gained each library (eager / graphed)."""
-    table, absent = [], []
-    for name in TRACES:
-        record = files.get(name)
-        if record is None:
-            absent.append(missing(name))
-            continue
+    table, (present, absent) = [], _traces(files)
+    for record in present:
         s = record["summary"]
         meth, ratios, gain = s["methods"], s.get("ratios", {}), s.get("graph_gain", {})
         table.append([f"{record['model']['name']} {record['dtype']}", f"`{_residual(record)}`",

@@ -9,8 +9,9 @@ and replays them on later calls with the same shape and addresses.
     persistent    gemm_tc rung 06 (TMA, wgmma, one block/SM)     sm_90; repacks unaligned    fused into stores
     stream_k      gemm_tc rung 07                                sm_90; repacks unaligned    after
     generic       gemm_tc rung 03 (cp.async, mma.sync)           any shape, sm_80+           after
-    cublas        cuBLASLt (nvmath-python) / cublasGemmEx        every shape                 bias, ReLU, GELU
-                                                                                             (tanh), residual
+    cublas        cuBLASLt (nvmath-python) / cublasGemmEx        every shape                 bias (+ ReLU or
+                                                                                             GELU tanh), or a
+                                                                                             residual alone,
                                                                                              fused; else after
 
 "After": the whole chain in one pass over the output, in place (kernels/epilogue/in_place.cu, lab_epilogue.cuh's
