@@ -51,6 +51,9 @@ class KernelSpec:
     # A file NVRTC is given as PLUGIN_HEADER in place of kernels/common/'s: relative to kernels/, or absolute (a
     # student's file); "" for the lab's own header.
     plugin: str = ""
+    # The lab headers (bare names) this build may include; None for all of kernels/common. An exercise gives its
+    # submissions only the headers its reference rung includes, less any that hold an exercise's answer.
+    headers: tuple[str, ...] | None = None
     # How messages name the file the student wrote (the plugin where there is one, else the source: their path as
     # they typed it); not part of the kernel's identity.
     label: str = field(default="", compare=False)
@@ -137,8 +140,11 @@ def lab_headers() -> dict[str, str]:
 
 
 def compile_headers(spec: KernelSpec) -> dict[str, str]:
-    """The headers NVRTC is given for `spec`: the lab's, with the spec's plugin (if any) as PLUGIN_HEADER."""
+    """The headers NVRTC is given for `spec`: the lab's (those the spec allows), with the spec's plugin (if any) as
+    PLUGIN_HEADER."""
     headers = lab_headers()
+    if spec.headers is not None:
+        headers = {name: text for name, text in headers.items() if name in spec.headers}
     plugin = read_plugin(spec)
     if plugin is not None:
         headers[PLUGIN_HEADER] = plugin

@@ -28,7 +28,6 @@ import ast
 import functools
 import json
 import re
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,7 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
+from lab import ncu as nsight_compute
+from lab import profile
 from lab.build import REPO_ROOT
+from lab.errors import LabError
 from lab.records import format_bytes
 from lab.triton_gemm import GELU_CUBIC, GELU_SCALE
 
@@ -46,7 +48,8 @@ DEFAULT_SIZES = (4096, 8192)  # M = N = K
 CHECK_SHAPE = {"M": 256, "N": 384, "K": 512}  # checked over its whole output before any timing
 CHECK_ROWS = 32  # rows of Y checked against float64 at each timed size
 NVTX_RANGE = "lab_checklist_call"  # the one call ncu profiles
-NCU_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+_DRAM_METRICS = {"dram_read_bytes": "dram__bytes_read.sum", "dram_write_bytes": "dram__bytes_write.sum"}
+NCU_METRICS = tuple(_DRAM_METRICS.values())
 NCU_WARMUP = 3  # calls before the profiled one: compilation, autotuning and the memory pool stay outside it
 STUDY_FILE = "checklist.json"
 
@@ -411,35 +414,15 @@ def ncu_command(ncu: str, job: dict, replay: str = "kernel") -> list[str]:
     the call's kernels replayed together, so an intermediate that stays in L2 between them is not DRAM traffic)."""
     if replay not in ("kernel", "range"):
         raise ValueError(f"replay must be 'kernel' or 'range', not {replay!r}")
-    cmd = [ncu, "--clock-control", "none", "--cache-control", "all", "--csv", "--nvtx", "--nvtx-include",
-           f"{NVTX_RANGE}/", "--metrics", ",".join(NCU_METRICS)]
-    if replay == "range":
-        cmd += ["--replay-mode", "range"]
-    return cmd + [sys.executable, "-m", "lab.checklist", "ncu-target", json.dumps(job)]
+    target = [sys.executable, "-m", "lab.checklist", "ncu-target", json.dumps(job)]
+    return nsight_compute.command(target, NCU_METRICS, binary=ncu, nvtx_include=f"{NVTX_RANGE}/", replay=replay)
 
 
 def parse_ncu_results(text: str) -> list[dict]:
     """ncu --csv rows -> one dict per profiled result (a kernel, or the whole range in range replay), in order:
     {"id", "name", "dram_read_bytes", "dram_write_bytes"} in bytes."""
-    import csv
-    import io
-
-    from lab.profile import _UNITS
-
-    start = text.find('"ID"')
-    if start < 0:
-        return []
-    names = {"dram__bytes_read.sum": "dram_read_bytes", "dram__bytes_write.sum": "dram_write_bytes"}
-    results: dict[int, dict] = {}
-    for row in csv.DictReader(io.StringIO(text[start:])):
-        metric = names.get(row.get("Metric Name", ""))
-        if metric is None:
-            continue
-        value = float(row["Metric Value"].replace(",", "") or "nan") * _UNITS.get(row.get("Metric Unit", ""), 1)
-        entry = results.setdefault(int(row["ID"]), {"id": int(row["ID"]),
-                                                    "name": row.get("Kernel Name") or row.get("Range Name", "")})
-        entry[metric] = value
-    return [results[k] for k in sorted(results)]
+    return [{"id": launch.id, "name": launch.kernel, **dram} for launch in nsight_compute.parse(text)
+            if (dram := launch.named(_DRAM_METRICS))]
 
 
 def summarize_dram(results: list[dict], replay: str) -> dict:
@@ -457,21 +440,18 @@ def ncu_dram(level: str, M: int, N: int, K: int, config: dict | None = None, rep
     """DRAM bytes of one call of `level` ("gemm" for the plain GEMM) at M x N x K, read by Nsight Compute in a child
     process; {"error": why} when ncu is absent or read nothing. `config` pins the Triton tiling (the autotuner's
     winner in the timing process) so the child profiles the kernel that was timed."""
-    from lab.profile import find_ncu
-
-    ncu = find_ncu()
-    if ncu is None:
-        return {"error": "not measured: Nsight Compute (ncu) is not installed here"}
+    binary = profile.find_ncu()  # lab.ncu's, looked up by the name the CLI calls and tests stand in for
+    if binary is None:
+        return {"error": f"not measured: {nsight_compute.missing()}"}
     job = {"level": level, "M": M, "N": N, "K": K, "config": config}
-    cmd = ncu_command(ncu, job, replay)
+    cmd = ncu_command(binary, job, replay)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return {"error": f"ncu took longer than {timeout_s} s", "command": _shown(cmd)}
-    results = parse_ncu_results(proc.stdout)
-    if proc.returncode != 0 or not results:
-        tail = (proc.stderr or proc.stdout)[-600:]
-        return {"error": f"ncu read nothing (exit {proc.returncode}): {tail}", "command": _shown(cmd)}
+        text = nsight_compute.run(cmd, timeout_s)
+    except LabError as exc:
+        return {"error": str(exc), "command": _shown(cmd)}
+    results = parse_ncu_results(text)
+    if not results:
+        return {"error": f"ncu read nothing; its output ended with: {text.strip()[-600:]}", "command": _shown(cmd)}
     return summarize_dram(results, replay) | {"command": _shown(cmd)}
 
 

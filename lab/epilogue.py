@@ -8,9 +8,11 @@ output codes must match the header's LAB_EPI_* numbers (a CPU test reads them fr
 Bounds. An op maps (value v, bound b) to (f(v), L_f * b + e_f(v)): L_f is f's largest slope (how far an error
 already in v can move the output) and e_f what f adds itself in fp32 (its roundings, the fast hardware
 approximations of tanh and exp). Quantized outputs are checked on the grid they land on: the kernel's code must
-lie between the codes of v - b and v + b (quantization is monotone), so near a rounding boundary either
-neighbour passes and everywhere else the code must be exact. The quantizers themselves are checked bit for bit
-on chosen values (ties, saturation, NaN, inf) by tests/test_gpu_epilogue.py through kernels/epilogue/apply.cu.
+lie between the codes of v - b and v + b (quantization is monotone), those two included and nothing else, so near
+a rounding boundary either neighbour passes and everywhere else the code must be exact (quantized_reference says
+how that interval becomes a reference and a bound). The quantizers themselves are checked bit for bit on chosen
+values (ties, saturation, NaN, inf) by tests/test_gpu_epilogue.py through kernels/epilogue/apply.cu, and exercise
+08's functor on chosen values through kernels/epilogue/plugin_numerics.cu (lab/plugin_numerics.py).
 """
 
 from __future__ import annotations
@@ -215,16 +217,32 @@ def decode_e4m3(codes) -> np.ndarray:
 
 def quantized_reference(epi: Epilogue, v: np.ndarray, b: np.ndarray,
                         q_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(reference values, bounds) of a quantized output, on its grid: the code of v, and how far the kernel's
-    code may sit from it given the error b of v (the codes of v - b and v + b)."""
+    """(reference values, bounds) of a quantized output, on its grid, such that |out - ref| <= bound accepts exactly
+    the codes between the codes of v - b and v + b, both included (quantization is monotone; a negative scale only
+    turns the two round). Where v * q_scale sits near a rounding boundary both neighbouring codes pass, elsewhere
+    only the code of v: the interval is asymmetric around the code of v, so at a tie (code(v) = 10, code(v + b) =
+    11) 10 and 11 pass and 9 does not. `ref` is the interval's middle (10.5 there: not a code itself, yet what a
+    failed comparison prints as 'reference') and `bound` its half-width. Where v is NaN or infinite the code of v is the
+    only one (int8: NaN -> 0, +-inf -> 127 / -128; e4m3: NaN, +-448), bound 0. e4m3 works the same way on the
+    decoded values; where the interval holds only the two zeros, -0.0 and +0.0 both pass."""
     qs = q_scale.reshape(-1, 1) if epi.q_per_row else q_scale.reshape(1, 1)
     b = b + U32 * np.abs(v)  # the kernel's v * q_scale is one more fp32 rounding
-    if epi.out == "int8":
-        ref, lo, hi = (quantize_int8(x, qs).astype(np.float64) for x in (v, v - b, v + b))
-    else:
-        ref, lo, hi = (decode_e4m3(quantize_e4m3(x, qs)) for x in (v, v - b, v + b))
-    with np.errstate(invalid="ignore"):
-        bound = np.nan_to_num(np.maximum(hi - ref, ref - lo), nan=0.0)
+
+    def grid(x):
+        if epi.out == "int8":
+            return quantize_int8(x, qs).astype(np.float64)
+        return decode_e4m3(quantize_e4m3(x, qs))
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        code, below, above = grid(v), grid(v - b), grid(v + b)
+        exact = ~np.isfinite(v)
+        lo = np.where(exact, code, np.minimum(below, above))
+        hi = np.where(exact, code, np.maximum(below, above))
+        ref = (lo + hi) / 2  # exact: the sum of two codes (or e4m3 values) and its half are exact in float64
+        bound = np.nan_to_num((hi - lo) / 2, nan=0.0)
+        # -0.0 and +0.0 (e4m3 codes 0x80 and 0x00) at the two ends: a bound of 0 would demand one sign of zero.
+        both_zeros = (lo == 0) & (hi == 0) & (np.signbit(below) != np.signbit(above)) & ~exact
+        bound = np.where(both_zeros, np.finfo(np.float64).tiny, bound)
     return ref, bound
 
 

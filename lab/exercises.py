@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from lab.build import REPO_ROOT, KernelSpec, read_plugin, read_source
+from lab.build import PLUGIN_HEADER, REPO_ROOT, KernelSpec, included_headers, read_plugin, read_source
 from lab.errors import LabError
 from lab.families import get_family
 from lab.ladder import Family, Rung
@@ -131,6 +131,8 @@ class CheckGroup:
     points: float
     cases: list[dict]
     hidden: bool = False
+    # A check the lab runs on the student's functions themselves before the cases (HARNESSES), or None.
+    harness: str | None = None
 
 
 @dataclass
@@ -220,10 +222,21 @@ class Exercise:
     def starter_path(self) -> Path:
         return self.path / STARTER_NAME
 
+    def allowed_headers(self) -> tuple[str, ...]:
+        """The lab headers a submission may include: those the reference rung includes (its plugin's too), less any
+        that holds an exercise's answer (a BEGIN SOLUTION region), so that no submission can call a solution the
+        lab ships for another exercise (exercise 06's grouped order sits in lab_tile_order.cuh, which rung 05 does
+        not include). The rung's own plugin header is the student's file, so it stays."""
+        spec = self.reference_spec()
+        texts = [read_source(spec)] + ([read_plugin(spec)] if spec.plugin else [])
+        found = {path.name: path for text in texts for path in included_headers(text)}
+        return tuple(sorted(name for name, path in found.items()
+                            if name == PLUGIN_HEADER and spec.plugin or not _ANY_MARKER.search(path.read_text())))
+
     def student_spec(self, kernel_path: Path) -> KernelSpec:
         """The reference rung's entry point and knobs, built from the student's file (made absolute): as the
-        rung's plugin header where it has one, else as its source."""
-        spec = self.reference_spec()
+        rung's plugin header where it has one, else as its source; with only the headers the exercise allows."""
+        spec = dataclasses.replace(self.reference_spec(), headers=self.allowed_headers())
         student = str(Path(kernel_path).resolve())
         return dataclasses.replace(spec, plugin=student) if spec.plugin else dataclasses.replace(spec, source=student)
 
@@ -239,16 +252,26 @@ def _read_json(path: Path):
         raise LabError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}).") from None
 
 
+# Checks of the student's functions on chosen values, run before a group's cases ("harness" in a check group):
+# int8_numerics judges exercise 08's functor on exact ties, saturation and NaN (lab.plugin_numerics).
+HARNESSES = ("int8_numerics",)
+
+
 def _check_group(raw, where: Path, hidden: bool = False) -> CheckGroup:
     # "about" (optional) says what a group is for; it is documentation, read by people only.
-    if not isinstance(raw, dict) or not {"name", "points", "cases"} <= set(raw) <= {"name", "points", "cases", "about"}:
+    keys = {"name", "points", "cases", "about", "harness"}
+    if not isinstance(raw, dict) or not {"name", "points", "cases"} <= set(raw) <= keys:
         raise LabError(f"{where}: each check group needs \"name\", \"points\" and \"cases\" (and may have "
-                       f"\"about\"); got {raw!r}.")
+                       f"\"about\" and \"harness\"); got {raw!r}.")
+    if raw.get("harness") is not None and raw["harness"] not in HARNESSES:
+        raise LabError(f"{where}: check group {raw['name']!r} names harness {raw['harness']!r}; the harnesses are "
+                       f"{', '.join(HARNESSES)}.")
     if not isinstance(raw["cases"], list) or not raw["cases"] or not all(isinstance(c, dict) for c in raw["cases"]):
         raise LabError(f"{where}: check group {raw['name']!r} needs a non-empty list of cases (objects).")
     if not isinstance(raw["points"], (int, float)) or raw["points"] <= 0:
         raise LabError(f"{where}: check group {raw['name']!r} needs positive points.")
-    return CheckGroup(str(raw["name"]), float(raw["points"]), [dict(c) for c in raw["cases"]], hidden)
+    return CheckGroup(str(raw["name"]), float(raw["points"]), [dict(c) for c in raw["cases"]], hidden,
+                      raw.get("harness"))
 
 
 def case_parameters(family: Family) -> set[str]:

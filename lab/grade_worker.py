@@ -55,18 +55,31 @@ def run_compile(exercise, kernel: Path, shown: str | None = None):
     from lab.build import get_kernel
     from lab.errors import LabError
 
+    spec = dataclasses.replace(exercise.student_spec(kernel), label=shown or "")
+    entries = (spec.entry, *exercise.family_object().companion_entries(exercise.reference_rung()))
     try:
-        get_kernel(dataclasses.replace(exercise.student_spec(kernel), label=shown or ""))
+        for entry in entries:  # every kernel the launches use: a missing one is this sentence, not a dead worker
+            get_kernel(dataclasses.replace(spec, entry=entry))
     except LabError as exc:
         return False, str(exc)
-    return True, "compiled"
+    return True, "compiled" + (f" ({', '.join(entries)})" if len(entries) > 1 else "")
 
 
-def run_group(exercise, kernel: Path, group, seed: int) -> dict:
+def run_group(exercise, kernel: Path, group, seed: int, shown: str | None = None) -> dict:
     """All cases of one check group; stops at the first failing case and says where and why."""
     from lab.families import get_family
     from lab.verify import check_case
 
+    if group.harness == "int8_numerics":  # the functor on chosen values first: ties, saturation, NaN
+        from lab.plugin_numerics import check_int8_numerics
+
+        try:
+            ok, why = check_int8_numerics(kernel, shown or kernel.name, exercise.allowed_headers())
+        except _cuda_errors() as exc:
+            return {"passed": False, "score": 0.0, "cuda_error": True,
+                    "output": f"CUDA error in lab_plugin_store_pair on chosen values: {str(exc).splitlines()[0]}"}
+        if not ok:
+            return {"passed": False, "score": 0.0, "cuda_error": False, "output": why}
     family = get_family(exercise.family)
     rung = exercise.student_rung(kernel)
     worst = worst_normwise = 0.0
@@ -422,6 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shown", default=None, help="the kernel's name in messages (the path a student typed)")
     args = p.parse_args(argv)
 
+    from lab.errors import LabError
     from lab.exercises import DISPATCH_RULES, load
 
     exercise = load(args.exercise)
@@ -446,27 +460,36 @@ def main(argv: list[str] | None = None) -> int:
             if not ok:
                 return 0
             continue
-        if name == "performance":
-            if not all_passed:
-                result = {"passed": False, "score": 0.0, "cuda_error": False,
-                          "output": "not timed: performance counts only when every correctness check passes"}
-            else:
-                result = run_performance(exercise, args.kernel, args.seed)
-            max_score = exercise.performance.points
-        elif name == "leaderboard":
-            result = run_leaderboard(exercise, args.kernel, args.seed) if all_passed else {
-                "passed": False, "score": 0.0, "cuda_error": False, "output": "not ranked: a check failed"}
-            max_score = 0.0
-        else:
-            index, group = groups[name]
-            result = run_group(exercise, args.kernel, group, args.seed + 1_000_003 * index)
-            max_score = group.points
+        try:
+            result = _run_check(exercise, args, name, groups, all_passed)
+        except LabError as exc:  # the lab refusing what the file does (a kernel it lacks): one sentence, this check
+            result = {"passed": False, "score": 0.0, "cuda_error": False, "output": str(exc)}
         all_passed = all_passed and result["passed"]
         cuda_error = result.pop("cuda_error")
-        events.emit(event="done", check=name, max_score=float(max_score), **result)
+        events.emit(event="done", check=name, max_score=float(_points(exercise, name, groups)), **result)
         if cuda_error:
             return EXIT_CUDA_ERROR
     return 0
+
+
+def _points(exercise, name: str, groups: dict) -> float:
+    if name == "performance":
+        return exercise.performance.points
+    return groups[name][1].points if name in groups else 0.0
+
+
+def _run_check(exercise, args, name: str, groups: dict, all_passed: bool) -> dict:
+    """One check after the compile gate."""
+    if name == "performance":
+        if not all_passed:
+            return {"passed": False, "score": 0.0, "cuda_error": False,
+                    "output": "not timed: performance counts only when every correctness check passes"}
+        return run_performance(exercise, args.kernel, args.seed)
+    if name == "leaderboard":
+        return run_leaderboard(exercise, args.kernel, args.seed) if all_passed else {
+            "passed": False, "score": 0.0, "cuda_error": False, "output": "not ranked: a check failed"}
+    index, group = groups[name]
+    return run_group(exercise, args.kernel, group, args.seed + 1_000_003 * index, args.shown)
 
 
 if __name__ == "__main__":

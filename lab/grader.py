@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lab import __version__, source_guard
-from lab.build import decode_source, lab_headers
+from lab.build import decode_source
 from lab.errors import LabError
 from lab.exercises import DISPATCH_RULES, Exercise
 
@@ -72,25 +72,32 @@ class SubmissionResult:
 # The submission folder
 # ----------------------------------------------------------------------------------------------
 
-def _links(folder: Path) -> list[str]:
-    """Every symbolic link inside the folder (relative paths), found without following any."""
-    found = []
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = [d for d in dirs if not d.startswith(".") or os.path.islink(os.path.join(root, d))]
-        for name in dirs + files:
+MAX_FILES = 10_000  # entries a submission folder may hold: the walk over it is bounded, like every other step
+MAX_HASHED_BYTES = 64 * MAX_KERNEL_BYTES  # file contents a fingerprint reads; larger files count by size and time
+PRECHECK_LIMIT_S = 30.0  # reading one submission's file (a linear scan: milliseconds); a stall is the file's fault
+PRECHECK_MODULE = "lab.grade_precheck"
+
+
+class TooManyFiles(LabError):
+    pass
+
+
+def _walk(folder: Path) -> tuple[list[str], list[Path]]:
+    """The folder's symbolic links (relative paths) and its regular files, hidden ones left out; links never
+    followed. Raises TooManyFiles past MAX_FILES entries, so that no submission makes the walk unbounded."""
+    links, files, seen = [], [], 0
+    for root, dirs, names in os.walk(folder, followlinks=False):
+        seen += len(dirs) + len(names)
+        if seen > MAX_FILES:
+            raise TooManyFiles(f"the submission holds more than {MAX_FILES} files and folders; submit the "
+                               "exercise's file on its own")
+        for name in dirs + names:
             if os.path.islink(os.path.join(root, name)):
-                found.append(Path(root, name).relative_to(folder).as_posix())
-    return sorted(found)
-
-
-def _plain_files(folder: Path) -> list[Path]:
-    """The folder's regular files, hidden ones left out, never through a link."""
-    out = []
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        out += [Path(root, f) for f in files if not f.startswith(".") and not os.path.islink(os.path.join(root, f))
-                and os.path.isfile(os.path.join(root, f))]
-    return sorted(out)
+                links.append(Path(root, name).relative_to(folder).as_posix())
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not os.path.islink(os.path.join(root, d))]
+        files += [Path(root, f) for f in names if not f.startswith(".") and not os.path.islink(os.path.join(root, f))
+                  and os.path.isfile(os.path.join(root, f))]
+    return sorted(links), sorted(files)
 
 
 def find_kernel(exercise: Exercise, folder: Path, shown: str | None = None) -> tuple[Path | None, list[str]]:
@@ -98,15 +105,27 @@ def find_kernel(exercise: Exercise, folder: Path, shown: str | None = None) -> t
 
     A symbolic link anywhere in the submission is refused, and so is anything that resolves outside the
     folder: otherwise a link named kernel.cu would have the grader read and compile any file on its host
-    (another student's kernel, the instructor's hidden.json). `shown` names the kernel in messages."""
+    (another student's kernel, the instructor's hidden.json). `shown` names the kernel in messages.
+    A folder the grader cannot read (permissions, a file removed while it looks) is that submission's sentence."""
+    try:
+        return _find_kernel(exercise, folder, shown)
+    except (OSError, ValueError) as exc:
+        return None, [f"the grader could not read the submission {shown_name(folder.name)} ({type(exc).__name__}: "
+                      f"{shown_name(str(exc))[:200]}); check that its files are readable"]
+
+
+def _find_kernel(exercise: Exercise, folder: Path, shown: str | None) -> tuple[Path | None, list[str]]:
     if folder.is_symlink():
         return None, [f"the submission {folder.name} is a symbolic link; submit a folder of plain files"]
     if not folder.is_dir():
         return None, [f"{folder} is not a folder"]
-    links = _links(folder)
+    try:
+        links, files = _walk(folder)
+    except TooManyFiles as exc:
+        return None, [str(exc)]
     if links:
-        return None, [f"the submission holds a symbolic link ({links[0]}); submit the files themselves, not links"]
-    files = _plain_files(folder)
+        return None, [f"the submission holds a symbolic link ({shown_name(links[0])}); submit the files themselves, "
+                      "not links"]
     if not files:
         return None, ["the submission is empty: it has no files (expected "
                       f"{exercise.student_file})"]
@@ -115,7 +134,7 @@ def find_kernel(exercise: Exercise, folder: Path, shown: str | None = None) -> t
         sources = [p for p in files if p.suffix == Path(exercise.student_file).suffix]
         if len(sources) != 1:
             return None, [f"no {exercise.student_file} in the submission (found: "
-                          f"{', '.join(p.name for p in files[:8])})"]
+                          f"{', '.join(shown_name(p.name) for p in files[:8])})"]
         wanted = sources[0]
     if not wanted.resolve().is_relative_to(folder.resolve()):
         return None, [f"{wanted.name} resolves outside the submission folder; submit the file itself"]
@@ -127,20 +146,19 @@ def find_kernel(exercise: Exercise, folder: Path, shown: str | None = None) -> t
     if size > MAX_KERNEL_BYTES:
         return None, notes + [f"{wanted.name} is too large to grade ({size} bytes; the limit is "
                               f"{MAX_KERNEL_BYTES} bytes)"]
-    shown = shown or wanted.name
+    shown = shown or shown_name(wanted.name)
     if not wanted.read_bytes().strip():
         return None, notes + [f"{shown} is empty: start from the exercise's {exercise.starter_path.name}"]
-    try:
-        note = _check_content(exercise, wanted, shown)
-    except LabError as exc:  # one sentence, before any worker starts (a CompileError, a table's LabError)
-        return None, notes + [str(exc)]
-    return wanted, notes + ([note] if note else [])
+    ok, text = check_content_in_child(exercise, wanted, shown)
+    if not ok:  # one sentence, before any worker starts (a CompileError, a table's LabError, a stall)
+        return None, notes + [text]
+    return wanted, notes + ([text] if text else [])
 
 
-def _check_content(exercise: Exercise, path: Path, shown: str) -> str | None:
+def check_content(kind: str, path: Path, shown: str, allowed_headers: set[str]) -> str | None:
     """What can be checked of the file without a GPU: a kernel's text and includes, or a whole dispatch table
     (lab.ops.rules.load: its one-sentence LabError, naming the file as the student knows it). Returns a note."""
-    if exercise.kind == DISPATCH_RULES:
+    if kind == DISPATCH_RULES:
         from lab.ops import rules
 
         try:
@@ -149,8 +167,31 @@ def _check_content(exercise: Exercise, path: Path, shown: str) -> str | None:
             raise LabError(str(exc).replace(str(path), shown)) from None
         return None
     source, note = decode_source(path.read_bytes(), shown)
-    source_guard.check_includes(source, shown, set(lab_headers()))
+    source_guard.check_includes(source, shown, allowed_headers)
     return note
+
+
+def check_content_in_child(exercise: Exercise, path: Path, shown: str, python: str = sys.executable
+                           ) -> tuple[bool, str | None]:
+    """check_content in a short child process under a time limit: (True, a note or None), or (False, the one
+    sentence). Whatever the file makes the reader do (a stall, a crash, an exhausted stack) stays in that process and
+    becomes this submission's sentence; the batch and every other submission go on."""
+    allowed = ",".join(exercise.allowed_headers()) if exercise.kind != DISPATCH_RULES else ""
+    cmd = [python, "-m", PRECHECK_MODULE, "--kind", exercise.kind, "--file", str(path), "--shown", shown,
+           "--allowed", allowed]
+    limit_s = PRECHECK_LIMIT_S
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit_s, env=child_env(),
+                              start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return False, (f"reading {shown} took longer than {limit_s:g} s (the grader reads a file in milliseconds), so "
+                       "it was stopped; submit the exercise's file as the starter lays it out")
+    try:
+        answer = json.loads(proc.stdout.strip().splitlines()[-1])
+        return bool(answer["ok"]), answer["text"]
+    except (IndexError, KeyError, ValueError, TypeError):
+        tail = " | ".join(proc.stderr.strip().splitlines()[-2:])[:200]
+        return False, f"the grader could not read {shown} (exit code {proc.returncode}: {tail or 'no message'})"
 
 
 def shown_name(name: str) -> str:
@@ -160,23 +201,39 @@ def shown_name(name: str) -> str:
 
 
 def fingerprint(exercise: Exercise, folder: Path, seed: int, include_hidden: bool) -> str:
+    """What a grade depends on, hashed: the exercise's grading files, the seed, the lab's version and the
+    submission's files. Never raises: a folder that cannot be read (or holds too much) hashes as such, so that one
+    submission cannot stop the batch; its grading then says why."""
     h = hashlib.sha256(f"{exercise.id}|{seed}|{include_hidden}|{__version__}".encode())
     # The exercise's checks and points are part of the grade: editing exercise.json or hidden.json
     # (a new case, other points, other limits) regrades every submission on the next run.
     # A table exercise's reference solution too: the performance is timed against it.
     for path in exercise.grading_files(include_hidden):
         h.update(path.read_bytes() if path is not None and path.is_file() else b"-")
-    if folder.is_dir():
-        # Names as the file system holds them (os.fsencode): a name that is not UTF-8, as a zip made on another
-        # system can leave, hashes like any other instead of stopping the batch.
-        for link in _links(folder):  # hashed by name only: a link is never followed
-            h.update(b"link:" + os.fsencode(str(link)))
-        for p in _plain_files(folder):
-            if p.is_file():
-                h.update(os.fsencode(p.relative_to(folder).as_posix()))
-                h.update(hashlib.sha256(p.read_bytes()).digest() if p.stat().st_size <= 64 * MAX_KERNEL_BYTES
-                         else str(p.stat().st_size).encode())
+    try:
+        _hash_folder(h, folder)
+    except (OSError, LabError, ValueError) as exc:
+        h.update(f"unreadable:{type(exc).__name__}:{exc}".encode("utf-8", "surrogateescape"))
     return h.hexdigest()[:20]
+
+
+def _hash_folder(h, folder: Path) -> None:
+    if not folder.is_dir():
+        return
+    links, files = _walk(folder)
+    # Names as the file system holds them (os.fsencode): a name that is not UTF-8, as a zip made on another
+    # system can leave, hashes like any other instead of stopping the batch.
+    for link in links:  # hashed by name only: a link is never followed
+        h.update(b"link:" + os.fsencode(str(link)))
+    budget = MAX_HASHED_BYTES
+    for p in files:
+        h.update(os.fsencode(p.relative_to(folder).as_posix()))
+        st = p.stat()
+        if st.st_size <= min(budget, MAX_KERNEL_BYTES):
+            budget -= st.st_size
+            h.update(hashlib.sha256(p.read_bytes()).digest())
+        else:  # a file no grade reads whole: its size and time tell a change
+            h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
 
 
 # ----------------------------------------------------------------------------------------------

@@ -149,6 +149,11 @@ class Family:
         cuBLAS's batched call, say, only serves a group of equal shapes)."""
         return self.baselines()
 
+    def companion_entries(self, rung: Rung) -> tuple[str, ...]:
+        """Entry points of the rung's source besides its own that its launches also use (split-K's reduction
+        kernel): a grader's compile check builds them too, so a file without one gets one sentence up front."""
+        return ()
+
     def launch_notes(self, rung: Rung, problem: Problem, out) -> dict:
         """What a record of `rung` on `problem` should say about how it ran (the path a launcher chose for
         the shape, say), stored in the record's `extra`; nothing unless a family says so."""

@@ -1,21 +1,19 @@
 """Nsight Compute, when present: hardware counters for one launch of one rung.
 
 `ncu` must wrap a process, so the helper re-runs this module as a small target program that
-launches the rung once (after a warm-up launch that ncu skips) and parses ncu's CSV output.
-Counters read with `--clock-control none`: the lab never changes the GPU's clocks.
+launches the rung once (after a warm-up launch that ncu skips); lab.ncu builds the command and reads ncu's CSV
+output. Counters read with `--clock-control none`: the lab never changes the GPU's clocks.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+from lab import ncu
 from lab.errors import LabError
+from lab.ncu import find_ncu  # also lab.profile.find_ncu: the name the CLI, the tour and the doctor call
 
 METRICS = {
     "l2_hit_rate_pct": "lts__t_sector_hit_rate.pct",
@@ -28,30 +26,16 @@ METRICS = {
     "smem_bank_conflicts_ldsm": "sm__sass_l1tex_data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum",
     "smem_wavefronts_ldsm": "sm__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_ldsm.sum",
 }
-_UNITS = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9}
-
-
-def find_ncu() -> str | None:
-    found = shutil.which("ncu")
-    if found:
-        return found
-    candidate = Path("/usr/local/cuda/bin/ncu")
-    return str(candidate) if candidate.exists() else None
 
 
 def parse_ncu_csv(text: str) -> dict[str, float]:
-    """ncu --csv rows ("Metric Name", "Metric Unit", "Metric Value") -> {lab name: value in base units}."""
-    start = text.find('"ID"')
-    if start < 0:
+    """ncu --csv output -> {lab name (METRICS): value in base units}, over every launch it reports."""
+    launches = ncu.parse(text)
+    if not launches:
         raise LabError(f"ncu printed no metrics; its output ended with:\n{text[-800:]}")
-    by_metric = {v: k for k, v in METRICS.items()}
     out: dict[str, float] = {}
-    for row in csv.DictReader(io.StringIO(text[start:])):
-        name = by_metric.get(row.get("Metric Name", ""))
-        if name is None:
-            continue
-        value = float(row["Metric Value"].replace(",", "") or "nan")
-        out[name] = value * _UNITS.get(row.get("Metric Unit", ""), 1)
+    for launch in launches:
+        out.update(launch.named(METRICS))
     return out
 
 
@@ -59,19 +43,13 @@ def kernel_counters(family: str, rung: str, params: dict, timeout_s: int = 300) 
     """Counters for one launch of `rung` on `params`; LabError when ncu is absent or fails."""
     from lab.families import get_family
 
-    ncu = find_ncu()
-    if ncu is None:
-        raise LabError("Nsight Compute (ncu) is not installed here; install it with the CUDA toolkit to read "
-                       "hardware counters, or skip the profile step.")
-    fam = get_family(family)
-    spec = fam.rung(rung).spec
-    cmd = [ncu, "--clock-control", "none", "--csv", "--launch-skip", "1", "--launch-count", "1",
-           "--kernel-name", spec.entry, "--metrics", ",".join(METRICS.values()),
-           sys.executable, "-m", "lab.profile", family, rung, json.dumps(params)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    if proc.returncode != 0:
-        raise LabError(f"ncu failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-600:]}")
-    return parse_ncu_csv(proc.stdout)
+    binary = find_ncu()
+    if binary is None:
+        raise ncu.missing("skip the profile step")
+    entry = get_family(family).rung(rung).spec.entry
+    target = [sys.executable, "-m", "lab.profile", family, rung, json.dumps(params)]
+    cmd = ncu.command(target, METRICS.values(), binary=binary, kernel_name=entry, launch_skip=1, launch_count=1)
+    return parse_ncu_csv(ncu.run(cmd, timeout_s))
 
 
 def profile_plan(fam, params: dict | None = None, arch: int | None = None) -> dict:

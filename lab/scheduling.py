@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 import sys
 from collections.abc import Callable, Iterable
 from functools import partial
 
+from lab import ncu
 from lab.errors import LabError
 from lab.schedule import RASTER, SK_FIXUP_COST, SK_MIN_GAIN
 
@@ -121,29 +121,22 @@ NCU_METRICS = {"l2_hit_rate_pct": "lts__t_sector_hit_rate.pct", "dram_read_bytes
 def order_counters(shapes: Iterable[dict] = ORDER_SHAPES, settings: Iterable[tuple[str, int]] = ORDER_SETTINGS,
                    family_name: str = "gemm_tc", rung_key: str = "06_persistent", timeout_s: int = 500) -> dict:
     """ncu's L2 hit rate and DRAM bytes for one launch of each (shape, order), in one ncu process (caches flushed
-    before each launch: ncu's default --cache-control all; clocks left alone: --clock-control none)."""
-    from lab.profile import find_ncu
+    before each launch: --cache-control all; clocks left alone: --clock-control none; both lab.ncu's defaults)."""
+    from lab.families import get_family
     from lab.records import provenance
 
-    ncu = find_ncu()
-    if ncu is None:
-        raise LabError("Nsight Compute (ncu) is not installed here; install the CUDA toolkit's ncu to read L2 and "
-                       "DRAM counters, or replay results/h200/schedule_orders.json.")
-    from lab.families import get_family
-
+    binary = ncu.find_ncu()
+    if binary is None:
+        raise ncu.missing("replay the reference GPU's results/h200/schedule_orders_ncu.json")
     jobs = [{"shape": s, "order": o, "group_m": g} for s in shapes for o, g in settings]
-    fam = get_family(family_name)
-    entry = fam.rung(rung_key).spec.entry
-    cmd = [ncu, "--clock-control", "none", "--csv", "--kernel-name", entry, "--metrics",
-           ",".join(NCU_METRICS.values()), sys.executable, "-m", "lab.scheduling", "ncu-target",
-           json.dumps({"family": family_name, "rung": rung_key, "jobs": jobs})]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    if proc.returncode != 0:
-        raise LabError(f"ncu failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-600:]}")
-    per_launch = parse_ncu_launches(proc.stdout)
+    entry = get_family(family_name).rung(rung_key).spec.entry
+    target = [sys.executable, "-m", "lab.scheduling", "ncu-target",
+              json.dumps({"family": family_name, "rung": rung_key, "jobs": jobs})]
+    text = ncu.run(ncu.command(target, NCU_METRICS.values(), binary=binary, kernel_name=entry), timeout_s)
+    per_launch = parse_ncu_launches(text)
     if len(per_launch) != len(jobs):
         raise LabError(f"ncu reported {len(per_launch)} launches for {len(jobs)} jobs; its output ended with:\n"
-                       f"{proc.stdout[-600:]}")
+                       f"{text[-600:]}")
     rows = [{**job["shape"], "order": job["order"], "group_m": job["group_m"], **counters}
             for job, counters in zip(jobs, per_launch, strict=True)]
     return {"provenance": provenance(), "family": family_name, "rung": rung_key, "rows": rows,
@@ -152,23 +145,7 @@ def order_counters(shapes: Iterable[dict] = ORDER_SHAPES, settings: Iterable[tup
 
 def parse_ncu_launches(text: str) -> list[dict[str, float]]:
     """ncu --csv rows -> one dict of NCU_METRICS (lab names, base units) per profiled launch, in launch order."""
-    import csv
-    import io
-
-    from lab.profile import _UNITS
-
-    start = text.find('"ID"')
-    if start < 0:
-        return []
-    by_metric = {v: k for k, v in NCU_METRICS.items()}
-    launches: dict[int, dict[str, float]] = {}
-    for row in csv.DictReader(io.StringIO(text[start:])):
-        name = by_metric.get(row.get("Metric Name", ""))
-        if name is None:
-            continue
-        value = float(row["Metric Value"].replace(",", "") or "nan") * _UNITS.get(row.get("Metric Unit", ""), 1)
-        launches.setdefault(int(row["ID"]), {})[name] = value
-    return [launches[k] for k in sorted(launches)]
+    return [counters for launch in ncu.parse(text) if (counters := launch.named(NCU_METRICS))]
 
 
 def _ncu_target(spec: dict) -> None:

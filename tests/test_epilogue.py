@@ -113,8 +113,52 @@ def test_quantized_bound_allows_a_neighbour_only_near_a_boundary():
     qs = np.array([1.0])
     v = np.array([[10.2, 10.5, -3.0]])
     ref, bound = E.quantized_reference(epi, v, np.full_like(v, 0.05), qs)
-    assert ref.tolist() == [[10, 10, -3]]
-    assert bound.tolist() == [[0, 1, 0]]  # 10.5 +- 0.05 straddles the tie: 10 or 11 pass; the others are exact
+    # 10.5 +- 0.05 straddles the tie: 10 or 11 pass (the middle, 10.5, and half a step); the others are exact
+    assert ref.tolist() == [[10, 10.5, -3]]
+    assert bound.tolist() == [[0, 0.5, 0]]
+
+
+def _accepted(epi, v, b, q_scale, candidates):
+    """The candidate outputs (int8 codes, or e4m3 values) that compare accepts for one value v with error b."""
+    from lab.check import compare
+
+    ref, bound = E.quantized_reference(epi, np.array([[v]]), np.array([[b]]), np.array([q_scale]))
+    return [c for c in candidates if compare(np.array([[c]], dtype=np.float64), ref, bound).passed]
+
+
+@pytest.mark.parametrize("q_scale, code", [(1.0, 10), (-1.0, -10)])
+def test_quantized_interval_is_the_codes_of_v_minus_b_to_v_plus_b_and_no_more(q_scale, code):
+    # code(v - b) = code(v) = 10 and code(v + b) = 11 (or -10 and -11 with a negative scale): the interval is one
+    # sided, so 9 (-9) fails although it is as close to the code of v as 11 is.
+    epi = E.Epilogue((), "int8")
+    step = 1 if q_scale > 0 else -1
+    assert _accepted(epi, 10.48, 0.05, q_scale, range(-128, 128)) == sorted([code, code + step])
+    assert _accepted(epi, 10.2, 0.05, q_scale, range(-128, 128)) == [code]  # far from a boundary: exact
+    assert _accepted(epi, 10.52, 0.05, q_scale, range(-128, 128)) == sorted([code, code + step])
+
+
+def test_quantized_interval_of_nan_and_saturated_values_is_one_code():
+    epi = E.Epilogue((), "int8")
+    assert _accepted(epi, np.nan, 0.05, 1.0, range(-128, 128)) == [0]
+    assert _accepted(epi, np.nan, 0.05, -1.0, range(-128, 128)) == [0]
+    assert _accepted(epi, np.inf, 1.0, 1.0, range(-128, 128)) == [127]
+    assert _accepted(epi, -np.inf, 1.0, 1.0, range(-128, 128)) == [-128]
+    assert _accepted(epi, 300.0, 1.0, 1.0, range(-128, 128)) == [127]
+    assert _accepted(epi, 127.0, 0.6, 1.0, range(-128, 128)) == [126, 127]  # 126.4 .. 127.6: 126 and 127 only
+
+
+def test_quantized_interval_on_the_e4m3_grid():
+    epi = E.Epilogue((), "e4m3")
+    values = E.decode_e4m3(np.arange(256, dtype=np.uint8))
+    grid = [float(x) for x in values[np.isfinite(values)]]
+    # 1.06 +- 0.005: 1.055 rounds to 1.0, 1.065 to 1.125 (past the tie at 1.0625)
+    assert sorted(set(_accepted(epi, 1.06, 0.005, 1.0, grid))) == [1.0, 1.125]
+    assert sorted(set(_accepted(epi, 1.01, 0.005, 1.0, grid))) == [1.0]
+    # 0 +- 1e-4: both ends round to a zero, of either sign; both zeros pass, the smallest subnormal does not
+    zeros = _accepted(epi, 0.0, 1e-4, 1.0, [0.0, -0.0, 2.0 ** -9, -(2.0 ** -9)])
+    assert len(zeros) == 2 and all(z == 0 for z in zeros)
+    nan_ref, nan_bound = E.quantized_reference(epi, np.array([[np.nan]]), np.array([[0.1]]), np.array([1.0]))
+    assert np.isnan(nan_ref).all() and nan_bound.tolist() == [[0.0]]
 
 
 def test_half_output_bound_adds_one_rounding():

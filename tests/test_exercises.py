@@ -16,7 +16,7 @@ import pytest
 from lab import build, exercises, schedule
 from lab.build import KernelSpec
 from lab.errors import CompileError, LabError
-from lab.exercises import CheckGroup, Exercise, Performance, solution_regions, strip_solution
+from lab.exercises import CheckGroup, Exercise, Performance, load, solution_regions, strip_solution
 from lab.families import get_family
 
 EXERCISE_IDS = ["01_vectorized_copy", "02_tiled_transpose", "03_smem_tiled_gemm", "04_register_tiled_gemm",
@@ -891,9 +891,31 @@ def test_a_student_s_compile_error_names_their_file(ex, tmp_path):
 def test_student_and_reference_cache_keys_differ_only_by_source(ex, tmp_path):
     (tmp_path / "kernel.cu").write_text(ex.reference_source())
     same = ex.student_spec(tmp_path / "kernel.cu")
-    assert build.cache_key(same, 90) == build.cache_key(ex.reference_spec(), 90)  # same text, same binary
+    reference = dataclasses.replace(ex.reference_spec(), headers=ex.allowed_headers())  # what a submission is given
+    assert build.cache_key(same, 90) == build.cache_key(reference, 90)  # same text, same binary
     (tmp_path / "kernel.cu").write_text(ex.starter_text())
-    assert build.cache_key(same, 90) != build.cache_key(ex.reference_spec(), 90)
+    assert build.cache_key(same, 90) != build.cache_key(reference, 90)
+
+
+def test_a_submission_is_given_only_its_exercise_s_headers(ex):
+    allowed = set(ex.allowed_headers())
+    given = set(build.compile_headers(ex.student_spec(ex.path / "starter.cu"))) - {build.PLUGIN_HEADER}
+    assert given == allowed - {build.PLUGIN_HEADER}
+    for name in allowed - {build.PLUGIN_HEADER}:  # no header that holds an answer
+        assert "BEGIN SOLUTION" not in (build.COMMON_DIR / name).read_text()
+
+
+def test_a_solution_header_is_out_of_reach(tmp_path):
+    """Exercise 06's answer (the grouped order of lab_tile_order.cuh) cannot be included by its submission, nor
+    exercise 08's solution functor by any other exercise's."""
+    tile_order, split_k = load("06_tile_order"), load("07_split_k")
+    assert "lab_tile_order.cuh" not in tile_order.allowed_headers()
+    assert build.PLUGIN_HEADER not in split_k.allowed_headers()
+    text = tile_order.starter_text().replace('#include "lab_hopper_gemm.cuh"',
+                                             '#include "lab_hopper_gemm.cuh"\n#include "lab_tile_order.cuh"', 1)
+    (tmp_path / "kernel.cu").write_text(text)
+    with pytest.raises(CompileError, match="lab_tile_order.cuh.*is not allowed"):
+        build.compile_cubin(tile_order.student_spec(tmp_path / "kernel.cu"), 90)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -922,3 +944,19 @@ def test_reference_passes_every_case_and_the_starter_fails(ex):
             assert passed, f"the starter of {ex.id}, correct by design, fails {group.name}"
         else:
             assert not passed, f"the starter passes {group.name}"
+
+
+def test_a_split_k_file_without_its_reduction_kernel_fails_the_compile_check_in_one_sentence(tmp_path, monkeypatch):
+    """Exercise 07's launches use two kernels of the file: a file without the reduction kernel is refused by the
+    compile check, naming it, instead of every check group's worker dying on the missing function."""
+    from lab import grade_worker
+
+    ex = load("07_split_k")
+    text = ex.reference_source().replace("gemm_tc_split_k_reduce(", "gemm_tc_split_k_sum(")
+    (tmp_path / "kernel.cu").write_text(text)
+    monkeypatch.setattr(build, "get_kernel", lambda spec, cooperative=False: build.compile_cubin(spec, 90))
+    ok, output = grade_worker.run_compile(ex, tmp_path / "kernel.cu", "kernel.cu")
+    assert not ok and "gemm_tc_split_k_reduce" in output and "kernel.cu" in output and "Traceback" not in output
+    (tmp_path / "kernel.cu").write_text(ex.reference_source())
+    ok, output = grade_worker.run_compile(ex, tmp_path / "kernel.cu", "kernel.cu")
+    assert ok and "gemm_tc_split_k_reduce" in output

@@ -107,3 +107,64 @@ def test_plain_ceiling_serves_a_quantized_problem():
     plain = problem._plain_scratch.get().astype(np.float64)
     a, b, _ = fam._operands(problem)
     assert np.allclose(plain, a @ b, rtol=2e-2, atol=0.5)
+
+
+# --- exercise 08's functor on chosen values (kernels/epilogue/plugin_numerics.cu) --------------------------------
+
+_PLUGIN_CVT = 'asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(code) : "f"(scaled));'
+
+
+def _skip_unless_sm_90a():
+    from lab import build, device
+    from lab.plugin_numerics import harness_spec
+
+    why = build.arch_refusal(harness_spec(build.COMMON_DIR / build.PLUGIN_HEADER, "kernel.cu"), device.current().arch)
+    if why:
+        pytest.skip(f"the functor's harness {why}")
+
+
+def _functor(tmp_path, replacement: str | None):
+    """The lab's functor (kernels/common/lab_epilogue_plugin.cuh), its int8 conversion replaced where asked."""
+    from lab.build import COMMON_DIR, PLUGIN_HEADER
+
+    text = (COMMON_DIR / PLUGIN_HEADER).read_text()
+    assert _PLUGIN_CVT in text
+    path = tmp_path / "kernel.cu"
+    path.write_text(text if replacement is None else text.replace(_PLUGIN_CVT, replacement))
+    return path
+
+
+def test_the_lab_s_functor_is_exact_on_the_chosen_values(tmp_path):
+    from lab.plugin_numerics import CHOSEN, check_int8_numerics
+
+    _skip_unless_sm_90a()
+    ok, message = check_int8_numerics(_functor(tmp_path, None), "kernel.cu")
+    assert ok, message
+    assert message == f"ties, saturation and NaN: all {len(CHOSEN)} chosen values exact"
+
+
+@pytest.mark.parametrize("replacement, words", [
+    # round half away from zero (roundf), NaN still 0: only the ties tell
+    ("code = scaled != scaled ? 0 : (int)fminf(fmaxf(roundf(scaled), -128.0f), 127.0f);",
+     ("gave code 11 for acc 10.5 x q_scale 1", "a tie", "gives 10")),
+    # ties right, NaN -> 127
+    (_PLUGIN_CVT + "\n    if (scaled != scaled) code = 127;", ("gave code 127 for a NaN accumulator", "code 0")),
+    # NaN -> -128, what fmaxf / fminf saturation after rintf gives
+    ("code = (int)fminf(fmaxf(rintf(scaled), -128.0f), 127.0f);", ("gave code -128 for a NaN accumulator",)),
+], ids=["round-half-away", "nan-to-127", "nan-to-minus-128"])
+def test_a_wrong_tie_rule_or_nan_code_fails_naming_the_value(tmp_path, replacement, words):
+    from lab.plugin_numerics import check_int8_numerics
+
+    _skip_unless_sm_90a()
+    ok, message = check_int8_numerics(_functor(tmp_path, replacement), "kernel.cu")
+    assert not ok
+    assert all(w in message for w in words), message
+
+
+def test_the_starter_functor_fails_the_chosen_values_as_unwritten():
+    from lab import exercises
+    from lab.plugin_numerics import check_int8_numerics
+
+    _skip_unless_sm_90a()
+    ok, message = check_int8_numerics(exercises.load("08").starter_path, "kernel.cu")
+    assert not ok and "unwritten" in message, message

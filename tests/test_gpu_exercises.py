@@ -135,8 +135,16 @@ def test_the_starter_compiles_and_earns_nothing(graded):
     for check in starter.checks:
         if check.name == "performance":
             assert "not timed" in check.output, check.output
+        elif check.name != "compile" and _harness_of(starter, check.name):  # its chosen values come first
+            assert not check.passed and "lab_plugin_store_pair" in check.output, check.output
         elif check.name != "compile":
             assert not check.passed and "failed on" in check.output and "wrong result" in check.output, check.output
+
+
+def _harness_of(result: grader.SubmissionResult, name: str) -> str | None:
+    exercise = load(result.exercise)
+    groups = exercise.checks + exercise.hidden_checks()
+    return next((g.harness for g in groups if g.name == name), None)
 
 
 @pytest.mark.parametrize("graded", ROW_MAJOR_STARTERS, indirect=True)
@@ -239,20 +247,19 @@ def test_the_timed_runs_of_the_epilogue_exercise_check_its_int8_output(case):
     assert ok is None
 
 
-def test_a_split_k_file_without_its_reduction_kernel_fails_its_groups_naming_the_kernel(tmp_path):
-    # 07's launcher builds a second kernel from the student's file, gemm_tc_split_k_reduce, as
-    # dataclasses.replace(spec, entry=...). The compile check builds only the exercise's entry, so a file that
-    # renamed the second passes it; every check group then fails on the launcher's compile, with the compiler's
-    # sentence naming the kernel it lacks, and scores nothing (no performance run, no grade lost).
+def test_a_split_k_file_without_its_reduction_kernel_fails_the_compile_check_naming_the_kernel(tmp_path):
+    # 07's launcher builds a second kernel from the student's file, gemm_tc_split_k_reduce. The compile check builds
+    # every kernel the family's launches use (Family.companion_entries), so a file that renamed the second fails
+    # there, with one sentence naming the kernel it lacks, and nothing else runs.
     exercise = load("07_split_k")
     _skip_unless_this_gpu_runs(exercise)
     text = exercise.reference_source().replace("gemm_tc_split_k_reduce(", "gemm_tc_split_k_sum(")
     assert text != exercise.reference_source()
     result = grader.grade_submission(exercise, _submit(tmp_path, "no_reduction", text), seed=SEED,
                                      include_hidden=False, with_performance=False)
-    assert result.check("compile").passed, _report(result)
+    compile_check = result.check("compile")
+    assert not compile_check.passed and "gemm_tc_split_k_reduce" in compile_check.output, _report(result)
+    assert "Traceback" not in compile_check.output and "exit code" not in compile_check.output, _report(result)
     for group in exercise.checks:
-        check = result.check(group.name)
-        assert not check.passed and check.score == 0, _report(result)
-        assert "gemm_tc_split_k_reduce" in check.output, _report(result)
+        assert result.check(group.name).score == 0 and "did not compile" in result.check(group.name).output
     assert result.score == 0

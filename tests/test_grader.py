@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import textwrap
+import time
 
 import pytest
 
@@ -632,3 +633,87 @@ def test_sigterm_to_a_batch_ends_its_workers(fake, tmp_path):
     left = {pid: open(f"/proc/{pid}/cmdline", "rb").read()[:300] for pid in started if _alive(pid)}
     assert not left, left
     assert not (tmp_path / "out" / "hang" / "results.json").exists()
+
+
+# ----------------------------------------------------------------------------------------------
+# Nothing in one submission stops, slows or changes another's grading
+# ----------------------------------------------------------------------------------------------
+
+FAKE_PRECHECK = textwrap.dedent('''
+    """The real file reader, except that a file saying STALL_THE_READER stalls it and CRASH_THE_READER crashes it."""
+    import sys, time
+
+    from lab import grade_precheck
+
+    text = open(sys.argv[sys.argv.index("--file") + 1], encoding="latin-1").read()
+    if "STALL_THE_READER" in text:
+        time.sleep(3600)
+    if "CRASH_THE_READER" in text:
+        raise MemoryError("the reader ran out of memory")
+    sys.exit(grade_precheck.main())
+''')
+
+
+@pytest.fixture
+def fake_reader(fake, tmp_path, monkeypatch):
+    (tmp_path / "fakeworker" / "fake_precheck.py").write_text(FAKE_PRECHECK)
+    monkeypatch.setattr(grader, "PRECHECK_MODULE", "fake_precheck")
+    monkeypatch.setattr(grader, "PRECHECK_LIMIT_S", 2.0)
+    return fake
+
+
+def test_a_file_that_stalls_or_crashes_the_reader_costs_only_its_own_grade(fake_reader, tmp_path):
+    subs = tmp_path / "subs"
+    _submission(subs, "alice")
+    _submission(subs, "bob", "// STALL_THE_READER")
+    _submission(subs, "carol", "// CRASH_THE_READER")
+    _submission(subs, "dave")
+    start = time.monotonic()
+    results = {r.submission: r for r in classroom.grade_batch(fake_reader, subs, tmp_path / "out",
+                                                              include_hidden=False)}
+    assert time.monotonic() - start < 30
+    assert results["alice"].score == results["dave"].score == results["alice"].max_score > 0
+    bob, carol = results["bob"].check("compile"), results["carol"].check("compile")
+    assert results["bob"].score == 0 and "took longer than 2 s" in bob.output and "\n" not in bob.output
+    assert results["carol"].score == 0 and "could not read kernel.cu" in carol.output
+    assert "Traceback" not in carol.output and "MemoryError" in carol.output
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "took longer than" in report and "could not read" in report
+
+
+def test_a_folder_of_too_many_files_gets_a_sentence_and_the_batch_goes_on(fake, tmp_path, monkeypatch):
+    monkeypatch.setattr(grader, "MAX_FILES", 50)
+    subs = tmp_path / "subs"
+    crowded = _submission(subs, "alice")
+    for i in range(60):
+        (crowded / f"note{i}.txt").write_text("x")
+    _submission(subs, "bob")
+    results = {r.submission: r for r in classroom.grade_batch(fake, subs, tmp_path / "out", include_hidden=False)}
+    assert results["alice"].score == 0 and "more than 50 files" in results["alice"].check("compile").output
+    assert results["bob"].score == results["bob"].max_score > 0
+
+
+def test_an_unreadable_submission_is_its_own_sentence(fake, tmp_path, monkeypatch):
+    """A folder the grader may not read (its permissions; faked here, since root reads everything) is that
+    submission's sentence, and the batch goes on."""
+    subs = tmp_path / "subs"
+    locked = _submission(subs, "alice")
+    _submission(subs, "bob")
+    walk = grader._walk
+
+    def guarded(folder):
+        if folder == locked:
+            raise PermissionError(13, "Permission denied", str(folder))
+        return walk(folder)
+
+    monkeypatch.setattr(grader, "_walk", guarded)
+    results = {r.submission: r for r in classroom.grade_batch(fake, subs, tmp_path / "out", include_hidden=False)}
+    assert results["alice"].score == 0 and "could not read the submission alice" in \
+        results["alice"].check("compile").output
+    assert results["bob"].score == results["bob"].max_score > 0
+
+
+def test_a_fingerprint_never_raises(fake, tmp_path, monkeypatch):
+    sub = _submission(tmp_path, "alice")
+    monkeypatch.setattr(grader, "MAX_FILES", 0)
+    assert len(grader.fingerprint(fake, sub, 0, False)) == 20

@@ -32,6 +32,7 @@ MODE_NAMES = {0: "workspace + reduction kernel", 1: "in-kernel after a grid barr
 MIN_K_TILES_PER_SPLIT = 4  # a split shorter than this spends more on its pipeline fill and partial tile than it saves
 MAX_WORKSPACE_BYTES = 1 << 30
 REDUCE_THREADS = 256
+REDUCE_ENTRY = "gemm_tc_split_k_reduce"  # mode 0's second kernel, in the same source
 MAX_PLANS = 256  # launch plans kept per family instance (the check cases make a few hundred)
 NARROW_N = 128  # at or below this N every rung uses 128 x 128 tiles
 FEW_TILES = 8  # at or below this many 128 x 256 tiles, too (narrow_tiles)
@@ -120,6 +121,9 @@ class GemmSplitKFamily(GemmTcFamily):
         super().__init__(accumulation_scale)
         self._plans: dict = {}  # _plan's, by rung, params and operand addresses
 
+    def companion_entries(self, rung: Rung) -> tuple[str, ...]:
+        return (REDUCE_ENTRY,) if SPLIT_MODES.get(rung.key) == 0 else ()
+
     def make_problem(self, seed: int = 0, dist: str = "normal", M: int = 64, N: int = 64, K: int = 64,
                      alpha: float = 1.0, beta: float = 0.0, pad: int = 0, layout: str = "TN", dtype: str = "float16",
                      sets: int = 1, splits: int = 0) -> Problem:
@@ -200,7 +204,7 @@ class GemmSplitKFamily(GemmTcFamily):
         maps = self._tensor_maps(built, p, a, b)[0] if direct else None
         reduce, blocks = None, 0
         if mode == 0:
-            reduce = get_kernel(dataclasses.replace(built.spec, entry="gemm_tc_split_k_reduce"))
+            reduce = get_kernel(dataclasses.replace(built.spec, entry=REDUCE_ENTRY))
             items = p["M"] * (-(-p["N"] // 4)) * reduce_lanes(splits)
             blocks = max(1, min(-(-items // REDUCE_THREADS), 8 * sms))
         plan = SplitPlan(built, mode, splits, tiles, min(tiles * splits, sms), k["THREADS"], smem, kernel, reduce,

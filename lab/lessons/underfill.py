@@ -16,7 +16,6 @@ records (measurements). The targets are issue 12's, named as targets.
 
 from __future__ import annotations
 
-import csv
 import functools
 import json
 import math
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lab import ncu as nsight_compute
 from lab import records
 from lab.errors import LabError
 from lab.lessons import scheduling as _payloads  # its loader reads any {"provenance": ...} payload
@@ -527,20 +527,21 @@ def determinism_table(payload: dict | None, name: str = SPLIT_FACTORS) -> str:
 # --- Nsight Compute: the split kernel and the reduction kernel apart ------------------------------------------
 
 SPLIT_KERNEL, REDUCE_KERNEL = "gemm_tc_split_k", "gemm_tc_split_k_reduce"
-_NCU_METRICS = {"gpu__time_duration.sum": "us", "dram__bytes_read.sum": "read", "dram__bytes_write.sum": "write",
-                "lts__t_sector_hit_rate.pct": "l2_hit_pct"}
+_NCU_METRICS = {"us": "gpu__time_duration.sum", "read": "dram__bytes_read.sum", "write": "dram__bytes_write.sum",
+                "l2_hit_pct": "lts__t_sector_hit_rate.pct"}
 
 
 def _ncu_kernels(rows: Iterable[str]) -> list[dict]:
-    """The raw CSV rows (one metric each) as one dict per profiled kernel, in profiling order."""
-    kernels: dict[str, dict] = {}
-    for fields in csv.reader(rows):
-        if len(fields) < 15 or fields[12] not in _NCU_METRICS:
-            continue
-        k = kernels.setdefault(fields[0], {"name": fields[4], "grid": fields[8]})
-        value = float(fields[14].replace(",", ""))
-        k[_NCU_METRICS[fields[12]]] = value / 1e3 if fields[12].startswith("gpu__time") else value
-    return [kernels[i] for i in sorted(kernels, key=int)]
+    """The stored CSV rows (one metric each, kept without ncu's header line: read with its column names) as one
+    dict per profiled kernel, in profiling order: durations in microseconds, bytes, the L2 hit rate in percent."""
+    kernels = []
+    for launch in nsight_compute.parse(rows, columns=nsight_compute.COLUMNS):
+        counters = launch.named(_NCU_METRICS)
+        if "us" in counters:
+            counters["us"] /= 1e3  # from nanoseconds, ncu's base unit
+        if counters:
+            kernels.append({"name": launch.kernel, "grid": launch.columns.get("Grid Size"), **counters})
+    return kernels
 
 
 def ncu_launches(payload: dict | None) -> list[dict] | None:

@@ -1,0 +1,104 @@
+"""Exercise 09's calibration: how far a good dispatch table is ahead of one that sends every GEMM to the library.
+
+The exercise scores a table by the serving trace's total GPU time against the reference table, timed in the same
+process (lab.grade_worker.run_rules_performance). That score means something only if the reference is clearly
+faster than the trivial table, so this study times, on the exercise's own traces and one Layer:
+    reference   the exercise's reference solution (solution/rules.json)
+    default     lab.ops.rules.DEFAULT
+    library     one rule: the library path (cuBLASLt) for every GEMM
+in `rounds` rounds (the tables' order rotated between rounds), and reports each table's total, the ratios, and the
+performance points each would earn under the exercise's scoring. It also probes shapes a trace family could add
+(an output head with an odd vocabulary) through every path that serves them, so that the next trace can be
+chosen from measurements.
+
+    python -m lab.exercise09_calibration --out results/h200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+RECORD = "exercise09_calibration.json"
+LIBRARY_TABLE = {"rules": [{"when": {}, "path": "cublas", "note": "the library for every GEMM"}]}
+# Output heads whose vocabulary is odd (GPT-2's 50257, a Llama vocabulary with one added token): C's rows are not
+# 16-byte aligned, the library's fast kernels' requirement.
+PROBE_M = (1, 4, 8, 16, 64, 256, 1024, 2048)
+PROBE_HEADS = ((50257, 4096), (32001, 4096))
+PROBE_METHODS = (("decode", "decode", {}), ("persistent BN=256", "persistent", {"BN": 256, "GROUP_M": 8}),
+                 ("persistent BN=128", "persistent", {"BN": 128, "GROUP_M": 8}), ("stream_k", "stream_k", {}),
+                 ("cublas", "cublas", {}))
+
+
+def time_traces(exercise, rounds: int, progress=print) -> list[dict]:
+    """Each trace the exercise grades performance on (the visible one and the hidden one), every table timed on it
+    in every round; totals per round and the points each table would earn against the reference."""
+    from lab import grade_worker as gw
+    from lab.ops import rules
+    from lab.ops.dispatch import Runtime
+    from lab.serving_trace import totals
+
+    reference, _ = exercise.reference_table()
+    tables = {"reference": reference, "default": rules.DEFAULT,
+              "library": rules.parse(LIBRARY_TABLE, "the library everywhere")}
+    perf = exercise.performance
+    out = []
+    for which, spec in (("visible", exercise.performance.params[0]), ("hidden", exercise.performance_trace(True))):
+        steps = exercise.trace_steps(spec)
+        per_round = []
+        for r in range(rounds):
+            names = list(tables)[r % len(tables):] + list(tables)[:r % len(tables)]
+            progress(f"  {which} trace, round {r + 1}: {', '.join(names)}")
+            times = gw.time_tables(steps, {n: Runtime(tables[n]) for n in names})
+            per_round.append({n: round(t["total_us"], 1) for n, t in totals(steps, times).items()})
+        ratios = {n: [round(rd["reference"] / rd[n], 4) for rd in per_round] for n in tables}
+        points = {n: [gw.performance_score(x, perf.target_of_ceiling, perf.points) for x in ratios[n]] for n in tables}
+        out.append({"trace": which, "spec": spec, "steps": len(steps), "distinct": len(set(steps)),
+                    "total_us": per_round, "ratio_to_reference": ratios, "points": points,
+                    "reference_over_library": [round(rd["library"] / rd["reference"], 4) for rd in per_round]})
+    return out
+
+
+def probe_heads(rounds: int, progress=print) -> list[dict]:
+    """Every path that serves an output head of an odd vocabulary, checked against float64 and timed cold."""
+    from lab.ops_sweep import Sample, measure_sample
+
+    rows = []
+    for n, k in PROBE_HEADS:
+        for i, m in enumerate(PROBE_M):
+            sample = Sample(m, n, k, "float16", "TN", "none")
+            progress(f"  head {m} x {n} x {k}")
+            rows.append(measure_sample(sample, list(PROBE_METHODS), rounds, 90_000 + i))
+    return rows
+
+
+def run(out_dir: Path, rounds: int = 3, progress=print) -> Path:
+    from lab.exercises import load
+    from lab.library_gemm import library_name
+    from lab.records import provenance
+
+    started = time.perf_counter()
+    exercise = load("09")
+    record = {"provenance": provenance(), "library": library_name(), "rounds": rounds,
+              "scoring": {"target": exercise.performance.target_of_ceiling, "points": exercise.performance.points},
+              "traces": time_traces(exercise, rounds, progress), "heads": probe_heads(rounds, progress)}
+    record["seconds"] = round(time.perf_counter() - started, 1)
+    out = Path(out_dir) / RECORD
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args(argv)
+    print(run(args.out, args.rounds))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
