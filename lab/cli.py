@@ -430,19 +430,21 @@ def _print_table_routes(exercise, path: Path, shown: str) -> None:
     from lab.ops import rules
     from lab.ops.dispatch import Runtime
     from lab.ops.shapes import GemmShape
-    from lab.serving_trace import GEMMS
+    from lab.serving_trace import gemm_shapes
 
     runtime = Runtime(rules.load(path))
     runtime._arch = device.REFERENCE_ARCH  # decide as on the reference GPU, without asking for a device
     traces = [c for g in exercise.checks for c in g.cases] + exercise.performance.params
-    ms = sorted({s.M for spec in traces for s in exercise.trace_steps(spec)})
+    shapes = gemm_shapes([s for spec in traces for s in exercise.trace_steps(spec)], exercise.vocab)
+    ms = sorted({m for m, _ in shapes})
     table = Table(title=f"{shown}: the path of each GEMM at the M values of the visible traces "
                         f"(sm_{device.REFERENCE_ARCH}, {len(ms)} values of M)", title_justify="left")
     table.add_column("GEMM (N x K, epilogue)")
     table.add_column("M: path (the rule that chose it)")
-    for name, n, k, epilogue in GEMMS:
+    for gemm in dict.fromkeys(g for _, g in shapes):
+        name, n, k, epilogue = gemm
         runs: list[list] = []  # [first M, last M, decision]
-        for m in ms:
+        for m in sorted(m for m, g in shapes if g == gemm):
             decision = runtime.rule_decision(GemmShape(m, n, k, "float16", "TN", True, epilogue))
             if runs and runs[-1][2] == decision:
                 runs[-1][1] = m

@@ -142,6 +142,11 @@ class Performance:
     points: float
     params: list[dict]
     target_of_ceiling: float
+    zero_at: float | None = None  # the ratio that earns nothing (a dispatch table's; None: half the target)
+
+    @property
+    def zero_ratio(self) -> float:
+        return self.target_of_ceiling / 2 if self.zero_at is None else self.zero_at
 
 
 @dataclass
@@ -407,6 +412,7 @@ class RulesExercise(Exercise):
     the performance trace."""
 
     trace: dict = field(default_factory=dict)
+    vocab: int | None = None  # the model's output head (lab.serving_trace.head_gemm) runs in every step where given
     gate: ClassVar[str] = "parse"
     gate_failed: ClassVar[str] = "the dispatch table did not parse"
 
@@ -514,7 +520,7 @@ def _trace_family(raw, where: Path) -> dict:
 
 
 _RULES_REQUIRED = ("id", "kind", "title", "student_file", "trace", "checks", "performance", "time_limit_s",
-                   "check_timeout_s")
+                   "check_timeout_s")  # and optionally "model": {"vocab": the output head's width}
 
 
 def _rules_from_folder(folder: Path, data: dict, spec_path: Path) -> RulesExercise:
@@ -531,17 +537,26 @@ def _rules_from_folder(folder: Path, data: dict, spec_path: Path) -> RulesExerci
         raise LabError(f"{spec_path}: checks must be a non-empty list of check groups.")
     checks = [_check_group(g, spec_path) for g in data["checks"]]
     perf = data["performance"]
-    if not isinstance(perf, dict) or set(perf) != {"points", "params", "target_of_ceiling"} \
-            or not _one_trace(perf["params"]):
-        raise LabError(f"{spec_path}: performance needs exactly \"points\", \"params\" (one trace) and "
-                       "\"target_of_ceiling\" (a fraction of the reference table's speed).")
-    performance = Performance(float(perf["points"]), [dict(perf["params"][0])], float(perf["target_of_ceiling"]))
+    if not isinstance(perf, dict) or not {"points", "params", "target_of_ceiling"} <= set(perf) \
+            <= {"points", "params", "target_of_ceiling", "zero_at", "about"} or not _one_trace(perf["params"]):
+        raise LabError(f"{spec_path}: performance needs \"points\", \"params\" (one trace) and "
+                       "\"target_of_ceiling\" (a fraction of the reference table's speed), and may have \"zero_at\" "
+                       "(the fraction that earns nothing) and \"about\".")
+    zero_at = perf.get("zero_at")
+    if zero_at is not None and not (_is_number(zero_at) and 0 <= zero_at < perf["target_of_ceiling"]):
+        raise LabError(f"{spec_path}: performance's zero_at must be a number from 0 to below target_of_ceiling.")
+    performance = Performance(float(perf["points"]), [dict(perf["params"][0])], float(perf["target_of_ceiling"]),
+                              None if zero_at is None else float(zero_at))
+    model = data.get("model", {})
+    if not isinstance(model, dict) or set(model) - {"vocab"} or \
+            ("vocab" in model and not (isinstance(model["vocab"], int) and 1 <= model["vocab"] <= 1 << 20)):
+        raise LabError(f"{spec_path}: model may hold only \"vocab\", the output head's width (1 to 1048576).")
     _validate_traces([c for g in checks for c in g.cases] + performance.params, spec_path)
     return RulesExercise(
         id=folder.name, number=int(folder.name[:2]), title=data["title"], family="", rung="", entry="",
         student_file=student_file, checks=checks, performance=performance,
         time_limit_s=float(data["time_limit_s"]), check_timeout_s=float(data["check_timeout_s"]), path=folder,
-        kind=DISPATCH_RULES, trace=_trace_family(data["trace"], spec_path),
+        kind=DISPATCH_RULES, trace=_trace_family(data["trace"], spec_path), vocab=model.get("vocab"),
     )
 
 

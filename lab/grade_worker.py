@@ -284,13 +284,13 @@ def _wrong_shapes(rows: list[dict]) -> str | None:
             f"epilogue {r['epilogue']}) on path {r['path']}: {r['bad']} elements outside their error bound")
 
 
-def check_trace(table, steps) -> list[dict]:
-    """Every distinct GEMM of the steps through lab.ops with `table` (a fresh Runtime: the table alone decides,
-    no tune cache), against float64 (lab.serving_trace.check_every_shape)."""
+def check_trace(table, steps, vocab: int | None = None) -> list[dict]:
+    """Every distinct GEMM of the steps (the output head's too, with `vocab`) through lab.ops with `table` (a fresh
+    Runtime: the table alone decides, no tune cache), against float64 (lab.serving_trace.check_every_shape)."""
     from lab import serving_trace as st
     from lab.ops.dispatch import Runtime
 
-    return st.check_every_shape(steps, Runtime(table))
+    return st.check_every_shape(steps, Runtime(table), vocab=vocab)
 
 
 def run_trace_group(exercise, table, group) -> dict:
@@ -300,7 +300,7 @@ def run_trace_group(exercise, table, group) -> dict:
     rows = []
     try:
         for spec in group.cases:
-            rows += check_trace(table, exercise.trace_steps(spec))
+            rows += check_trace(table, exercise.trace_steps(spec), exercise.vocab)
     except LabError as exc:
         return {"passed": False, "score": 0.0, "cuda_error": False, "output": str(exc)}
     except _cuda_errors() as exc:
@@ -315,12 +315,12 @@ def run_trace_group(exercise, table, group) -> dict:
                       f"{len({r['gemm'] for r in rows})} GEMMs), every element within its error bound; paths: {paths}"}
 
 
-def time_tables(steps, runtimes: dict, min_time_ms: float = RULES_MIN_TIME_MS) -> dict:
-    """{name: {(kind, M): us}}: one layer at every distinct step, timed under each runtime on one Layer, the
-    runtimes' order alternating from step to step."""
+def time_tables(steps, runtimes: dict, min_time_ms: float = RULES_MIN_TIME_MS, vocab: int | None = None) -> dict:
+    """{name: {(kind, M): us}}: one layer (and the output head, with `vocab`) at every distinct step, timed under each
+    runtime on one Layer, the runtimes' order alternating from step to step."""
     from lab import serving_trace as st
 
-    layer = st.Layer(max(s.M for s in steps))
+    layer = st.Layer(max(s.M for s in steps), vocab=vocab)
     names = list(runtimes)
     times: dict = {name: {} for name in names}
     for i, step in enumerate(sorted(set(steps), key=lambda s: (s.kind, s.M))):
@@ -329,10 +329,11 @@ def time_tables(steps, runtimes: dict, min_time_ms: float = RULES_MIN_TIME_MS) -
     return times
 
 
-def performance_score(ratio: float, target: float, points: float) -> float:
-    """Full points at `target` x the reference table's speed or faster, none at half the target or slower, and
-    in proportion between."""
-    share = (ratio - target / 2) / (target / 2)
+def performance_score(ratio: float, target: float, points: float, zero_at: float | None = None) -> float:
+    """Full points at `target` x the reference table's speed or faster, none at `zero_at` (half the target where
+    None) or slower, and in proportion between."""
+    zero = target / 2 if zero_at is None else zero_at
+    share = (ratio - zero) / (target - zero)
     return round(points * min(1.0, max(0.0, share)), 2)
 
 
@@ -356,11 +357,13 @@ def run_rules_performance(exercise, table, spec: dict, checked: set[int], which:
     try:
         steps = exercise.trace_steps(spec)
         unchecked = sorted({s.M for s in steps} - checked)
-        wrong = _wrong_shapes(check_trace(table, [Step("decode", m) for m in unchecked])) if unchecked else None
+        wrong = _wrong_shapes(check_trace(table, [Step("decode", m) for m in unchecked], exercise.vocab)) \
+            if unchecked else None
         if wrong:
             return {"passed": False, "score": 0.0, "cuda_error": False, "output": f"not timed: {wrong}"}
         reference, reference_name = exercise.reference_table()
-        times = time_tables(steps, {"student": Runtime(table), "reference": Runtime(reference)})
+        times = time_tables(steps, {"student": Runtime(table), "reference": Runtime(reference)},
+                            vocab=exercise.vocab)
     except LabError as exc:
         return {"passed": False, "score": 0.0, "cuda_error": False, "output": str(exc)}
     except _cuda_errors() as exc:
@@ -369,7 +372,7 @@ def run_rules_performance(exercise, table, spec: dict, checked: set[int], which:
     total = totals(steps, times)
     student_us, reference_us = total["student"]["total_us"], total["reference"]["total_us"]
     ratio = reference_us / student_us
-    score = performance_score(ratio, perf.target_of_ceiling, perf.points)
+    score = performance_score(ratio, perf.target_of_ceiling, perf.points, perf.zero_at)
     kinds = Counter(s.kind for s in steps)
     mine = total["student"]
     lines = [f"{which}: {len(steps)} steps ({kinds['decode']} decode, {kinds['prefill']} prefill), "
@@ -378,7 +381,7 @@ def run_rules_performance(exercise, table, spec: dict, checked: set[int], which:
              f"{mine.get('decode_us', 0) / 1e3:.3f} ms, prefill {mine.get('prefill_us', 0) / 1e3:.3f} ms)",
              f"{reference_name}: {reference_us / 1e3:.3f} ms (same run, same layer and inputs)",
              f"{ratio:.3f}x of the reference table's speed; target {perf.target_of_ceiling:.2f}x for full points, "
-             f"none at {perf.target_of_ceiling / 2:.3f}x or below: {score:g}/{perf.points:g}"]
+             f"none at {perf.zero_ratio:.3f}x or below: {score:g}/{perf.points:g}"]
     losses = _largest_losses(steps, times)
     if losses:
         lines.append(f"where your table lost the most time: {losses}")

@@ -26,6 +26,7 @@ from lab.errors import LabError
 # The header ncu prints above its --csv rows. Records that kept the rows without it are read with these names.
 COLUMNS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
            "Grid Size", "Device", "CC", "Section Name", "Metric Name", "Metric Unit", "Metric Value")
+_HEADER = {"ID", "Metric Name", "Metric Value"}  # the header row holds these, wherever they stand
 _OWN_COLUMNS = {"ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value"}  # read into Launch itself
 
 # Unit -> factor to ncu's base unit: bytes, nanoseconds, hertz, and rates per second. ncu scales its output for
@@ -137,7 +138,7 @@ def parse(text: str | Iterable[str], columns: Sequence[str] | None = None) -> li
     header, start = None, 0
     for i, line in enumerate(lines):
         fields = next(csv.reader([line]), [])
-        if fields[:1] == ["ID"]:
+        if _HEADER <= set(fields):
             header, start = fields, i + 1
             break
     if header is None:

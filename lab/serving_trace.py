@@ -51,6 +51,16 @@ def gemms(hidden: int = HIDDEN, intermediate: int = INTERMEDIATE, qkv: int = QKV
 
 
 GEMMS = gemms()
+
+
+def head_gemm(vocab: int) -> tuple:
+    """The output head: the last norm's output times the embedding matrix (vocab x hidden), the logits of each row.
+    A step scores one row per sequence: every row of a decode step, the last token of a prefill."""
+    return ("head", vocab, HIDDEN, "none")
+
+
+def head_rows(kind: str, m: int) -> int:
+    return m if kind == "decode" else 1
 METHODS = ("lab_ops", "cublas", "generic", "persistent")
 SPIN_NS = 2_000_000  # longer than the host needs to queue a whole step (seven calls) through any method
 
@@ -95,7 +105,8 @@ def summarize(trace: list[Step]) -> dict:
 class Layer:
     """One layer's weights (fp16, random, never zero) and activation buffers sized for the largest step."""
 
-    def __init__(self, max_m: int, seed: int = 7):
+    def __init__(self, max_m: int, seed: int = 7, vocab: int | None = None):
+        """`vocab`: the model's output head too (head_gemm), run once per step after the layer."""
         import cupy as cp
 
         from lab.check import random_array
@@ -103,18 +114,19 @@ class Layer:
         def draw(shape, s, scale=1.0):
             return (random_array(shape, np.float32, seed + s, "normal", xp=cp) * np.float32(scale)).astype(cp.float16)
 
-        self.w = {name: draw((n, k), i, k ** -0.5) for i, (name, n, k, _) in enumerate(GEMMS)}
+        self.gemms = GEMMS + ((head_gemm(vocab),) if vocab else ())
+        self.w = {name: draw((n, k), i, k ** -0.5) for i, (name, n, k, _) in enumerate(self.gemms)}
         self.norm_w = draw((HIDDEN,), 11)
         self.x = draw((max_m, HIDDEN), 12)
         self.act = draw((max_m, INTERMEDIATE), 13)
         self.h = draw((max_m, HIDDEN), 14)
-        self.out = {name: cp.empty((max_m, n), cp.float16) for name, n, _, _ in GEMMS}
+        self.out = {name: cp.empty((max_m, n), cp.float16) for name, n, _, _ in self.gemms}
         self.normed = cp.empty((max_m, HIDDEN), cp.float16)
 
     def operands(self, name: str, m: int):
         """(a, w, out, residual) of one GEMM at M = m: views of the buffers (the same addresses every step)."""
         a = self.act[:m] if name == "down" else self.x[:m]
-        residual = self.h[:m] if dict((g[0], g[3]) for g in GEMMS)[name] == "residual" else None
+        residual = self.h[:m] if dict((g[0], g[3]) for g in self.gemms)[name] == "residual" else None
         return a, self.w[name], self.out[name][:m], residual
 
 
@@ -143,16 +155,17 @@ def runner(method: str, layer: Layer, runtime=None, norms: bool = True):
                            "rung 06 everywhere"))
     else:
         raise ValueError(f"unknown method {method!r}; the methods are {', '.join(METHODS)}")
-    activation = {g[0]: ("silu" if g[3] == "silu" else None) for g in GEMMS}
+    activation = {g[0]: ("silu" if g[3] == "silu" else None) for g in layer.gemms}
 
-    def step(m: int) -> None:
-        for i, (name, _, _, _) in enumerate(GEMMS):
+    def step(m: int, kind: str = "decode") -> None:
+        for i, (name, _, _, _) in enumerate(layer.gemms):
             if norms and i in (0, 2):  # the norm before the attention block and before the MLP
                 if method == "cublas":
                     _cupy_rmsnorm(layer.h[:m], layer.norm_w, layer.normed[:m])
                 else:
                     api.rmsnorm(layer.h[:m], layer.norm_w, out=layer.normed[:m])
-            a, w, out, residual = layer.operands(name, m)
+            rows = head_rows(kind, m) if name == "head" else m
+            a, w, out, residual = layer.operands(name, rows)
             api.matmul(a, w, layout="TN", activation=activation[name], residual=residual, out=out, runtime=rt)
 
     step.runtime = rt
@@ -171,8 +184,9 @@ def time_steps(steps: list[Step], methods=METHODS, layer: Layer | None = None, r
         run = runner(method, layer, runtime, norms)
         times = {}
         for s in distinct:
-            run(s.M)  # compile, decide and record outside the timing
-            t = measure(lambda _i, m=s.M, go=run: go(m), l2="cold", min_time_ms=min_time_ms, spin_ns=SPIN_NS)
+            run(s.M, s.kind)  # compile, decide and record outside the timing
+            t = measure(lambda _i, m=s.M, kind=s.kind, go=run: go(m, kind), l2="cold", min_time_ms=min_time_ms,
+                        spin_ns=SPIN_NS)
             times[(s.kind, s.M)] = 1e3 * t.median_ms
         out[method] = times
     return out
@@ -190,7 +204,18 @@ def totals(trace: list[Step], times: dict) -> dict:
     return result
 
 
-def check_every_shape(steps: list[Step], runtime=None, layer: Layer | None = None) -> list[dict]:
+def gemm_shapes(steps: list[Step], vocab: int | None = None) -> list[tuple[int, tuple]]:
+    """Every distinct (M, GEMM) the steps run: the layer's GEMMs at each step's M, and with `vocab` the head at
+    head_rows of each step."""
+    found = {(s.M, g) for s in steps for g in GEMMS}
+    if vocab:
+        found |= {(head_rows(s.kind, s.M), head_gemm(vocab)) for s in steps}
+    order = {g[0]: i for i, g in enumerate(GEMMS + ((head_gemm(vocab),) if vocab else ()))}
+    return sorted(found, key=lambda mg: (mg[0], order[mg[1][0]]))
+
+
+def check_every_shape(steps: list[Step], runtime=None, layer: Layer | None = None,
+                      vocab: int | None = None) -> list[dict]:
     """lab.ops's output for every distinct GEMM of the trace against float64 (on the GPU, lab.ops.tune's bound).
     Returns one row per shape: its M, N, K, epilogue, path and the number of elements outside the bound."""
     import cupy as cp
@@ -204,23 +229,22 @@ def check_every_shape(steps: list[Step], runtime=None, layer: Layer | None = Non
     rt = runtime or api.default_runtime()
     sms = device.current().sm_count
     rows = []
-    for m in sorted({s.M for s in steps}):
-        for name, n, k, epi in GEMMS:
-            shape = GemmShape(m, n, k, "float16", "TN", True, epi, sms)
-            a, w, bias, activation, residual = make_inputs(shape, seed=m * 31 + n)
-            out = cp.full((m, n), np.nan, dtype=cp.float16)
-            api.matmul(a, w, layout="TN", activation=activation, residual=residual, out=out, runtime=rt)
-            decision = rt.last_decision
-            rows_checked = _checked_rows(m)
-            sub = dataclasses.replace(shape, M=len(rows_checked))
-            fused = decision is not None and rt.last_exact
-            ref, bound = reference_and_bound(sub, a[rows_checked], w, bias, activation,
-                                             None if residual is None else residual[rows_checked],
-                                             rounded_product=not fused)
-            got = to_float32(out[rows_checked], "float16", cp).astype(cp.float64)
-            bad = int((~(cp.abs(got - ref) <= bound)).sum()) + int(cp.isnan(out).sum())
-            rows.append({"M": m, "N": n, "K": k, "gemm": name, "epilogue": epi, "bad": bad,
-                         "path": decision.path if decision else "?"})
+    for m, (name, n, k, epi) in gemm_shapes(steps, vocab):
+        shape = GemmShape(m, n, k, "float16", "TN", True, epi, sms)
+        a, w, bias, activation, residual = make_inputs(shape, seed=m * 31 + n)
+        out = cp.full((m, n), np.nan, dtype=cp.float16)
+        api.matmul(a, w, layout="TN", activation=activation, residual=residual, out=out, runtime=rt)
+        decision = rt.last_decision
+        rows_checked = _checked_rows(m)
+        sub = dataclasses.replace(shape, M=len(rows_checked))
+        fused = decision is not None and rt.last_exact
+        ref, bound = reference_and_bound(sub, a[rows_checked], w, bias, activation,
+                                         None if residual is None else residual[rows_checked],
+                                         rounded_product=not fused)
+        got = to_float32(out[rows_checked], "float16", cp).astype(cp.float64)
+        bad = int((~(cp.abs(got - ref) <= bound)).sum()) + int(cp.isnan(out).sum())
+        rows.append({"M": m, "N": n, "K": k, "gemm": name, "epilogue": epi, "bad": bad,
+                     "path": decision.path if decision else "?"})
     return rows
 
 

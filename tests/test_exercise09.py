@@ -87,10 +87,14 @@ def test_the_starter_is_one_catch_all_rule_to_generic_and_the_reference_is_the_l
     assert ex.solution_path == ex.path / "solution" / "rules.json" and "reference solution" in name
     paths = {r.path for r in reference.rules}
     assert "decode" in paths and paths <= set(rules.PATHS)  # the measured table (lab tune --table) decides the rest
-    # The reference is lab.ops.rules.DEFAULT written out (with notes); a student's bundle, which has no solution,
-    # times against DEFAULT itself, so the two must not drift apart unnoticed.
-    assert reference == rules.DEFAULT, ("solution/rules.json is no longer lab.ops.rules.DEFAULT: write DEFAULT's "
-                                        "table there again, or make reference_table's bundle fallback say why not")
+    # The reference is lab.ops.rules.DEFAULT with the output head's two rules after its first (written by
+    # lab.exercise09_calibration --write-solution); a student's bundle, which has no solution, times against DEFAULT
+    # itself, so the rest must not drift apart unnoticed.
+    head = [r for r in reference.rules if dict(r.when).get("min_n") == 16384]
+    assert [r.path for r in head] == ["decode", "persistent"]
+    assert reference.rules[:1] + reference.rules[3:] == rules.DEFAULT.rules, (
+        "solution/rules.json is no longer lab.ops.rules.DEFAULT plus the head's rules: run "
+        "python -m lab.exercise09_calibration --write-solution on a GPU")
 
 
 def test_without_the_solution_the_reference_is_the_lab_s_table(ex, tmp_path):
@@ -107,7 +111,7 @@ def test_the_readme_states_the_points_the_target_and_where_the_measurements_are(
     for group in ex.checks:
         assert f"| {group.name} |" in readme and f"| {group.points:g} |" in readme
     assert f"| {ex.performance.points:g} |" in readme and f"{ex.performance.target_of_ceiling:.2f}x" in readme
-    assert f"{ex.performance.target_of_ceiling / 2:.3f}x" in readme and "lab check 09" in readme
+    assert f"none at {ex.performance.zero_ratio:g}x" in readme and "lab check 09" in readme
     for record in ("results/h200/ops_trace.json", "results/h200/ops_tune.json"):
         assert record in readme
     for path in rules.PATHS:
@@ -337,9 +341,10 @@ def test_the_worker_runs_parse_the_groups_and_the_hidden_performance(ex, tmp_pat
     assert grade_worker.run_rules(ex, args, grade_worker.Events(events)) == 0
     done = {e["check"]: e for e in _events(events) if e["event"] == "done"}
     assert list(done) == checks.split(",") and all(e["passed"] for e in done.values())
-    assert done["parse"]["output"] == f"a valid dispatch table of {len(rules.DEFAULT.rules)} rules"
+    reference = rules.load(ex.solution_path)
+    assert done["parse"]["output"] == f"a valid dispatch table of {len(reference.rules)} rules"
     assert done["parse"]["max_score"] == 0
-    assert [(n, t == rules.DEFAULT) for n, t in faked["groups"]] == [("visible_trace", True), ("hidden_trace", True)]
+    assert [(n, t == reference) for n, t in faked["groups"]] == [("visible_trace", True), ("hidden_trace", True)]
     ((spec, checked, which),) = faked["performance"]
     (hidden,) = ex.hidden_checks()
     assert spec == hidden.cases[0] and which == "the hidden trace"
@@ -400,8 +405,8 @@ def test_both_tables_are_timed_on_one_layer_in_alternating_order(monkeypatch):
     layers, calls = [], []
 
     class FakeLayer:
-        def __init__(self, max_m):
-            layers.append(max_m)
+        def __init__(self, max_m, vocab=None):
+            layers.append((max_m, vocab))
 
     def fake_time_steps(steps, methods, layer, runtime, min_time_ms):
         calls.append((steps[0], runtime, layer))
@@ -410,8 +415,8 @@ def test_both_tables_are_timed_on_one_layer_in_alternating_order(monkeypatch):
     monkeypatch.setattr(st, "Layer", FakeLayer)
     monkeypatch.setattr(st, "time_steps", fake_time_steps)
     steps = [st.Step("decode", 3), st.Step("decode", 1), st.Step("prefill", 128), st.Step("decode", 3)]
-    times = grade_worker.time_tables(steps, {"student": "S", "reference": "R"})
-    assert layers == [128] and len({id(layer) for _, _, layer in calls}) == 1
+    times = grade_worker.time_tables(steps, {"student": "S", "reference": "R"}, vocab=32001)
+    assert layers == [(128, 32001)] and len({id(layer) for _, _, layer in calls}) == 1
     assert [(s.M, rt) for s, rt, _ in calls] == [(1, "S"), (1, "R"), (3, "R"), (3, "S"), (128, "S"), (128, "R")]
     assert times["student"] == times["reference"] == {("decode", 1): 1.0, ("decode", 3): 3.0, ("prefill", 128): 128.0}
 
@@ -526,3 +531,35 @@ def test_the_leaderboard_refuses_a_dispatch_table_exercise_in_one_sentence(tmp_p
     with pytest.raises(LabError, match="ranks kernel exercises only") as err:
         leaderboard(load("09"), tmp_path, tmp_path / "out")
     assert "\n" not in str(err.value)
+
+
+def test_a_table_at_the_zero_point_earns_nothing_and_in_between_in_proportion():
+    assert grade_worker.performance_score(0.75, 0.95, 6.0, zero_at=0.75) == 0.0
+    assert grade_worker.performance_score(0.85, 0.95, 6.0, zero_at=0.75) == pytest.approx(3.0)
+    assert grade_worker.performance_score(0.96, 0.95, 6.0, zero_at=0.75) == 6.0
+
+
+def test_the_exercise_s_model_has_its_output_head_in_every_step():
+    from lab.serving_trace import Step, gemm_shapes, head_gemm
+
+    ex = exercises.load("09")
+    assert ex.vocab == 32001 and ex.performance.zero_ratio == 0.75
+    shapes = gemm_shapes([Step("decode", 3), Step("prefill", 512)], ex.vocab)
+    heads = sorted(m for m, g in shapes if g == head_gemm(ex.vocab))
+    assert heads == [1, 3]  # a prefill scores its last token; a decode step every row
+    assert len(shapes) == 2 * 5 + 2
+
+
+def test_the_reference_table_sends_the_output_head_past_the_library():
+    from lab.ops import rules
+    from lab.ops.dispatch import Runtime
+    from lab.ops.shapes import GemmShape
+
+    ex = exercises.load("09")
+    runtime = Runtime(rules.load(ex.solution_path))
+    runtime._arch = 90
+    paths = {m: runtime.rule_decision(GemmShape(m, ex.vocab, 4096, "float16", "TN", True, "none")).path
+             for m in (1, 8, 16, 64, 2048)}
+    assert paths[1] == paths[8] == paths[16] == "decode" and paths[64] == paths[2048] == "persistent"
+    assert all("exercise09_calibration.json" in r.get("note", "") for r in
+               json.loads(ex.solution_path.read_text())["rules"] if r["when"].get("min_n") == 16384)
