@@ -53,8 +53,9 @@
 #                                              with nvmath-python; .labcache from an earlier call's labcache.tgz)
 #   bash scripts/device_run.sh ops-records     lab.ops's GPU tests, the sweep (writes the table), host cost, lab.ops against
 #                                              PyTorch eager and graphed on two models' traces, gemm_tc's headline bench
-#   bash scripts/device_run.sh grading         the grader's GPU tests (fault batch, exercises 07-09, exercise 08's numerics
-#                                              harness), then exercise 09's calibration study
+#   bash scripts/device_run.sh grading         the grader's GPU tests (fault batch, exercises 07-08, exercise 08's numerics
+#                                              harness), then exercise09
+#   bash scripts/device_run.sh exercise09      exercise 09's calibration (it writes the reference table), its GPU tests
 #   bash scripts/device_run.sh ops             issue 13: lab.ops's GPU tests, its studies (dispatch overhead, autotune of the
 #                                              trace's buckets, the trace, first-request latency), notebook 08, exercise 09's
 #                                              GPU tests; each step boxed to fit BUDGET_S (570) in all
@@ -107,6 +108,15 @@ PY
 
 keep_cache() {  # the compile cache, for the next call to carry as .labcache/labcache.tgz
   tar -C /tmp/labcache -czf "$OUT/labcache.tgz" . 2>/dev/null; ls -la "$OUT/labcache.tgz"
+}
+
+exercise09() {
+  mkdir -p "$pack/calibration"
+  echo "== exercise 09's calibration"; timeout "$(box 300 200)" python3 -m lab.exercise09_calibration \
+    --out "$pack/calibration" --write-solution 2>&1 | tail -40
+  cp exercises/09_dispatch_rules/solution/rules.json "$pack/calibration/solution_rules.json"
+  gpu_tests "$(box 200 10)" tests/test_gpu_exercise09.py
+  keep_cache
 }
 
 t0=$(date +%s)
@@ -166,15 +176,15 @@ gemm_records() {
       keep_cache ;;
     ops-notebook)  # notebook 08 executed on the GPU (carry .nbwheels), on the committed records
       carried; notebooks notebooks/08_specialization_and_dispatch.py ;;
-    grading)  # the grader's GPU tests (the exercise 01 fault batch, exercises 07-09 graded end to end, exercise 08's
+    grading)  # the grader's GPU tests (the exercise 01 fault batch, exercises 07-08 graded end to end, exercise 08's
       # numerics harness), then exercise 09's calibration study
       carried; mkdir -p "$pack/calibration"
       gpu_tests "$(box 150 260)" tests/test_gpu_grader.py
       gpu_tests "$(box 200 200)" tests/test_gpu_exercises.py tests/test_gpu_epilogue.py tests/test_plugin_numerics.py \
         -k "07_split_k or 08_epilogue or split_k_file or numerics or plugin or chosen_values"
-      echo "== exercise 09's calibration"; timeout "$(box 240 20)" python3 -m lab.exercise09_calibration \
-        --out "$pack/calibration" 2>&1 | tail -40
-      keep_cache ;;
+      exercise09 ;;
+    exercise09)  # exercise 09's calibration (the head probe writes the reference table), then its GPU tests
+      carried; exercise09 ;;
     ops-tests)  # lab.ops's GPU tests alone (after a change that leaves the records standing)
       carried
       gpu_tests "$(box 300 5)" tests/test_gpu_ops.py tests/test_ops_graphs.py tests/test_ops_compare.py \
