@@ -11,7 +11,7 @@ performance points each would earn under the exercise's scoring. It also probes 
 (an output head with an odd vocabulary) through every path that serves them, so that the next trace can be
 chosen from measurements.
 
-    python -m lab.exercise09_calibration --out results/h200
+    python -m lab.exercise09_calibration --out results/h200/grading --write-solution
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def run(out_dir: Path, rounds: int = 3, write_solution: bool = False, progress=p
     record = {"provenance": prov, "library": library_name(), "rounds": rounds, "model": {"vocab": exercise.vocab},
               "heads": probe_heads(rounds, progress)}
     if write_solution and exercise.vocab:
-        where = f"results/h200/{RECORD}, {prov['device']}, {prov['commit']}, {prov['date'][:10]}"
+        where = f"results/h200/grading/{RECORD}, {prov['device']}, {prov['commit']}, {prov['date'][:10]}"
         table = reference_table(record["heads"], exercise.vocab, where)
         exercise.solution_path.write_text(json.dumps(table, indent=1) + "\n")
         exercise = load("09")  # timed against the table just written

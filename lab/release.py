@@ -174,10 +174,20 @@ def _table_in(data: bytes, tables: dict) -> str | None:
     if b'"rules"' not in data:
         return None
     try:
-        table = rules.parse(json.loads(data))
-    except (ValueError, LabError):  # not JSON, or JSON that is no table
+        pending = [json.loads(data)]
+    except ValueError:  # not JSON
         return None
-    return tables.get(table)
+    while pending:  # the file itself, or any object inside it (a record that quotes a table)
+        item = pending.pop()
+        if isinstance(item, dict) and "rules" in item:
+            try:
+                found = tables.get(rules.parse(item))
+            except LabError:  # an object that is no table
+                found = None
+            if found:
+                return found
+        pending += list(item.values()) if isinstance(item, dict) else item if isinstance(item, list) else []
+    return None
 
 
 _RUNTIME_TABLE = Path("lab/ops/default_table.json")

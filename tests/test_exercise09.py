@@ -563,3 +563,23 @@ def test_the_reference_table_sends_the_output_head_past_the_library():
     assert paths[1] == paths[8] == paths[16] == "decode" and paths[64] == paths[2048] == "persistent"
     assert all("exercise09_calibration.json" in r.get("note", "") for r in
                json.loads(ex.solution_path.read_text())["rules"] if r["when"].get("min_n") == 16384)
+
+
+def test_the_calibration_record_shows_the_reference_well_ahead_of_the_library_alone():
+    """results/h200/grading/exercise09_calibration.json (lab.exercise09_calibration --write-solution, on the H200):
+    on both traces, in every round, the reference is at least 1.15x a table that sends every GEMM to the library,
+    and that table earns at most half the performance points; the record was made with the exercise's present
+    scoring and reference table."""
+    from lab.records import REFERENCE_GPU_DIR
+
+    record = json.loads((REFERENCE_GPU_DIR / "grading" / "exercise09_calibration.json").read_text())
+    ex = exercises.load("09")
+    assert record["provenance"]["device"].startswith("NVIDIA H200")
+    assert record["scoring"] == {"target": ex.performance.target_of_ceiling, "zero_at": ex.performance.zero_ratio,
+                                 "points": ex.performance.points}
+    assert record["reference"] == json.loads(ex.solution_path.read_text()) and record["model"]["vocab"] == ex.vocab
+    assert {t["trace"] for t in record["traces"]} == {"visible", "hidden"}
+    for trace in record["traces"]:
+        assert len(trace["reference_over_library"]) == record["rounds"] >= 3
+        assert min(trace["reference_over_library"]) >= 1.15, trace
+        assert max(trace["points"]["library"]) <= ex.performance.points / 2, trace

@@ -162,6 +162,16 @@ def test_leak_check_finds_a_planted_line(tmp_path):
     assert len(found) == 1 and "notes.md" in found[0] and "copy/03_vectorized.cu" in found[0]
 
 
+def test_leak_check_finds_a_reference_table_quoted_inside_a_record(tmp_path):
+    """Exercise 09's reference quoted in a record (its calibration's "reference") is as much a leak as the file."""
+    from lab import exercises
+
+    table = json.loads(exercises.load("09").solution_path.read_text())
+    (tmp_path / "record.json").write_text(json.dumps({"provenance": {}, "rounds": [{"reference": table}]}))
+    found = release.find_leaks(tmp_path, lines={})
+    assert len(found) == 1 and "record.json" in found[0] and "reference table" in found[0]
+
+
 def test_release_refuses_a_bundle_that_would_leak(tmp_path, monkeypatch):
     kernels = tmp_path / "kernels"
     (kernels / "fam").mkdir(parents=True)
