@@ -1,0 +1,98 @@
+"""The layers of lab/ (docs/architecture.md), read from the code: every import of a lab module, at the top of a file
+or inside a function, goes to the module's own layer or one below it, and no new import cycle appears.
+
+Both lists below are ratchets: a module added to lab/ must be given a layer here, and a cycle that is broken must
+leave KNOWN_CYCLES (the test fails on a listed cycle that no longer exists), so the house can only get tidier."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+LAB = Path(__file__).resolve().parent.parent / "lab"
+
+# Lowest first. A module may import its own layer and every layer before it.
+LAYERS = {
+    "core": ["errors", "device", "nvrtc", "source_guard", "build", "headers", "tma", "ladder", "occupancy", "schedule",
+             "shapes", "bounds", "check", "setup_env"],
+    "measure": ["timing", "verify", "records", "bench", "tuning"],
+    "tools": ["ncu", "sanitizer", "library_gemm", "triton_gemm"],
+    "families": ["families", "families.*", "epilogue", "work_queue"],
+    "ops": ["ops", "ops.*", "serving_trace"],
+    "studies": ["profile", "report", "alignment", "anomalies", "checklist", "compile_study", "knob_records", "l2",
+                "ops_compare", "ops_study", "ops_sweep", "rowops_study", "scheduling", "split_k"],
+    "grading": ["exercises", "grader", "grade_precheck", "grade_worker", "classroom", "cluster", "release",
+                "plugin_numerics", "exercise09_calibration"],
+    "lessons": ["lessons", "lessons.*", "plots", "notes"],
+    "cli": ["cli", "__main__", "tour", "doctor"],
+}
+# Cycles hidden today by an import inside a function; each is one to break, never one to add.
+KNOWN_CYCLES = {
+    frozenset({"classroom", "cluster"}),
+    frozenset({"epilogue", "families.gemm_epilogue"}),
+    frozenset({"ops.api", "ops.manifest"}),
+    frozenset({"lessons.mode", "lessons.views"}),
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in LAB.rglob("*.py"):
+        parts = path.relative_to(LAB).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name or "lab"] = path
+    return found
+
+
+def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The lab modules a file imports anywhere in it (`from lab.x import y` names lab.x.y where that is a module)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and \
+                (node.module == "lab" or node.module.startswith("lab.")):
+            base = node.module[4:] if node.module != "lab" else ""
+            subs = {f"{base}.{a.name}".lstrip(".") for a in node.names} & modules.keys()
+            out |= subs or ({base} if base else set())
+        elif isinstance(node, ast.Import):
+            out |= {a.name[4:] for a in node.names if a.name.startswith("lab.") and a.name[4:] in modules}
+    return out
+
+
+def _layer_of(name: str) -> int | None:
+    for rank, members in enumerate(LAYERS.values()):
+        for pattern in members:
+            if name == pattern or pattern.endswith(".*") and name.startswith(pattern[:-1]):
+                return rank
+    return None
+
+
+MODULES = _modules()
+GRAPH = {name: _imports(path, MODULES) - {name} for name, path in MODULES.items()}
+
+
+def test_every_module_has_a_layer():
+    missing = sorted(n for n in MODULES if n != "lab" and _layer_of(n) is None)
+    assert not missing, f"give these modules a layer in tests/test_architecture.py (docs/architecture.md): {missing}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n != "lab"))
+def test_imports_go_down_the_layers(name):
+    names = list(LAYERS)
+    mine = _layer_of(name)
+    upward = sorted(f"{t} ({names[_layer_of(t)]})" for t in GRAPH[name]
+                    if t != "lab" and _layer_of(t) is not None and _layer_of(t) > mine)
+    assert not upward, f"lab.{name} ({names[mine]}) imports from a higher layer: {', '.join(upward)}"
+
+
+def _two_module_cycles() -> set[frozenset]:
+    return {frozenset({a, b}) for a, targets in GRAPH.items() for b in targets
+            if a in GRAPH.get(b, set()) and {a, b} & {"lab", "ops", "lessons", "families"} == set()}
+
+
+def test_no_new_import_cycle_and_every_listed_one_still_exists():
+    found = _two_module_cycles()
+    assert not found - KNOWN_CYCLES, f"new import cycles: {sorted(map(sorted, found - KNOWN_CYCLES))}"
+    assert not KNOWN_CYCLES - found, ("these cycles are gone: take them out of KNOWN_CYCLES: "
+                                      f"{sorted(map(sorted, KNOWN_CYCLES - found))}")
