@@ -26,8 +26,8 @@ if [ "${LAB_OFFLINE:-0}" != 1 ]; then
   if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
   fi
-  # Which CuPy + NVRTC wheels suit this machine's driver (cupy-cuda12x or -13x); see lab/setup_env.py.
-  read -r -a wheels <<<"$("$VENV/bin/python" lab/setup_env.py)"
+  # Which CuPy + NVRTC wheels suit this machine's driver (cupy-cuda12x or -13x); see lab/core/setup_env.py.
+  read -r -a wheels <<<"$("$VENV/bin/python" lab/core/setup_env.py)"
   echo "setting up $VENV: ${wheels[*]} and cupy-kernel-lab[$extras] (log: $VENV/setup.log)" >&2
   if ! { "$VENV/bin/python" -m pip install -q --upgrade pip &&
          "$VENV/bin/python" -m pip install -q "${wheels[@]}" -e ".[${extras}]"; } >"$VENV/setup.log" 2>&1; then

@@ -14,7 +14,7 @@
 # Before any kernel gets faster, we need a measurement we can trust. This notebook shows the rules
 # that every number in the lab obeys, and why each rule exists:
 #
-# 1. what GPU is here (`lab.device`), so nothing is sized from hard-coded H200 numbers;
+# 1. what GPU is here (`lab.core.device`), so nothing is sized from hard-coded H200 numbers;
 # 2. **CUDA events**, not host clocks, around asynchronous work;
 # 3. **warm-up** launches before timing;
 # 4. a **cold L2** (flushed before every launch, with a buffer sized from the device's L2) versus a
@@ -31,13 +31,17 @@
 # %%
 import dataclasses
 
-from lab import anomalies, bench, device, l2, lessons, plots, timing
+from lab import lessons
+from lab.core import device
 from lab.families import get_family
+from lab.lessons import plots
+from lab.measure import bench, timing
+from lab.studies import anomalies, l2
 
 # %% [markdown]
 # ## Live or replay
 #
-# `lessons.mode()` asks `lab.device.gpu_available()` once. Everything below follows from its answer.
+# `lessons.mode()` asks `lab.core.device.gpu_available()` once. Everything below follows from its answer.
 
 # %%
 MODE = lessons.mode()
@@ -47,7 +51,7 @@ print(lessons.mode_banner("copy", current=MODE))
 # ## The records this notebook reads
 #
 # The copy ladder's records carry the device-copy ceiling measured at every size, cold and warm L2,
-# which is what the method needs. LIVE: `lab.bench.run` measures the ceiling and every copy rung now,
+# which is what the method needs. LIVE: `lab.measure.bench.run` measures the ceiling and every copy rung now,
 # with a reduced plan (headline and sweep, quick: fewer sizes, shorter timings). REPLAY: the reference
 # GPU's `copy.json`.
 
@@ -71,7 +75,7 @@ print(lessons.records_status(RS, "copy"))
 # %% [markdown]
 # ## 1. What GPU is this?
 #
-# `lab.device` reads the GPU's properties from the driver: compute capability (the arch the kernels
+# `lab.core.device` reads the GPU's properties from the driver: compute capability (the arch the kernels
 # are compiled for), SM count (grid sizes), L2 size (the flush), shared memory per block (tile sizes),
 # the memory clock and bus width (the datasheet bandwidth). In REPLAY mode the same facts come from
 # the records' provenance: they describe the GPU the records were made on, not this machine.
@@ -86,7 +90,7 @@ print(lessons.describe_gpu(MODE, RS))
 # clock (`time.perf_counter()`) around the call measures how long it took to *queue* the launch, not to
 # run it. Adding a synchronize fixes that, but then the number includes Python, the driver's queue and
 # the synchronization itself, and it is one noisy sample. CUDA **events** are recorded *on the stream*,
-# before and after the kernel, and the GPU timestamps them itself: `lab.timing.measure` times every
+# before and after the kernel, and the GPU timestamps them itself: `lab.measure.timing.measure` times every
 # launch between two events. One more detail: it queues a short spin kernel before each start event, so
 # that by the time the GPU reaches the start event the timed kernel is already queued behind it, and the
 # events bracket the kernel's GPU time rather than the host's launch latency.
@@ -101,7 +105,7 @@ if MODE.live:
     demo_out = cupy.empty(demo.out_shape, demo.dtype)
     print(lessons.host_clock_versus_events(lambda i: COPY.launch_ceiling(demo, demo_out, i)))
 else:
-    print("(LIVE only: needs a GPU to launch on. The rule stands: lab.timing never puts a host clock "
+    print("(LIVE only: needs a GPU to launch on. The rule stands: lab.measure.timing never puts a host clock "
           "around asynchronous work.)")
 
 # %% [markdown]
@@ -109,7 +113,7 @@ else:
 #
 # The first launch of a kernel pays for things that later launches do not: loading the module onto the
 # GPU (and compiling it, on a cold cache), first-touch of the buffers, and the GPU's clocks ramping up
-# from idle. `lab.timing.measure` launches a few times untimed before it times anything.
+# from idle. `lab.measure.timing.measure` launches a few times untimed before it times anything.
 #
 # LIVE: events around the very first launch of a rung not used yet in this process, against the median
 # after warm-up. (The copy rungs above were already launched by the checks, so this uses a fresh knob
@@ -130,7 +134,7 @@ else:
 # same small inputs reads them from L2, not from DRAM, and looks faster than it will be in a real
 # program. So the lab measures both:
 #
-# - **cold**: before every timed launch, `lab.timing.L2Flusher` writes a buffer of *twice the L2's
+# - **cold**: before every timed launch, `lab.measure.timing.L2Flusher` writes a buffer of *twice the L2's
 #   size*, read from the device rather than assumed, which evicts the inputs;
 # - **warm**: no flush, the same inputs again (what a kernel sees when its producer just wrote them).
 #
@@ -148,7 +152,7 @@ else:
 
 # %% [markdown]
 # For small problems the flush is not the whole story: a cold launch of a 4 KiB copy still finds the
-# instruction cache, TLBs and the memory controller's pages warm. `lab.bench` therefore also
+# instruction cache, TLBs and the memory controller's pages warm. `lab.measure.bench` therefore also
 # **rotates** through several input sets on cold runs of small problems (up to four, within a budget
 # of extra memory), so consecutive launches never read the same buffer:
 
@@ -183,14 +187,14 @@ lessons.plot(plots.bandwidth_vs_bytes, lessons.select(RS, COPY, ["04"]), "copy")
 # start-up, a few microseconds even for a kernel that does nothing. A working set that fits in L2 is
 # copied in about that long, so the fixed cost, not the L2, sets the warm figure. Three ways around it:
 #
-# - **many launches captured in one CUDA graph**, timed as one (`lab.timing.measure_graph`, through
+# - **many launches captured in one CUDA graph**, timed as one (`lab.measure.timing.measure_graph`, through
 #   CuPy's stream capture): the event pair's cost is divided by the number of launches, and what is timed
 #   is the *unchanged* rung kernel, launched as the family launches it;
 # - back-to-back launches between one pair of events: the same idea, but each launch still pays the
 #   host's launch cost, which can exceed a short kernel's time and leave gaps on the GPU;
 # - repetition inside the kernel: no launch cost at all, but it times a *different* kernel from the rung.
 #
-# `lab.l2` uses the graph, and measures what it leaves behind, so it can be shown rather than assumed:
+# `lab.studies.l2` uses the graph, and measures what it leaves behind, so it can be shown rather than assumed:
 # an empty kernel timed between two events (the fixed cost every one-launch record carries) and inside a
 # graph (the gap that remains between consecutive kernels of a graph). It sweeps the working set (input
 # plus output, in MiB = 2^20 bytes) densely around the L2 size, which it reads from the device, and reads
@@ -234,7 +238,7 @@ print(l2.graph_versus_events_at_largest(L2RS))
 # ### 4c. Why some rungs run slower warm than cold at large sizes
 #
 # In the copy records, rungs 02 and 03 read a few % *slower* warm than cold at working sets of 256 MiB
-# and more, where neither finds its data in L2. An artefact of the method, or real? `lab.anomalies`
+# and more, where neither finds its data in L2. An artefact of the method, or real? `lab.studies.anomalies`
 # times the same launches under conditions that separate the candidate causes: warm as usual; warm with a
 # ten times longer idle gap before each launch (does idle time matter?); cold with the usual flush, which
 # *writes* twice the L2 (the L2 starts full of dirty lines) and with a flush that *reads* it (the L2 starts
@@ -263,7 +267,7 @@ print(anomalies.warm_cold_findings(PROBES))
 # rung 04 or the device copy (why those two are more sensitive is not established here). It also means
 # the lab's cold figures include the write-back of the flush's own dirty lines: the read/write column is
 # how much that costs at each size. The lab keeps the write flush for its records, so that records stay
-# comparable across runs; the read flush is there for experiments (`lab.timing.L2Flusher(by="read")`).
+# comparable across runs; the read flush is there for experiments (`lab.measure.timing.L2Flusher(by="read")`).
 
 # %% [markdown]
 # ## 5. Median and spread
@@ -278,14 +282,14 @@ print(anomalies.warm_cold_findings(PROBES))
 print(lessons.spread_table(RS, COPY, "ceiling", l2="cold"))
 
 # %% [markdown]
-# LIVE: one call of `lab.timing.measure`, the function behind every record, on the 1 GiB copy:
+# LIVE: one call of `lab.measure.timing.measure`, the function behind every record, on the 1 GiB copy:
 
 # %%
 if MODE.live:
     t = timing.measure(lambda i: COPY.launch_ceiling(demo, demo_out, i), l2="cold", flusher=flusher)
     print(t)
 else:
-    print("(LIVE only: lab.timing.measure returns a Timing(median_ms, p10_ms, p90_ms, min_ms, reps, l2).)")
+    print("(LIVE only: lab.measure.timing.measure returns a Timing(median_ms, p10_ms, p90_ms, min_ms, reps, l2).)")
 
 # %% [markdown]
 # ## 6. The ceilings
@@ -312,7 +316,7 @@ lessons.plot(plots.ladder_bars, RS, "copy")
 # %% [markdown]
 # ## 7. How to read a record
 #
-# Every measurement is a `lab.records.Record`: what ran (`family`, `rung`, `kind`, `params`), how much
+# Every measurement is a `lab.measure.records.Record`: what ran (`family`, `rung`, `kind`, `params`), how much
 # it moved (`bytes_moved`), how (`l2`: cold or warm), the timing (`median_ms`, `p10_ms`, `p90_ms`,
 # `reps`), the result (`value` in `metric`, from the median) and the ceiling measured beside it
 # (`ceiling`, `ceiling_value`; `ratio` = value / ceiling_value). One record, the best rung's headline:
@@ -330,12 +334,12 @@ print(lessons.record_fields(REC))
 print(lessons.provenance_fields(RS))
 
 # %% [markdown]
-# The same records as the headline table `lab bench copy` prints (`lab.report`):
+# The same records as the headline table `lab bench copy` prints (`lab.studies.report`):
 
 # %%
 lessons.headline_table(RS, "copy")
 
 # %% [markdown]
 # To make records of your own on a GPU: `lab bench copy --json my_copy.json` (all kinds, full plan),
-# then `lab.records.load("my_copy.json")` gives the `RecordSet` every plot in the lab reads.
+# then `lab.measure.records.load("my_copy.json")` gives the `RecordSet` every plot in the lab reads.
 # Next: notebook 01 climbs the memory-bound ladders rung by rung.

@@ -29,8 +29,11 @@
 # prediction. Every figure quoted is computed from the records in a cell; none is typed in.
 
 # %%
-from lab import alignment, anomalies, bench, knob_records, lessons, plots
+from lab import lessons
 from lab.families import get_family
+from lab.lessons import knob_records, plots
+from lab.measure import bench
+from lab.studies import alignment, anomalies
 
 # %% [markdown]
 # ## Live or replay
@@ -72,7 +75,7 @@ print(COPY.title, "|", ", ".join(f"{r.key}: {r.title}" for r in COPY.rungs))
 # %% [markdown]
 # ### Correct first
 #
-# Before anything is timed, every rung runs through `lab.verify.check_rung` on a spread of the family's
+# Before anything is timed, every rung runs through `lab.measure.verify.check_rung` on a spread of the family's
 # check cases (lengths around vector and block boundaries, primes, starts that break 16-byte alignment):
 # three input distributions, NaN-poisoned outputs, guard zones around the output, and a repeat run to
 # catch races. LIVE only; a failure stops the notebook here, before any measurement.
@@ -85,7 +88,7 @@ print(f"{len(COPY_CASES)} cases:", ", ".join(str(c) for c in COPY_CASES))
 # %% [markdown]
 # ### Measure (LIVE) or replay (no GPU)
 #
-# One `lab.bench.run` times the ceiling and all four rungs on every problem: the headline sizes (cold
+# One `lab.measure.bench.run` times the ceiling and all four rungs on every problem: the headline sizes (cold
 # L2), a sweep of sizes from a few KiB to GiBs (cold and warm L2), and the tail sizes (stepping by one).
 
 # %%
@@ -96,7 +99,7 @@ print(lessons.records_status(COPY_RS, "copy"))
 # Every rung below goes through the same walk, one call per rung, in this order: the source (rung 01)
 # or the diff from the previous rung, whose opening comment is the kernel's header (what the rung is,
 # what it needs and what it should reach); the header's prediction and the knobs the ladder builds it
-# with; the compile report (`lab.build.compile_report`: registers, static shared memory, spills, and the
+# with; the compile report (`lab.core.build.compile_report`: registers, static shared memory, spills, and the
 # notable SASS instructions in the binary NVRTC built) and what changed in it; the checks; the
 # measurement at the headline sizes (the median with its p10–p90 spread, the throughput, and the
 # fraction of the device copy measured on the same problem in the same run); bandwidth against size;
@@ -237,8 +240,8 @@ print(lessons.tail_sawtooth(COPY_RS, COPY))
 
 # %% [markdown]
 # The plot shows a small even/odd **zigzag** in rungs 01 and 04, in opposite phases, which no vector
-# width explains (rung 01 has none; rung 04's is 4). `lab.bench` allocates a fresh pair of buffers for
-# every length, so consecutive lengths also differ in where their buffers lie. `lab.anomalies` times 16
+# width explains (rung 01 has none; rung 04's is 4). `lab.measure.bench` allocates a fresh pair of buffers for
+# every length, so consecutive lengths also differ in where their buffers lie. `lab.studies.anomalies` times 16
 # lengths three ways: in ascending order (as the bench does), in descending order, and with one pair of
 # buffers reused for every length. The last column is the median at odd `n` over the median at even `n`
 # (1.000: no zigzag). LIVE: measured now; REPLAY: the reference GPU's `l2_probes.json`.

@@ -20,7 +20,7 @@
 #
 # - **cuBLAS SGEMM** (`cupy.matmul` on float32, TF32 off), timed on the same problem in the same run: the
 #   ceiling the ladder is measured against;
-# - the **FP32 peak**: SMs × FP32 lanes per SM × 2 FLOP per FMA × SM clock (`lab.device.fp32_peak`,
+# - the **FP32 peak**: SMs × FP32 lanes per SM × 2 FLOP per FMA × SM clock (`lab.core.device.fp32_peak`,
 #   which says where its clock came from).
 #
 # Eight rungs, each one change: coalescing, shared-memory tiles, register tiles (1-D, then 2-D),
@@ -32,9 +32,11 @@
 # held against the records. Every figure quoted is computed from records in a cell; none is typed in.
 
 # %%
-from lab import bench, lessons, plots, tuning
+from lab import lessons
 from lab.families import get_family
 from lab.families.gemm import dynamic_smem_bytes
+from lab.lessons import knob_tuning, plots
+from lab.measure import bench
 
 # %% [markdown]
 # ## Live or replay
@@ -45,7 +47,7 @@ print(lessons.mode_banner("gemm_fp32", current=MODE))
 
 # %% [markdown]
 # Compile reports need no GPU: NVRTC compiles for this GPU's arch in LIVE mode, for the reference GPU's
-# arch (`lab.device.REFERENCE_ARCH`, the H200's) otherwise.
+# arch (`lab.core.device.REFERENCE_ARCH`, the H200's) otherwise.
 
 # %%
 ARCH = lessons.compile_arch(MODE)
@@ -75,7 +77,7 @@ print("\n".join(f"  {r.key}: {r.title}" for r in GEMM.rungs))
 # %% [markdown]
 # ### Correct first
 #
-# Before anything is timed, every rung runs through `lab.verify.check_rung` on a spread of the family's
+# Before anything is timed, every rung runs through `lab.measure.verify.check_rung` on a spread of the family's
 # check cases: a 1×1×1 product, tile multiples plus and minus one (the tails), a row vector, a
 # tall-skinny and a long-K product, `alpha`/`beta` other than one and zero (C is read), and leading
 # dimensions padded past the widths (which also forces the scalar path of the vectorized rungs). Three
@@ -91,7 +93,7 @@ print(f"{len(GEMM_CASES)} cases:", ", ".join(str(c) for c in GEMM_CASES))
 # %% [markdown]
 # ### Measure (LIVE) or replay (no GPU)
 #
-# One `lab.bench.run` per plan times cuBLAS and the rungs on every problem: the headline sizes (cold
+# One `lab.measure.bench.run` per plan times cuBLAS and the rungs on every problem: the headline sizes (cold
 # L2), square sizes from 256 to 8192 on a side, and the tail sizes (`N` across tile boundaries near
 # 4096).
 
@@ -100,7 +102,7 @@ GEMM_RS = lessons.ladder_records(GEMM, MODE, *PLANS)
 print(lessons.records_status(GEMM_RS, "gemm_fp32"))
 
 # %% [markdown]
-# The FP32 peak of the GPU the numbers come from. `lab.device` takes the SM clock from the driver's
+# The FP32 peak of the GPU the numbers come from. `lab.core.device` takes the SM clock from the driver's
 # attribute when it reads back a plausible value, and falls back to the datasheet boost clock of the
 # arch when it does not (CUDA 13 has been seen to read back nonsense), or when the numbers are replayed
 # from records, which do not carry a clock. The line below says which of the two this peak used.
@@ -273,8 +275,8 @@ GEMM_08 = WALK("08")
 # tile (where the prediction was written) and at the family's own default knobs:
 
 # %%
-TUNING = tuning.load()
-print(tuning.knob_effect(TUNING, "08_multistage", "STAGES", dict(GEMM.rung("08").spec.knobs),
+TUNING = knob_tuning.load()
+print(knob_tuning.knob_effect(TUNING, "08_multistage", "STAGES", dict(GEMM.rung("08").spec.knobs),
                          like=[dict(GEMM.rung("07").spec.knobs), dict(GEMM.rung("08").spec.knobs)]))
 
 # %% [markdown]

@@ -38,10 +38,11 @@
 # (<https://github.com/NVIDIA/cutlass>); each section below names the part it draws on.
 
 # %%
-from lab import bench, knob_records, lessons, plots
+from lab import lessons
 from lab.families import get_family
 from lab.families.gemm_tc import dynamic_smem_bytes
-from lab.lessons import diagrams, layouts
+from lab.lessons import diagrams, knob_records, layouts, plots
+from lab.measure import bench
 
 # %% [markdown]
 # ## Live or replay
@@ -52,7 +53,7 @@ print(lessons.mode_banner("gemm_tc", current=MODE))
 
 # %% [markdown]
 # Compile reports need no GPU: NVRTC compiles for this GPU's arch in LIVE mode, for the reference GPU's
-# arch (`lab.device.REFERENCE_ARCH`, the H200's) otherwise. A rung that needs a newer arch than the GPU here
+# arch (`lab.core.device.REFERENCE_ARCH`, the H200's) otherwise. A rung that needs a newer arch than the GPU here
 # (the Hopper rungs need `sm_90a`) is compiled for the arch it needs and shown compile-only.
 
 # %%
@@ -67,7 +68,7 @@ print(lessons.rung_listing(TC, MODE))
 # In LIVE mode the measurement plan is kept short (a few minutes on an H200; `lab bench gemm_tc` runs the
 # full plan): every headline size with shorter timings, the square sweep with cold L2 only and quick
 # timings, and the tail sizes with `N` stepping by one but quick timings. A rung this GPU cannot run is
-# left out of the measurements (`lab.bench` skips it and says why).
+# left out of the measurements (`lab.measure.bench` skips it and says why).
 
 # %%
 PLANS = (bench.BenchPlan(kinds=("headline",), min_time_ms=10.0),
@@ -79,10 +80,10 @@ print("LIVE plans:", *PLANS, sep="\n  ")
 # ### Correct first
 #
 # LIVE only: every rung this GPU can run (the others are named and skipped) goes through
-# `lab.verify.check_rung` on a spread of the family's check cases (tiles plus and minus one, primes, `K` far
+# `lab.measure.verify.check_rung` on a spread of the family's check cases (tiles plus and minus one, primes, `K` far
 # larger than `M` and `N`, `alpha`/`beta`, padded leading dimensions, in both layouts and both types), three
 # input distributions each, NaN-poisoned outputs, guard zones, a repeat run. The tolerance is
-# `lab.bounds.tensor_core_matmul_bound`: fp32 accumulation that the tensor cores may truncate, then one
+# `lab.measure.bounds.tensor_core_matmul_bound`: fp32 accumulation that the tensor cores may truncate, then one
 # rounding to fp16 or bf16. A failure stops the notebook here.
 
 # %%
@@ -100,7 +101,7 @@ print(knob_records.margin_table())
 # %% [markdown]
 # ### Measure (LIVE) or replay (no GPU)
 #
-# One `lab.bench.run` per plan times cuBLAS and the rungs on every problem. The second line says which
+# One `lab.measure.bench.run` per plan times cuBLAS and the rungs on every problem. The second line says which
 # kinds of measurement the records in hand hold: the sections that plot a kind the records lack say so and
 # show nothing, rather than inventing it.
 

@@ -26,14 +26,17 @@
 # The kernels: gemm_tc rungs 05 (warp-specialized, one block per tile), 06 (persistent, with a `RASTER` knob for
 # the tile order) and 07 (stream-K); gemm_fp32 rung 08 for a contrast; `kernels/persistent/small_items.cu` for
 # the small items. The orders are written once in `kernels/common/lab_tile_order.cuh` and restated in Python in
-# `lab.schedule`, which draws and predicts everything below that is not a measurement. Every measured figure is
+# `lab.core.tile_order`, which draws and predicts everything below that is not a measurement. Every measured figure is
 # computed in a cell from records; none is typed in. Sources for the ideas: Triton's matrix-multiplication
 # tutorial ("grouped ordering"), CUTLASS's threadblock swizzles and sm90 tile schedulers, Gupta, Stuart & Owens
 # on persistent threads (InPar 2012), and Osama et al., "Stream-K" (PPoPP 2023).
 
 # %%
-from lab import lessons, plots, scheduling, work_queue
+from lab import lessons
+from lab.families import work_queue
+from lab.lessons import plots
 from lab.lessons import scheduling as lesson
+from lab.studies import scheduling
 
 # %% [markdown]
 # ## Live or replay
@@ -87,7 +90,7 @@ SMALL_SETTINGS = [("row", 0), ("column", 0), ("grouped", 4), ("snake", 4)]
 lessons.figure(plots.tile_orders(*SMALL_GRID, SMALL_SETTINGS, workers=SMALL_WAVE))
 
 # %% [markdown]
-# The issue's headline shape, `M × N × K` = 4096 × 32768 × 8192 in fp16, is a wide grid of tiles: far more
+# The lesson's headline shape, `M × N × K` = 4096 × 32768 × 8192 in fp16, is a wide grid of tiles: far more
 # tile columns than rows. In row order the first wave is a thin strip that touches every B panel; grouped by 8
 # or 16 rows it is a block that touches few of each. Wave 0 highlighted, one tile per SM:
 
@@ -102,7 +105,7 @@ print(lesson.wave_zero(BIG, BIG_SETTINGS, TILE, GPU))
 # %% [markdown]
 # ### Prediction: the footprint of a wave against the L2
 #
-# For every shape and order of the study, `lab.schedule.wave_footprints` counts the panels each wave reads;
+# For every shape and order of the study, `lab.core.tile_order.wave_footprints` counts the panels each wave reads;
 # the table gives the median wave's bytes and their multiple of the L2. Where that multiple is well above one,
 # panels are evicted before the next wave can reuse them, and DRAM traffic grows. The last column is a small
 # model (`lab.lessons.scheduling.predicted_reads`: the L2 as a least-recently-used store of whole panels) of
@@ -119,7 +122,7 @@ print(lesson.predicted_order_ratio(BIG, TILE, GPU, scheduling.ORDER_SETTINGS))
 # %% [markdown]
 # ### Measurement: TFLOP/s per order
 #
-# `lab.scheduling.time_orders`: rung 06 built with each order (`RASTER`, `GROUP_M`), each build checked
+# `lab.studies.scheduling.time_orders`: rung 06 built with each order (`RASTER`, `GROUP_M`), each build checked
 # against the float64 reference on an odd shape first, then timed with a cold L2 beside cuBLAS on the same
 # problem in the same run. LIVE: one shape, four orders, measured now.
 
@@ -145,7 +148,7 @@ lesson.show(plots.order_speeds, ORDERS, "schedule_orders")
 # %% [markdown]
 # ### What the L2 saw: Nsight Compute
 #
-# One launch of each order at each shape under Nsight Compute (`lab.scheduling.order_counters`: caches flushed
+# One launch of each order at each shape under Nsight Compute (`lab.studies.scheduling.order_counters`: caches flushed
 # before each launch, clocks left alone): bytes read from and written to DRAM, and the L2's sector hit rate.
 # Reads are shown as a multiple of the minimum, to set beside the model's column above. These counters are
 # never measured in LIVE mode (one `ncu` process per study, minutes long); they are the reference GPU's.
@@ -166,7 +169,7 @@ lesson.show(plots.order_traffic, NCU, "schedule_orders_ncu", shape=BIG, workers=
 lesson.show(plots.order_dram, NCU, "schedule_orders_ncu")
 
 # %% [markdown]
-# Issue 10's two targets at the headline shape, from these records: the fastest order's speed over row order,
+# The lesson's two targets at the headline shape, from these records: the fastest order's speed over row order,
 # and its DRAM reads over row order's.
 
 # %%
@@ -218,14 +221,14 @@ lesson.show(plots.order_speeds, FP32, "schedule_orders_fp32")
 #
 # ### 2a. Many small items: what a launch costs
 #
-# RMSNorm of one fp32 row per item, `N` items, four ways (`lab.work_queue`): one CuPy launch per item from a
+# RMSNorm of one fp32 row per item, `N` items, four ways (`lab.families.work_queue`): one CuPy launch per item from a
 # Python loop; the same launches captured once in a CUDA graph; one launch with one block per item; and one
 # persistent launch whose blocks pull item numbers from a counter in global memory. The prediction (the
 # kernel's header): a launch costs several microseconds of host time whatever the item, so per-item launches
 # are flat until the item's own work exceeds that; a graph cuts the host cost to a fraction of it but still runs
 # one kernel at a time on one SM; the batched launch and the queue spread the items over every SM, and the
 # queue should be several times faster per item than per-item launches for every item under ten microseconds
-# of work (issue 10's target, printed with the records). The items measured:
+# of work (the lesson's target, printed with the records). The items measured:
 
 # %%
 print(lesson.item_sizes())
@@ -270,7 +273,7 @@ lesson.show(plots.small_items, ITEMS, "small_items")
 print(lesson.tiles_per_sm(scheduling.SQUARES, TILE, GPU.sm_count))
 
 # %% [markdown]
-# Measured with `lab.scheduling.time_rungs`, three rounds in which the rungs take turns (so a clock that drifts
+# Measured with `lab.studies.scheduling.time_rungs`, three rounds in which the rungs take turns (so a clock that drifts
 # under sustained load touches both alike): each round's ratio, then the median against the target.
 
 # %%
@@ -299,7 +302,7 @@ print(lesson.persistent_rounds(STREAM_K))
 # against `M` is then a sawtooth: it climbs as the last wave fills and drops when a new one starts. Rung 07
 # keeps the whole waves data-parallel and cuts the leftover tiles (plus one whole wave) along K into `P` equal
 # ranges, so every SM does about `T / P` tiles' worth of k-steps, plus a fix-up in which each tile's owner sums
-# the pieces others parked in a workspace. `lab.schedule.stream_k_rounds` restates that split: the busiest
+# the pieces others parked in a workspace. `lab.core.tile_order.stream_k_rounds` restates that split: the busiest
 # block's work in tile-times.
 #
 # The fix-up is not free (a tile cut in two is written once more in fp32 and read back), so rung 07 splits only
@@ -327,7 +330,7 @@ print(lesson.rounds_table(scheduling.WAVE_QUANTIZED + scheduling.WELL_QUANTIZED 
 # %% [markdown]
 # ### Measurement
 #
-# `lab.scheduling.time_rungs` on every `M` of the sweep (rungs 06 and 07 and cuBLAS, cold L2), after rung 07
+# `lab.studies.scheduling.time_rungs` on every `M` of the sweep (rungs 06 and 07 and cuBLAS, cold L2), after rung 07
 # was checked on shapes that cut tiles across blocks. LIVE: the `M` just below and just above the first wave
 # boundaries, and four named shapes, measured now.
 
@@ -356,7 +359,7 @@ print(lesson.sweep_crossings(STREAM_K))
 
 # %% [markdown]
 # The named shapes: rung 07 over rung 06, the median of three rounds per shape, beside the prediction and
-# against issue 10's target for each kind.
+# against the lesson's target for each kind.
 
 # %%
 print(lesson.stream_k_ratios(STREAM_K, TILE))
@@ -388,7 +391,7 @@ print(lesson.determinism(STREAM_K))
 #
 # The order in which a block walks its pieces matters as much as the split: rung 07 does the pieces that
 # start at k = 0 first and the tail it starts inside last, so all blocks walk K almost in step and share
-# k-slices in L2 (`lab.schedule.k_offsets`); walking each range in order, a first version lost its gain from
+# k-slices in L2 (`lab.core.tile_order.k_offsets`); walking each range in order, a first version lost its gain from
 # K = 8192 on. Next steps: remove the serialization (the test in `tests/test_gemm_tc_family.py` says when
 # ptxas agrees), run rung 06's kernel where the model splits nothing, and make the fix-up cheaper (reduce
 # through distributed shared memory inside a cluster, or store the partial tile with TMA).
@@ -398,7 +401,7 @@ print(lesson.determinism(STREAM_K))
 # ## What to take away
 #
 # - Which tiles run together decides what the L2 must hold. A wave's footprint is arithmetic on the tile order
-#   (`lab.schedule`), and it predicts where a grouped or snake order cuts DRAM traffic and where it cannot
+#   (`lab.core.tile_order`), and it predicts where a grouped or snake order cuts DRAM traffic and where it cannot
 #   matter.
 # - Fewer DRAM bytes only buy speed where bytes are the limit: the tensor-core GEMM feels the order, the FP32
 #   GEMM hardly does.

@@ -21,7 +21,7 @@
 #    the family's own launch arithmetic and two measurements of other ladders (the device copy's time against
 #    bytes, and rung 06's time per k-step of a tile);
 # 3. **the measurement**, from records (a short plan runs live on a GPU), and **the plot**;
-# 4. **what the plot shows against the prediction**, including where the issue's target is missed and why.
+# 4. **what the plot shows against the prediction**, including where the lesson's target is missed and why.
 #
 # The three: **split-K** (`gemm_split_k`, gemm_tc rung 08: long K, few output tiles), **decode**
 # (`decode`, rung 01: a handful of tokens against a large weight), and **grouped GEMM** (`grouped_gemm`, rung 01:
@@ -33,7 +33,8 @@
 # (Gale et al., MLSys 2023) on why mixture-of-experts wants one kernel over uneven experts.
 
 # %%
-from lab import lessons, plots
+from lab import lessons
+from lab.lessons import plots
 from lab.lessons import underfill as lesson
 
 # %% [markdown]
@@ -72,7 +73,7 @@ print(lesson.live_plan_text())
 #
 # ### The shape
 #
-# The issue's two K-heavy shapes: `M × N × K` = 256 × 256 × 65536 and 128 × 128 × 131072 in fp16. They are
+# The lesson's two K-heavy shapes: `M × N × K` = 256 × 256 × 65536 and 128 × 128 × 131072 in fp16. They are
 # the weight-gradient GEMMs of training and the long reductions of some attention variants: a small output and a
 # very long sum per element. Rung 06 gives each output tile to one block. The table counts the tiles, the SMs they
 # keep busy, and how long each tile's k-loop is; then what the split-K launcher makes of it: `S` splits of K per
@@ -112,7 +113,7 @@ print(lesson.split_prediction_table(GPU.sm_count, COPY, RATE))
 #
 # ### Measurement
 #
-# `lab.split_k.split_factor_study` (`lab study splitk`): every mode checked against the float64 reference on
+# `lab.studies.split_k.split_factor_study` (`lab study splitk`): every mode checked against the float64 reference on
 # shapes whose split factors do not divide the k-steps, then timed on a cold L2 beside cuBLAS and rung 06 in the
 # same run: at the launcher's own `S`, then at every `S` of a sweep. LIVE first (one shape, fewer factors):
 
@@ -137,7 +138,7 @@ REF_SMS = lesson.sm_count_of(FACTORS, GPU)
 print(lesson.split_auto_table(FACTORS))
 
 # %% [markdown]
-# Issue 12's target for split-K, held against these records:
+# The lesson's target for split-K, held against these records:
 
 # %%
 print(lesson.split_targets(FACTORS))
@@ -284,7 +285,7 @@ if LIVE_DECODE:
     lessons.figure(plots.decode_bandwidth(LIVE_DECODE, target=lesson.TARGETS["decode_x_copy"]))
 
 # %% [markdown]
-# The reference GPU's records (replayed), and issue 12's targets at the larger size:
+# The reference GPU's records (replayed), and the lesson's targets at the larger size:
 
 # %%
 DECODE = FILES["decode"]
@@ -330,7 +331,7 @@ print(lesson.decode_reading(DECODE, COPY))
 # the bytes in flight per SM fall (the plan's last column), and `X` is read again from L2 per strip of `W`: the
 # header predicts rung 01 to fall behind as `M` grows, and the split-K GEMM (rung 02), which stages `W` through
 # shared memory, to take over; cuBLAS, whose tiles fill up as `M` grows, catches up with both. The targets line
-# above says where the ladder stands against the issue's bar. At the smaller size the fixed cost dominates: no
+# above says where the ladder stands against the lesson's bar. At the smaller size the fixed cost dominates: no
 # kernel makes the launch and the DRAM latency's ramp shorter, so the copy itself is slow there, and a ratio to
 # the copy near one is the best there is. Splitting `K` across blocks (as FlashDecoding-style kernels split a long
 # sequence) adds parallelism only where there are fewer blocks than the SMs can hold: the plan's 'waves' column
@@ -425,7 +426,8 @@ print(lesson.grouped_reading(GROUPED, RATE, GPU.sm_count))
 # tensor maps to fence and prefetch) and the k-loop's epilogue, which weighs more at `K = 1024`. The loop loses for
 # a different reason on each case: on the small case each call's work is close to what a launch from Python
 # costs, so the grouped kernel's advantage there is mostly the launches it does not make; on the moe case the
-# calls are big enough to hide their launches, but most of them leave SMs idle (the 'calls < 1 wave' column). On the uniform case cuBLAS's
+# calls are big enough to hide their launches, but most of them leave SMs idle (the 'calls < 1 wave' column). On the
+# uniform case cuBLAS's
 # batched call does what the grouped kernel does, with its own tuned tiles; the target asks the grouped kernel to
 # come within a small margin of it. The table's host cost is the price of a general problem table: it is paid
 # once per routing, and is worth setting beside the kernel's time before calling a grouped GEMM fast.

@@ -37,8 +37,9 @@
 # fused into the GEMM), and Micikevicius et al., "FP8 formats for deep learning" (2022) for e4m3.
 
 # %%
-from lab import lessons, plots
+from lab import lessons
 from lab.lessons import fusion as lesson
+from lab.lessons import plots
 
 # %% [markdown]
 # ## Live or replay
@@ -92,7 +93,7 @@ print(lesson.unfused_cost(TC))
 # `EPI_OP1` .. `EPI_OP4` (compile-time knobs, so an unused op costs nothing) computes `v = alpha * acc` (plus
 # `beta * C` where `C` is read), applies the ops in that order, each in fp32 on one element, then converts `v`
 # to the output type `EPI_OUT`: the GEMM's own, int8, or fp8 e4m3, with one quantization scale for the tensor or
-# one per row. `lab/epilogue.py` names the same ops for Python; the table checks that both sides agree.
+# one per row. `lab/families/epilogue.py` names the same ops for Python; the table checks that both sides agree.
 
 # %%
 lesson.ops_table()
@@ -155,7 +156,7 @@ print(lesson.compile_delta(FP32_BUILDS))
 print(lesson.header_behaviour())
 
 # %% [markdown]
-# The families' check cases (`lab.verify.check_rung`, computed from the cases themselves): every op alone and in
+# The families' check cases (`lab.measure.verify.check_rung`, computed from the cases themselves): every op alone and in
 # the chains the lessons use, each output type, on shapes whose rows end inside a vector or a tile, in both
 # layouts and types.
 
@@ -164,14 +165,15 @@ print(lesson.check_coverage("gemm_tc_epilogue"))
 print(lesson.check_coverage("gemm_fp32_epilogue"))
 
 # %% [markdown]
-# Each element is judged against its own bound (`lab.epilogue` carries one through every op):
+# Each element is judged against its own bound (`lab.families.epilogue` carries one through every op):
 
 # %%
 print(lesson.bounds_doc())
 
 # %% [markdown]
 # The quantizers on the values where rounding rules decide: ties, saturation, infinities, NaN, e4m3's
-# subnormals. The codes are `lab.epilogue`'s references (`quantize_int8`, `quantize_e4m3`), computed here on the
+# subnormals. The codes are `lab.families.epilogue`'s references (`quantize_int8`, `quantize_e4m3`), computed here on
+# the
 # CPU; `tests/test_gpu_epilogue.py` holds the kernels to them bit for bit.
 
 # %%
@@ -205,7 +207,7 @@ print(lesson.status(TC, "gemm_tc_epilogue"))
 lesson.epilogue_table(TC, "gemm_tc_epilogue")
 
 # %% [markdown]
-# Each path's time over the plain GEMM's (the plain GEMM is one; lower is faster), the issue's target for the
+# Each path's time over the plain GEMM's (the plain GEMM is one; lower is faster), the lesson's target for the
 # fused rung dashed:
 
 # %%
@@ -228,7 +230,7 @@ lesson.epilogue_table(FP32, "gemm_fp32_epilogue")
 lesson.show(plots.epilogue_times, FP32, "gemm_fp32_epilogue", target=lesson.TARGETS["fused_over_plain"])
 
 # %% [markdown]
-# The issue's targets, judged on these records: the fused rung within a few per cent of the plain one at
+# The lesson's targets, judged on these records: the fused rung within a few per cent of the plain one at
 # both sizes, and clearly faster than the op-by-op library path at 4096^3 (the thresholds are printed with the
 # verdicts).
 
@@ -260,7 +262,7 @@ print(lesson.sweep_overhead(TC, "gemm_tc_epilogue"))
 # ---
 # ## 5. DRAM bytes: fused against unfused, against the minimum
 #
-# Time alone does not say *why* a path is slower. `scripts/checklist_study.py` (`lab.checklist`) runs one
+# Time alone does not say *why* a path is slower. `scripts/checklist_study.py` (`lab.studies.checklist`) runs one
 # operation, `Y = GELU_tanh(A @ W.T + bias)` in fp16, through four implementations and reads, for one call of
 # each, the DRAM bytes with Nsight Compute (caches flushed first), beside the operation's minimum: `A`, `W` and
 # the bias read once, `Y` written once. Replayed only: the study needs Nsight Compute and Triton.
@@ -295,7 +297,7 @@ lesson.show_checklist(plots.checklist_levels, CHECKLIST)
 #
 # Each level is checked against a float64 reference before it is timed. The table gives time, spread, the
 # multiple of the plain GEMM, kernels per call, DRAM bytes and lines of code (counted from the sources by
-# `lab.checklist`); the sentences after it are `lab.checklist.verdicts`, derived from the same numbers.
+# `lab.studies.checklist`); the sentences after it are `lab.studies.checklist.verdicts`, derived from the same numbers.
 
 # %%
 lesson.checklist_table(CHECKLIST)

@@ -35,8 +35,9 @@
 # al., 2022).
 
 # %%
-from lab import lessons, plots
+from lab import lessons
 from lab.lessons import fusion as lesson
+from lab.lessons import plots
 
 # %% [markdown]
 # ## Live or replay
@@ -154,7 +155,7 @@ lesson.show(plots.row_ladder, SOFTMAX, "softmax", target=lesson.TARGETS["copy_fr
             min_n=lesson.TARGETS["copy_min_n"])
 
 # %% [markdown]
-# The issue's target for the memory-bound ladders, judged on the last rung at every headline row length from
+# The lesson's target for the memory-bound ladders, judged on the last rung at every headline row length from
 # the target's smallest on, both types:
 
 # %%

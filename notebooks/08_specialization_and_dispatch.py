@@ -33,17 +33,17 @@
 #     PyTorch shape by shape, two models' layers on a serving trace (eager and as CUDA graphs), the host's cost per
 #     call, and the row operations round to round.
 #
-# Every measured figure is computed in a cell from records (`python -m lab.ops_study`, `lab tune --table`,
-# `python -m lab.ops_compare` and the others each section names, made on a GPU); none is typed in. Ideas from:
+# Every measured figure is computed in a cell from records (`python -m lab.studies.ops_study`, `lab tune --table`,
+# `python -m lab.studies.ops_compare` and the others each section names, made on a GPU); none is typed in. Ideas from:
 # Triton's `autotune` (a cache of the best configuration keyed on the arguments that change it); cuBLASLt's
 # heuristic query (an ordered list of algorithms per problem description); the start-up pass of serving engines
 # such as vLLM over the batch sizes they expect (capturing a CUDA graph for each), so that no user request pays for
 # a capture; and the course text this lab follows, on shape specialization and its costs.
 
 # %%
-from lab import lessons, plots
+from lab import lessons
 from lab.lessons import ops as lesson
-from lab.lessons import ops_torch
+from lab.lessons import ops_torch, plots
 
 # %% [markdown]
 # ## Live or replay
@@ -96,7 +96,8 @@ else:
 # ---
 # ## 2. The trace
 #
-# `lab.serving_trace` models one layer of a Llama-like model: two RMSNorms and five GEMMs, each activation `M × K`
+# `lab.studies.serving_trace` models one layer of a Llama-like model: two RMSNorms and five GEMMs, each activation `M
+# × K`
 # against a weight stored `N × K` (layout TN):
 
 # %%
@@ -198,7 +199,8 @@ lesson.tune_table(TUNE)
 # Every specialization is a kernel variant: a tile, a pipeline depth, an epilogue, a data type, an arch. Each one
 # is a separate NVRTC compile and a separate cubin in the cache, and the variants multiply: two tiles times two
 # stage counts times six epilogues times two types is already dozens of kernels for one rung.
-# `lab.compile_study` builds such a grid one variant at a time into an empty cache, timing each miss (the key, the
+# `lab.studies.compile_study` builds such a grid one variant at a time into an empty cache, timing each miss (the key,
+# the
 # NVRTC compile, writing the cubin) and then each hit (the lookup). The growth curve adds one axis at a time; every
 # point is a sum of measured compiles, not an extrapolation.
 #
@@ -220,7 +222,7 @@ lesson.show(plots.compile_time_per_variant, COMPILE, "compile_variants")
 # ## 6. The first request: cold, warm, and a warm-up manifest
 #
 # A compile happens the first time a process needs a variant that is not in the cache, that is on the first
-# request that brings a new shape: exactly the request a user is waiting on. `lab.ops_study` starts three fresh
+# request that brings a new shape: exactly the request a user is waiting on. `lab.studies.ops_study` starts three fresh
 # processes, each serving the same stream of requests (the trace's steps in order, the longest prefills left out;
 # one layer per request), and times every request from its first call to its result:
 #
@@ -429,7 +431,8 @@ ops_torch.host_table(TORCH["ops_host_cost"], TORCH["ops_sweep"])
 # %% [markdown]
 # ### Two models' layers on a serving trace, eager and graphed
 #
-# `lab.ops_compare` serves one transformer layer per step of a serving trace (mostly decode steps, a few prefills)
+# `lab.studies.ops_compare` serves one transformer layer per step of a serving trace (mostly decode steps, a few
+# prefills)
 # for two model families, one shaped like Llama 3 8B and one like Qwen 2.5 7B (which has a bias on its fused QKV
 # projection), in fp16 and in bf16. The PyTorch layer is what a PyTorch user writes: `F.rms_norm` for the two norms,
 # `F.linear` for the projections (the bias passed to it), `F.silu` on the gate's `F.linear`, and each residual as

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Python half of scripts/cluster_run.sh (issue 14): the batch it grades, the watcher that kills one Dask
+"""The Python half of scripts/cluster_run.sh (grading across GPUs): the batch it grades, the watcher that kills one Dask
 worker mid-batch, the leftover-process check, and the comparison of the three runs that becomes the record.
 
     python3 scripts/cluster_compare.py batch SUBS_DIR BATCH.json       the fault suite + 20 mixed submissions
@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 FAULT_SUITE = ROOT / "tests" / "grading"
 EXERCISE = "01"
-TARGET_RATIO = 0.6  # issue 14: the 2-GPU wall time at most 0.6x of one GPU's
+TARGET_RATIO = 0.6  # the target: the 2-GPU wall time at most 0.6x of one GPU's
 # The mixed half of the batch: copies of fault-suite submissions under other names (a class has many alike),
 # exercise 01's own reference solution and starter, and exercise 02's solution handed in for the wrong exercise.
 # No hanging submission (the fault suite's two already cost a time limit each) and no racy one (its outputs
@@ -59,7 +59,7 @@ def _copy_fault_suite_entry(name: str, entry: dict, target: Path) -> None:
 
 
 def _solution_text(kind: str) -> str:
-    from lab.exercises import load
+    from lab.grading.exercises import load
 
     what, number = kind.rsplit("_", 1)
     exercise = load(number)
@@ -181,7 +181,7 @@ def pick_worker(results: list[dict]) -> dict | None:
 def kill_one_worker(grades: Path, after: int, timeout_s: float = 300, watch_s: float = 10,
                     poll_s: float = 0.2, prefer_busy_s: float = 5) -> dict:
     """Wait for `after` results in `grades`, then SIGKILL one Dask worker (pick_worker) and watch its grading
-    processes: they must die with it (lab.cluster ties them to it). Returns what happened, for the record."""
+    processes: they must die with it (lab.grading.cluster ties them to it). Returns what happened, for the record."""
     start = time.time()
     while time.time() - start < timeout_s:
         results = results_in(grades)
@@ -323,8 +323,8 @@ def compare(batch: dict, runs: dict[str, dict], kill: dict | None = None, settin
     walls = [s["wall_s"] for s in summaries.values()]
     ratio = round(walls[1] / walls[0], 3) if len(walls) > 1 and walls[0] and walls[1] else None
     return {
-        "about": "Issue 14: the grader's fault suite plus mixed submissions for exercise 01, graded three ways with "
-                 "`lab grade`: on one GPU, with --cluster local (dask-cuda, one worker per GPU), and with "
+        "about": "Grading across GPUs: the grader's fault suite plus mixed submissions for exercise 01, graded three "
+                 "ways with `lab grade`: on one GPU, with --cluster local (dask-cuda, one worker per GPU), and with "
                  "--cluster local while one Dask worker is SIGKILLed mid-batch. Grades compared on the total and "
                  "every check's score and pass flag (times, outputs and worker identity left out).",
         "settings": settings or {},
@@ -343,8 +343,8 @@ def compare(batch: dict, runs: dict[str, dict], kill: dict | None = None, settin
 
 
 def _provenance() -> dict:
-    from lab import records
-    from lab.errors import LabError
+    from lab.core.errors import LabError
+    from lab.measure import records
 
     try:
         return records.provenance()

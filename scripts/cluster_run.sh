@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 14 on the 2-GPU H200 machine, in one device call of about 7-8 minutes, everything packed under
-# $OUT/pack.tgz (the tool brings back at most 8 files):
+# Grading spread over two GPUs with Dask, on the 2-GPU H200 machine, in one device call of about 7-8 minutes,
+# everything packed under $OUT/pack.tgz (the tool brings back at most 8 files):
 #   1. installs Dask (distributed, dask, dask-cuda and what they import at run time) offline from .clusterwheels
 #      into /tmp/clustersite: carry .clusterwheels (git-ignored through .git/info/exclude; the list and the
 #      command that downloads it: scripts/cluster_wheels.txt);

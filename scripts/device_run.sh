@@ -20,29 +20,30 @@
 #   bash scripts/device_run.sh tc-final        exercise 05's and gemm_tc's GPU tests, then `lab bench gemm_tc` (every kind)
 #   bash scripts/device_run.sh tc-sanitize     memcheck of the Hopper rungs and racecheck of rungs 02-06
 #   bash scripts/device_run.sh tc-smoke        gemm_tc's Hopper rungs through `lab verify`, then the headline bench
-#   bash scripts/device_run.sh sched-a         issue 10: GPU tests of rungs 06/07, the tile orders, the work queue and
+#   bash scripts/device_run.sh sched-a         scheduling: GPU tests of rungs 06/07, the tile orders, the work queue and
 #                                              exercise 06, then stream-K's study and the small-items study
-#   bash scripts/device_run.sh sched-b         issue 10: tile orders timed and read by ncu, and the FP32 contrast
+#   bash scripts/device_run.sh sched-b         scheduling: tile orders timed and read by ncu, and the FP32 contrast
 #   bash scripts/device_run.sh sched-next      rung 07's GPU tests (with the do-while k-loop variant), the stream-K
 #                                              study (it times that variant too), then notebook 04 live
 #   bash scripts/device_run.sh notebook04      notebook 04 (scheduling) executed live
-#   bash scripts/device_run.sh fusion-a        issue 11: GPU tests of the fused epilogues, softmax and the norms, rung 07's
+#   bash scripts/device_run.sh fusion-a        fusion: GPU tests of the fused epilogues, softmax and the norms, rung 07's
 #                                              stream-K tests; `lab bench` of those families; the checklist study
 #                                              (with ncu); the stream-K study (do-while k-loop variant)
-#   bash scripts/device_run.sh fusion-b        issue 11, after the fixes: the same GPU tests (and exercise 08's), `lab bench` of
+#   bash scripts/device_run.sh fusion-b        fusion, after the fixes: the same GPU tests (and exercise 08's), `lab bench` of
 #                                              the fused and norm families, the checklist study
 #   bash scripts/device_run.sh fusion-nb       notebooks 06 and 07 executed live
 #   bash scripts/device_run.sh fusion-sanitize compute-sanitizer memcheck over the fused, softmax and norm families, racecheck
 #                                              over their last rungs
-#   bash scripts/device_run.sh splitk-a        issue 12: split-K's GPU tests, ncu on its kernels, the split-factor study,
+#   bash scripts/device_run.sh splitk-a        split-K's GPU tests, ncu on its kernels, the split-factor study,
 #                                              `lab bench gemm_split_k`
 #   bash scripts/device_run.sh splitk-b        the split-factor study alone (contiguous and interleaved splits)
-#   bash scripts/device_run.sh issue12-b       issue 12: GPU tests of split-K, grouped and decode, the split study, exercise
+#   bash scripts/device_run.sh underfill-b     GPU tests of split-K, grouped and decode, the split study, exercise
 #                                              07's grading, `lab bench` (headline) of the three families
-#   bash scripts/device_run.sh issue12-c       grouped and decode GPU tests and benches, exercise 07's timing diagnosis
-#   bash scripts/device_run.sh issue12-final   issue 12 after the last changes: GPU tests, exercise 07, the split study,
-#                                              split-K and grouped benches, notebook 05 executed live
-#   bash scripts/device_run.sh issue12-sanitize compute-sanitizer memcheck over split-K, decode and grouped GEMM
+#   bash scripts/device_run.sh underfill-c     grouped and decode GPU tests and benches, exercise 07's timing diagnosis
+#   bash scripts/device_run.sh underfill-final split-K, grouped and decode after the last changes: GPU tests,
+#                                              exercise 07, the split study, split-K and grouped benches, notebook 05
+#                                              executed live
+#   bash scripts/device_run.sh underfill-sanitize compute-sanitizer memcheck over split-K, decode and grouped GEMM
 #   bash scripts/device_run.sh tc-evidence     gemm_tc under compute-sanitizer (memcheck, racecheck, synccheck) and
 #                                              `lab profile gemm_tc` (bank conflicts, DRAM bytes)
 #   bash scripts/device_run.sh ops-verify      lab.ops's GPU tests, then notebook 08 on the committed records
@@ -56,7 +57,7 @@
 #   bash scripts/device_run.sh grading         the grader's GPU tests (fault batch, exercises 07-08, exercise 08's numerics
 #                                              harness), then exercise09
 #   bash scripts/device_run.sh exercise09      exercise 09's calibration (it writes the reference table), its GPU tests
-#   bash scripts/device_run.sh ops             issue 13: lab.ops's GPU tests, its studies (dispatch overhead, autotune of the
+#   bash scripts/device_run.sh ops             lab.ops's GPU tests, its studies (dispatch overhead, autotune of the
 #                                              trace's buckets, the trace, first-request latency), notebook 08, exercise 09's
 #                                              GPU tests; each step boxed to fit BUDGET_S (570) in all
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
@@ -96,7 +97,7 @@ carried() {  # carried wheels (.whl: nvmath-python for cuBLASLt) and a compile c
   [ -f .labcache/labcache.tgz ] && mkdir -p /tmp/labcache && tar -C /tmp/labcache -xzf .labcache/labcache.tgz
   python3 - <<'PY'
 import cupy, numpy
-from lab import library_gemm
+from lab.tools import library_gemm
 try:
     import torch
     print("torch", torch.__version__, torch.cuda.get_device_name(), "cupy", cupy.__version__, "numpy", numpy.__version__)
@@ -112,7 +113,7 @@ keep_cache() {  # the compile cache, for the next call to carry as .labcache/lab
 
 exercise09() {
   mkdir -p "$pack/calibration"
-  echo "== exercise 09's calibration"; timeout "$(box 300 200)" python3 -m lab.exercise09_calibration \
+  echo "== exercise 09's calibration"; timeout "$(box 300 200)" python3 -m lab.grading.exercise09_calibration \
     --out "$pack/calibration" --write-solution 2>&1 | tail -40
   cp exercises/09_dispatch_rules/solution/rules.json "$pack/calibration/solution_rules.json"
   gpu_tests "$(box 200 10)" tests/test_gpu_exercise09.py
@@ -148,9 +149,9 @@ gemm_records() {
       echo "== lab tune --table"; timeout "$(box 330 170)" python3 -m lab tune --table --out "$pack/ops" --rounds 3 \
         --write 2>&1 | tail -80
       cp lab/ops/default_table.json "$pack/ops/" 2>/dev/null
-      echo "== host cost"; timeout "$(box 45 200)" python3 -m lab.ops_sweep "$pack/ops" --host 2>&1 | tail -3
+      echo "== host cost"; timeout "$(box 45 200)" python3 -m lab.studies.ops_sweep "$pack/ops" --host 2>&1 | tail -3
       echo "== row ops, round to round"; mkdir -p "$pack/rowops"
-      timeout "$(box 100 110)" python3 -m lab.rowops_study "$pack/rowops" --rounds 3 2>&1 | tail -40
+      timeout "$(box 100 110)" python3 -m lab.studies.rowops_study "$pack/rowops" --rounds 3 2>&1 | tail -40
       keep_cache
       gpu_tests "$(box 200 5)" tests/test_gpu_ops.py tests/test_gpu_gemm_tc.py -k "ops or ceiling or torch_peer or bench_reports" ;;
     ops-records)  # lab.ops's records against the library and PyTorch: GPU tests, the sweep (writes the table), host
@@ -161,14 +162,14 @@ gemm_records() {
       echo "== lab tune --table"; timeout "$(box 150 250)" python3 -m lab tune --table --out "$pack/ops" --rounds 3 \
         --write 2>&1 | tail -4
       cp lab/ops/default_table.json "$pack/ops/" 2>/dev/null
-      echo "== host cost"; timeout "$(box 30 220)" python3 -m lab.ops_sweep "$pack/ops" --host 2>&1 | tail -3
+      echo "== host cost"; timeout "$(box 30 220)" python3 -m lab.studies.ops_sweep "$pack/ops" --host 2>&1 | tail -3
       for spec in llama3_8b:float16 qwen25_7b:bfloat16 llama3_8b:bfloat16 qwen25_7b:float16; do
         set -- ${spec/:/ }
         echo "== lab.ops against PyTorch: $1 $2"
-        timeout "$(box 60 100)" python3 -m lab.ops_compare "$pack/cmp" --model "$1" --dtype "$2" --steps 240 \
+        timeout "$(box 60 100)" python3 -m lab.studies.ops_compare "$pack/cmp" --model "$1" --dtype "$2" --steps 240 \
           --rounds 3 2>&1 | tail -14
       done
-      echo "== lab.ops study: overhead"; timeout "$(box 45 130)" python3 -m lab.ops_study "$pack/ops" overhead | tail -2
+      echo "== lab.ops study: overhead"; timeout "$(box 45 130)" python3 -m lab.studies.ops_study "$pack/ops" overhead | tail -2
       for f in ${HEADLINE_FAMILIES:-gemm_tc}; do
         echo "== lab bench $f (headline)"
         timeout "$(box 120 5)" python3 -m lab bench "$f" --kinds headline --json "$pack/${f}_headline.json" 2>&1 | tail -3
@@ -196,7 +197,7 @@ gemm_records() {
       for study in overhead tune trace latency; do
         case $study in overhead) want=40; keep=330 ;; tune) want=130; keep=200 ;; trace) want=150; keep=110 ;;
           latency) want=70; keep=60 ;; esac
-        echo "== lab.ops study: $study"; timeout "$(box $want $keep)" python3 -m lab.ops_study "$pack/ops" "$study" 2>&1 | tail -6
+        echo "== lab.ops study: $study"; timeout "$(box $want $keep)" python3 -m lab.studies.ops_study "$pack/ops" "$study" 2>&1 | tail -6
       done
       cp /tmp/labcache/ops/tune.json "$pack/ops/tune_cache.json" 2>/dev/null
       echo "== lab tune (the CLI, two decode buckets)"
@@ -214,10 +215,10 @@ gemm_records() {
     ops-smoke)  # lab.ops's first GPU contact: its tests, the overhead study, one bucket tuned, a 12-step trace
       mkdir -p "$pack/ops"
       gpu_tests 200 tests/test_gpu_ops.py
-      echo "== overhead"; timeout 45 python3 -m lab.ops_study "$pack/ops" overhead 2>&1 | tail -4
+      echo "== overhead"; timeout 45 python3 -m lab.studies.ops_study "$pack/ops" overhead 2>&1 | tail -4
       echo "== mini trace"; timeout 100 python3 -c "
 import json, time
-from lab import serving_trace as st
+from lab.studies import serving_trace as st
 from lab.ops import api
 from lab.ops.shapes import GemmShape
 from lab.ops.tune import tune_shape
@@ -234,7 +235,7 @@ for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in t
       gpu_tests 200 tests/test_gpu_ops.py
       notebooks notebooks/08_specialization_and_dispatch.py ;;
     ops-gemms)  # the trace's GEMMs alone with the tune cache of the ops run (carry .opscache), then notebook 08
-      LAB_OPS_TUNE_FILE="$PWD/.opscache/tune.json" timeout 240 python3 -m lab.ops_study results/h200 trace-gemms 2>&1 | tail -4
+      LAB_OPS_TUNE_FILE="$PWD/.opscache/tune.json" timeout 240 python3 -m lab.studies.ops_study results/h200 trace-gemms 2>&1 | tail -4
       mkdir -p "$pack/ops" && cp results/h200/ops_trace_gemms.json "$pack/ops/"
       notebooks notebooks/08_specialization_and_dispatch.py ;;
     gemm-records) gemm_records ;;
@@ -243,16 +244,18 @@ for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in t
     notebook04) notebooks notebooks/04_scheduling.py ;;
     sched-next)
       gpu_tests 200 tests/test_gpu_gemm_tc.py -k "stream_k"
-      echo "== stream-K study"; timeout 150 python3 scripts/schedule_study.py "$pack" streamk | grep -v "^{'M'" | tail -5 \
+      echo "== stream-K study"; timeout 150 python3 -m lab study streamk --out "$pack" | grep -v "^{'M'" | tail -5 \
         && cp "$pack/schedule_stream_k.json" results/h200/ && notebooks notebooks/04_scheduling.py ;;
     sched-a)
       gpu_tests 200 tests/test_gpu_gemm_tc.py -k "stream_k or tile_order or 06_persistent or 07_stream_k"
       gpu_tests 90 tests/test_gpu_work_queue.py
       LAB_EXERCISE_SUMMARY="$pack/gemm_tc_exercise06.json" gpu_tests 150 tests/test_gpu_exercises.py -k 06_tile
-      echo "== stream-K study"; timeout 150 python3 scripts/schedule_study.py "$pack" streamk | tail -25
-      echo "== small items"; timeout 90 python3 scripts/small_items.py "$pack/small_items.json" | tail -15 ;;
-    sched-b)
-      echo "== tile orders"; timeout 560 python3 scripts/schedule_study.py "$pack" orders counters fp32 | tail -70 ;;
+      echo "== stream-K study"; timeout 150 python3 -m lab study streamk --out "$pack" | tail -25
+      echo "== small items"; timeout 90 python3 -m lab study items --out "$pack" | tail -15 ;;
+    sched-b)  # the three studies in turn, all within BUDGET_S (570 s); a failure in one does not stop the next
+      for study in orders counters fp32; do
+        echo "== tile orders: lab study $study"; timeout "$(box 560 0)" python3 -m lab study "$study" --out "$pack" | tail -30
+      done ;;
     quality)
       LAB_EXERCISE_SUMMARY="$pack/gemm_exercises.json" LAB_GRADER_SUMMARY="$pack/grader_summary.json" \
         gpu_tests 400 tests
@@ -262,8 +265,9 @@ for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in t
       done ;;
     mem-records|records)
       timeout 40 python3 -m pytest -m gpu -q -x -p no:cacheprovider tests/test_l2.py 2>&1 | tail -5
-      echo "== L2 sweep + probes"; timeout 80 python3 scripts/l2_sweep.py "$pack"
-      echo "== transpose variants"; timeout 30 python3 scripts/transpose_variants.py "$pack/transpose_variants.json"
+      echo "== L2 sweep + probes"  # one 80 s box for both, the probes after the sweep
+      timeout 80 sh -c 'python3 -m lab study l2 --out "$1" && python3 -m lab study probes --out "$1"' sh "$pack"
+      echo "== transpose variants"; timeout 30 python3 -m lab study transpose-variants --out "$pack"
       echo "== lab bench transpose"; timeout 100 python3 -m lab bench transpose --json "$pack/transpose.json" | tail -20
       echo "== lab profile transpose"
       timeout 70 python3 -m lab profile transpose --json "$pack/transpose_profile.json" | tail -10
@@ -271,7 +275,7 @@ for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in t
         echo "== gemm_tc: share of the error bound used"; timeout 90 python3 scripts/gemm_tc_margin.py "$pack/gemm_tc_margin.json"
         echo "== gemm_tc headline bench"
         timeout 90 python3 -c "
-from lab import bench, records
+from lab.measure import bench, records
 from lab.families.gemm_tc import GemmTcFamily
 rs = bench.run(GemmTcFamily(), bench.BenchPlan(kinds=('headline',), min_time_ms=10))
 records.save('$pack/gemm_tc.json', rs)
@@ -319,9 +323,9 @@ for r in rs.records:
       for f in softmax rmsnorm layernorm; do
         echo "== lab bench $f"; timeout 150 python3 -m lab bench "$f" --kinds headline,tail --json "$pack/$f.json" | tail -14
       done
-      echo "== checklist study"; timeout 300 python3 scripts/checklist_study.py --out "$pack" | tail -30
+      echo "== checklist study"; timeout 300 python3 -m lab study checklist --out "$pack" | tail -30
       gpu_tests 200 tests/test_gpu_gemm_tc.py -k "stream_k"
-      echo "== stream-K study"; timeout 150 python3 scripts/schedule_study.py "$pack" streamk | grep -v "^{'M'" | tail -8 ;;
+      echo "== stream-K study"; timeout 150 python3 -m lab study streamk --out "$pack" | grep -v "^{'M'" | tail -8 ;;
     fusion-b)
       gpu_tests 420 tests/test_gpu_epilogue.py tests/test_gpu_softmax.py tests/test_gpu_norms.py
       gpu_tests 200 tests/test_gpu_gemm_tc.py -k "stream_k"
@@ -333,7 +337,7 @@ for r in rs.records:
       for f in rmsnorm layernorm; do
         echo "== lab bench $f"; timeout 150 python3 -m lab bench "$f" --kinds headline,tail --json "$pack/$f.json" | tail -4
       done
-      echo "== checklist study"; timeout 300 python3 scripts/checklist_study.py --out "$pack" | tail -24 ;;
+      echo "== checklist study"; timeout 300 python3 -m lab study checklist --out "$pack" | tail -24 ;;
     fusion-sanitize)
       for spec in "gemm_tc_epilogue memcheck 120 ''" "softmax memcheck 120 ''" "rmsnorm memcheck 90 ''" "layernorm memcheck 90 ''" \
                   "softmax racecheck 50 04" "rmsnorm racecheck 50 03" "layernorm racecheck 50 03"; do
@@ -352,7 +356,7 @@ for r in rs.records:
       timeout 150 python3 -m lab bench gemm_split_k --kinds headline --json "$pack/gemm_split_k.json" | tail -12 ;;
     splitk-b)
       echo "== lab study splitk"; timeout 300 python3 -m lab study splitk --out "$pack" | tail -30 ;;
-    issue12-b)
+    underfill-b)
       gpu_tests 400 tests/test_gpu_split_k.py tests/test_gpu_grouped_gemm.py tests/test_gpu_decode.py
       echo "== lab study splitk"; timeout 200 python3 -m lab study splitk --out "$pack" | tail -3
       LAB_EXERCISE_SUMMARY="$pack/gemm_split_k_exercise07.json" gpu_tests 300 tests/test_gpu_exercises.py -k "07_split_k or split_k"
@@ -362,13 +366,13 @@ for r in rs.records:
       echo "== decode knob study"
       timeout 150 python3 -c "from lab.families.decode import knob_study; import json; print(json.dumps(knob_study(), indent=1))" \
         > "$pack/decode_knobs.json"; tail -c 600 "$pack/decode_knobs.json" ;;
-    issue12-c)
+    underfill-c)
       gpu_tests 300 tests/test_gpu_grouped_gemm.py tests/test_gpu_decode.py
       echo "== exercise 07 timing diagnosis"; timeout 120 python3 scripts/exercise07_timing.py
       for f in grouped_gemm decode; do
         echo "== lab bench $f"; timeout 200 python3 -m lab bench "$f" --kinds headline --json "$pack/$f.json" | tail -3
       done ;;
-    issue12-final)
+    underfill-final)
       gpu_tests 330 tests/test_gpu_split_k.py tests/test_gpu_grouped_gemm.py tests/test_gpu_decode.py
       LAB_EXERCISE_SUMMARY="$pack/gemm_split_k_exercise07.json" gpu_tests 200 tests/test_gpu_exercises.py -k "07_split_k or split_k"
       echo "== exercise 07 timing"; timeout 90 python3 scripts/exercise07_timing.py
@@ -376,11 +380,11 @@ for r in rs.records:
       for f in gemm_split_k grouped_gemm; do
         echo "== lab bench $f"; timeout 200 python3 -m lab bench "$f" --kinds headline --json "$pack/$f.json" | tail -3
       done
-      echo "== grouped table cost"; timeout 120 python3 -m lab.lessons.underfill "$pack" | tail -3
+      echo "== grouped table cost"; timeout 120 python3 -m lab study grouped-table-cost --out "$pack" | tail -3
       mkdir -p results/h200 && cp "$pack"/split_k_factors.json "$pack"/gemm_split_k.json "$pack"/grouped_gemm.json \
         "$pack"/grouped_table_cost.json results/h200/ 2>/dev/null  # the notebook replays this run's records beside it
       notebooks notebooks/05_split_k_decode_grouped.py ;;
-    issue12-sanitize)
+    underfill-sanitize)
       for spec in ${SANITIZE_SPECS:-gemm_split_k:100 decode:100 grouped_gemm:100}; do  # family:budget_s
         set -- ${spec/:/ }
         echo "== compute-sanitizer memcheck on $1"

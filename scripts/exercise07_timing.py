@@ -1,5 +1,6 @@
 """Exercise 07's reference timed three ways on one problem (256 x 256 x 65536 fp16): the host time of one launch,
-lab.timing.measure as `lab bench` uses it, and the grader's time_fresh (fresh inputs every launch), for the family's
+lab.measure.timing.measure as `lab bench` uses it, and the grader's time_fresh (fresh inputs every launch), for the
+family's
 rung and for the same file compiled as a student's. A launch whose host time exceeds the spin kernel in front of it
 shows up only in the grader's figure (seen on the H200: ~130 us of host work per launch made the graded time 3x the
 bench's until the launcher's plans were cached). Run on a GPU: python3 scripts/exercise07_timing.py"""
@@ -7,9 +8,10 @@ import time
 
 import cupy as cp
 
-from lab import exercises, timing
 from lab.families import get_family
-from lab.grade_worker import time_fresh
+from lab.grading import exercises
+from lab.grading.grade_worker import time_fresh
+from lab.measure import timing
 
 fam = get_family("gemm_split_k")
 ex = exercises.load("07")

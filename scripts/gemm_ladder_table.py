@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import sys
 
-from lab import device, profile
-from lab.build import compile_report, nvrtc_version
+from lab.core import device
+from lab.core.build import compile_report, nvrtc_version
+from lab.core.occupancy import occupancy
 from lab.families import get_family
 from lab.families.gemm import _knobs, dynamic_smem_bytes
-from lab.occupancy import occupancy
-from lab.records import load
+from lab.measure.records import load
+from lab.studies import profile
 
 ARCH = device.REFERENCE_ARCH  # the records' GPU
 SIZES = (4096, 8192)
@@ -34,7 +35,7 @@ def main(out: str) -> None:
     nvrtc = ".".join(map(str, nvrtc_version()))
     lines = [f"FP32 GEMM ladder on the {prov['device']} (records: results/h200/gemm_fp32.json, commit "
              f"{prov['commit'][:7]}, {prov['date'][:10]}, NVRTC {prov['nvrtc']}; compile reports for sm_{ARCH} "
-             f"by NVRTC {nvrtc}; FP32 peak {peak:.1f} TFLOP/s; occupancy from lab.occupancy; DRAM from "
+             f"by NVRTC {nvrtc}; FP32 peak {peak:.1f} TFLOP/s; occupancy from lab.core.occupancy; DRAM from "
              "results/h200/gemm_fp32_profile.json at 4096^3).", "",
              "| rung | TFLOP/s 4096^3 | x cuBLAS | x peak | TFLOP/s 8192^3 | x cuBLAS | x peak | registers | "
              "smem B | occupancy (blocks / warps per SM, limit) | DRAM / min |",

@@ -13,7 +13,7 @@ import sys
 import cupy as cp
 from gemm_sweep import BASE, threads  # the same knob base as the tuning rounds (scripts/ is on sys.path)
 
-from lab.build import get_kernel
+from lab.core.build import get_kernel
 from lab.families import get_family
 
 FAMILY = get_family("gemm_fp32")

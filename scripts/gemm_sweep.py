@@ -15,11 +15,12 @@ import time
 
 import cupy as cp
 
-from lab import device, timing
-from lab.build import compile_report
+from lab.core import device
+from lab.core.build import compile_report
 from lab.families import get_family
-from lab.records import provenance
-from lab.verify import check_rung
+from lab.measure import timing
+from lab.measure.records import provenance
+from lab.measure.verify import check_rung
 
 FAMILY = get_family("gemm_fp32")
 SIZES = (4096, 8192, 4095, 4097)

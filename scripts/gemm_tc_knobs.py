@@ -24,10 +24,10 @@ SETTINGS = {  # per rung: the settings tried, the default first
 def main(out_path: str, rung_key: str = "03", side: int = 4096) -> None:
     import cupy as cp
 
-    from lab import records, timing
-    from lab.errors import LabError
+    from lab.core.errors import LabError
     from lab.families.gemm_tc import GemmTcFamily
-    from lab.verify import check_case
+    from lab.measure import records, timing
+    from lab.measure.verify import check_case
 
     fam = GemmTcFamily()
     base = fam.rung(rung_key)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How much of the statistical part E of the tensor-core error bound (lab.bounds.tensor_core_matmul_bound)
+"""How much of the statistical part E of the tensor-core error bound (lab.measure.bounds.tensor_core_matmul_bound)
 each gemm_tc rung actually uses, per check case: max over the elements of (|err| - R) / E, where R is the
 bound's rounding part (the bound at accumulation_scale 0) and E what scale 1 adds to it. Below 1 passes;
 the smaller the worst figure, the more the truncation term could be tightened. One seed, three input
@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def main(out_path: str, prefixes: tuple[str, ...] = ()) -> None:
     import cupy as cp
 
-    from lab import records
-    from lab.check import DISTRIBUTIONS, to_numpy
     from lab.families.gemm_tc import GemmTcFamily
+    from lab.measure import records
+    from lab.measure.check import DISTRIBUTIONS, to_numpy
 
     full, none = GemmTcFamily(1.0), GemmTcFamily(0.0)
     rows = []

@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def time_side(side: int, flusher) -> list[dict]:
     import cupy as cp
 
-    from lab import timing
     from lab.families.gemm_tc import tma_operand
+    from lab.measure import timing
 
     src = cp.random.standard_normal((side, side), dtype=cp.float32).astype(cp.float16)
     ld8 = -(-side // 8) * 8
@@ -44,7 +44,7 @@ def time_side(side: int, flusher) -> list[dict]:
 
 
 def main(out_path: str) -> None:
-    from lab import records, timing
+    from lab.measure import records, timing
 
     flusher = timing.L2Flusher()
     rows = [row for side in (4095, 4097) for row in time_side(side, flusher)]

@@ -35,7 +35,7 @@ def _smi() -> str:
 
 
 def main(out: str, repeats: int = 3) -> None:
-    from lab import bench, records
+    from lab.measure import bench, records
 
     runs = []
     for rep in range(repeats):

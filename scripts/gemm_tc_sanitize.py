@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """compute-sanitizer over every rung of gemm_tc: memcheck (out-of-bounds and misaligned accesses), racecheck
 (shared-memory hazards) and synccheck (barrier misuse), on small odd shapes. In the same process every case
-goes through the lab's own checks (lab.verify.check_case: poisoned output, guard zones, float64 reference,
+goes through the lab's own checks (lab.measure.verify.check_case: poisoned output, guard zones, float64 reference,
 repeated runs), so a run passes only when the sanitizer is clean AND the answers are right.
 
     python3 scripts/gemm_tc_sanitize.py OUT.json [--budget 180] [--tools memcheck,racecheck,synccheck]
@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab import sanitizer  # noqa: E402  (after the path, as a script)
-from lab.records import describe_params  # noqa: E402
+from lab.measure.records import describe_params  # noqa: E402
+from lab.tools import sanitizer  # noqa: E402  (after the path, as a script)
 
 ALPHA_BETA = {"alpha": 0.5, "beta": -1.5}
 COMBOS = [(layout, dtype) for layout in ("TN", "NN") for dtype in ("float16", "bfloat16")]
@@ -67,8 +67,8 @@ EPILOGUE_CASES = [{"M": 17, "N": 33, "K": 72, "epilogue": "bias+gelu_tanh", "lay
                    "dtype": "float16", "pad": 3},
                   {"M": 9, "N": 5, "K": 33, "epilogue": "gelu_tanh", "out": "e4m3", "layout": "TN", "dtype": "float16"}]
 ROW_CASES = [{"rows": 3, "n": n} for n in (1, 33, 1025, 4097)]
-# Issue 12's families: split-K with S not dividing the k-tiles and a K tail, decode across its M buckets and a K tail,
-# grouped GEMM with empty groups and tails in every size.
+# The underfill lesson's families: split-K with S not dividing the k-tiles and a K tail, decode across its M buckets
+# and a K tail, grouped GEMM with empty groups and tails in every size.
 SPLIT_K_CASES = [{"M": 17, "N": 9, "K": 1000, "splits": 7, "layout": "TN", "dtype": "float16"},
                  {"M": 65, "N": 130, "K": 650, "splits": 3, "layout": "NN", "dtype": "bfloat16", **ALPHA_BETA}]
 DECODE_CASES = [{"M": 1, "N": 97, "K": 131, "dtype": "float16"}, {"M": 17, "N": 61, "K": 4099, "dtype": "bfloat16"},
@@ -109,7 +109,7 @@ DEFAULT_BUDGET_S = 180
 def plan(rungs, arch: int, tools=sanitizer.TOOLS, family: str = "gemm_tc") -> list[dict]:
     """One row per tool and rung (tool by tool, memcheck first: the most important finishes first when
     the budget runs short), with the reason a rung is skipped on this GPU, if it is."""
-    from lab.build import arch_refusal
+    from lab.core.build import arch_refusal
 
     return [{"tool": tool, "rung": rung.key, "shapes": [describe_params(c) for c in cases_for(family, tool)],
              "skip": arch_refusal(rung.spec, arch)} for tool in tools for rung in rungs]
@@ -123,11 +123,11 @@ def child_command(tool: str, rung: str) -> list[str]:
 # --- the child: the lab's checks on one rung -------------------------------------------------------
 
 def check_cases(family, rung_key: str, cases: list[dict], seed: int = 17) -> dict:
-    """lab.verify.check_case on every case (three input distributions, two runs each); what failed, as
+    """lab.measure.verify.check_case on every case (three input distributions, two runs each); what failed, as
     lines. A LabError (a compile error, say) fails that case and the rest still run; any other error (a
     CUDA context lost to a faulting kernel) fails it and stops, since nothing after it could run."""
-    from lab.errors import LabError
-    from lab.verify import check_case
+    from lab.core.errors import LabError
+    from lab.measure.verify import check_case
 
     rung = family.rung(rung_key)
     labels, failed, worst = [], [], 0.0
@@ -195,8 +195,9 @@ def save(path: Path, payload: dict) -> None:
 
 def main(out: Path, budget_s: float, tools: tuple[str, ...], rungs: tuple[str, ...] = (),
          family: str = "gemm_tc") -> int:
-    from lab import device, records
+    from lab.core import device
     from lab.families import get_family
+    from lab.measure import records
 
     # `timeout` stops this process with SIGTERM; as SystemExit it lets run_under end the child in flight.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -249,7 +250,7 @@ def _args(argv: list[str]) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    from lab.errors import LabError
+    from lab.core.errors import LabError
 
     a = _args(sys.argv[1:])
     try:

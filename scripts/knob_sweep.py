@@ -9,9 +9,9 @@ import sys
 
 import cupy as cp
 
-from lab import timing
 from lab.families import get_family
-from lab.records import provenance
+from lab.measure import timing
+from lab.measure.records import provenance
 
 
 def sweep(family_name: str, rung_key: str, settings: list[dict], params: dict) -> list[dict]:

@@ -33,8 +33,8 @@ def target() -> None:
 
 
 def main(out_dir: Path) -> int:
-    from lab.profile import find_ncu
-    from lab.records import provenance
+    from lab.measure.records import provenance
+    from lab.studies.profile import find_ncu
 
     ncu = find_ncu()
     if ncu is None:

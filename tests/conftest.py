@@ -1,6 +1,6 @@
 import pytest
 
-from lab import device
+from lab.core import device
 
 
 def pytest_collection_modifyitems(config, items):

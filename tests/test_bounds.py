@@ -1,4 +1,4 @@
-"""CPU: the per-element GEMM error bound (lab.bounds) is tight enough to catch one wrong element, a TF32
+"""CPU: the per-element GEMM error bound (lab.measure.bounds) is tight enough to catch one wrong element, a TF32
 product and fp16 accumulation, and loose enough that correct float32 sums never fail it (not flaky).
 
 The "kernels" here are NumPy stand-ins that sum products the ways GPU kernels do: sequentially with
@@ -8,8 +8,8 @@ rounding after every multiply and add, sequentially with a fused multiply-add, a
 import numpy as np
 import pytest
 
-from lab.bounds import SAFETY, matmul_bound, unit_roundoff
-from lab.check import DISTRIBUTIONS, compare, random_array
+from lab.measure.bounds import SAFETY, matmul_bound, unit_roundoff
+from lab.measure.check import DISTRIBUTIONS, compare, random_array
 
 
 def _operands(M, N, K, dist="normal", seed=0):
@@ -100,7 +100,7 @@ def test_alpha_and_beta_are_in_the_bound():
 def test_correct_float32_sums_stay_far_below_the_bound():
     """Not flaky: every summation order a float32 kernel may use, on every input distribution the checks
     draw (and all-positive inputs, whose partial sums drift), many seeds, K from 1 to 16384. The largest
-    error/bound ratio seen must leave a wide margin (lab.bounds says ~0.15 is typical of the worst)."""
+    error/bound ratio seen must leave a wide margin (lab.measure.bounds says ~0.15 is typical of the worst)."""
     worst = 0.0
     for K in (1, 2, 7, 64, 257, 1000, 4099, 16384):
         M = N = 48 if K <= 4099 else 12

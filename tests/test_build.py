@@ -7,9 +7,10 @@ import shutil
 
 import pytest
 
-from lab import build, report
-from lab.errors import CompileError, LabError
+from lab.core import build
+from lab.core.errors import CompileError, LabError
 from lab.families import all_rungs, get_family
+from lab.studies import report
 
 RUNG_ARCHS = [(r, a) for r in all_rungs() for a in build.ARCHS if a >= r.spec.min_arch]
 NO_NVDISASM = build.find_nvdisasm() is None
@@ -297,8 +298,8 @@ def test_hopper_only_rungs_compile_for_sm_90a():
 
 
 def test_nvrtc_override_that_is_not_a_file_is_a_clear_error(monkeypatch):
-    from lab import nvrtc
-    from lab.errors import LabError
+    from lab.core import nvrtc
+    from lab.core.errors import LabError
 
     monkeypatch.setenv("LAB_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so.13")
     nvrtc.library_path.cache_clear()

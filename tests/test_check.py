@@ -4,7 +4,7 @@ tested in test_bounds.py."""
 import numpy as np
 import pytest
 
-from lab.check import CheckResult, compare
+from lab.measure.check import CheckResult, compare
 
 
 def _ref(n=1000, seed=0):
@@ -108,7 +108,7 @@ def test_check_result_line():
 
 def test_two_byte_poison_and_guard_are_nan_as_fp16_and_as_bf16():
     """A kernel that reads C when beta == 0 must get NaN from the poison in either 16-bit type."""
-    from lab.check import _GUARD, _POISON
+    from lab.measure.check import _GUARD, _POISON
 
     for bits in (*_POISON[2], _GUARD[2]):
         assert np.isnan(np.array([bits], np.uint16).view(np.float16))[0]

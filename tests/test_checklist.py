@@ -1,4 +1,5 @@
-"""CPU: the optimization checklist (lab/checklist.py) on NumPy stand-ins: line counting, the reference check, the
+"""CPU: the optimization checklist (lab/studies/checklist.py) on NumPy stand-ins: line counting, the reference check,
+the
 record a run writes, the verdicts read from it, the Triton level without Triton, and the Nsight Compute plumbing with
 a fake ncu. One GPU test runs the real levels at a small size."""
 
@@ -11,8 +12,9 @@ import types
 import numpy as np
 import pytest
 
-from lab import checklist, triton_gemm
-from lab.records import format_bytes
+from lab.measure.records import format_bytes
+from lab.studies import checklist
+from lab.tools import triton_gemm
 
 # --- lines of code -------------------------------------------------------------------------------------------
 
@@ -230,7 +232,7 @@ class Calls:
 
 
 def _level(name, fn, **kw):
-    return checklist.Level(name, name, fn, (checklist.Source("lab/checklist.py", "library"),), **kw)
+    return checklist.Level(name, name, fn, (checklist.Source("lab/studies/checklist.py", "library"),), **kw)
 
 
 def _wrong_when_large(A, W, bias, Y):
@@ -267,7 +269,7 @@ def test_an_exception_in_a_level_is_a_failure_not_a_crash():
 
 @pytest.fixture
 def triton_absent():
-    """lab.triton_gemm re-imported as where `import triton` fails."""
+    """lab.tools.triton_gemm re-imported as where `import triton` fails."""
     saved = {name: sys.modules.get(name) for name in ("triton", "triton.language")}
     sys.modules["triton"] = sys.modules["triton.language"] = None
     try:
@@ -296,10 +298,10 @@ def test_triton_level_is_not_available_without_triton(triton_absent):
 
 
 def test_lab_fused_is_not_available_without_lab_epilogue(monkeypatch):
-    monkeypatch.setitem(sys.modules, "lab.epilogue", None)
+    monkeypatch.setitem(sys.modules, "lab.families.epilogue", None)
     record = checklist.measure_levels([64], levels=(checklist.get_level("lab_fused"),), backend=NumpyBackend())
     assert record["sizes"][0]["levels"]["lab_fused"]["reason"].startswith(
-        "not available here: lab.epilogue cannot be imported")
+        "not available here: lab.families.epilogue cannot be imported")
 
 
 def _fake_epilogue(monkeypatch, fn):
@@ -309,7 +311,7 @@ def _fake_epilogue(monkeypatch, fn):
         calls.append(activation)
         fn(A, W, bias, out)
 
-    monkeypatch.setitem(sys.modules, "lab.epilogue", types.SimpleNamespace(fused_matmul=fused_matmul))
+    monkeypatch.setitem(sys.modules, "lab.families.epilogue", types.SimpleNamespace(fused_matmul=fused_matmul))
     return calls
 
 
@@ -325,6 +327,29 @@ def test_a_wrong_lab_fused_fails_its_check(monkeypatch):
     record = checklist.measure_levels([64], levels=(checklist.get_level("lab_fused"),), backend=NumpyBackend())
     assert record["levels"][0]["status"] == "failed"
     assert record["sizes"][0]["levels"]["lab_fused"]["status"] == "failed"
+
+
+def test_summary_text_is_the_table_and_the_verdicts(monkeypatch):
+    """What `lab study checklist` prints once the record is written: every size and level a row, then every verdict."""
+    _fake_epilogue(monkeypatch, _fused_numpy)
+    monkeypatch.setattr(triton_gemm, "unavailable", lambda: "stand-in")
+    record = checklist.measure_levels([64], backend=NumpyBackend(), check_rows=8)
+    lines = checklist.summary_text(record).splitlines()
+    assert "numpy stand-in" in lines[0] and lines[1].split()[:3] == ["size", "level", "status"]
+    rows = [line for line in lines if line.startswith("64x64x64")]
+    assert [row.split()[1] for row in rows] == ["gemm", "library", "graph_fusion", "triton", "lab_fused"]
+    assert [line[2:] for line in lines if line.startswith("- ")] == checklist.verdicts(record)
+
+
+def test_run_needs_a_gpu_before_it_measures(tmp_path, monkeypatch):
+    from lab.core import device
+    from lab.core.errors import LabError
+
+    monkeypatch.setattr(device, "_probe", lambda: "no GPU here (simulated by the test)")
+    monkeypatch.setattr(checklist, "measure_levels", lambda *a, **k: pytest.fail("nothing is measured without a GPU"))
+    with pytest.raises(LabError, match="needs a CUDA GPU"):
+        checklist.run(tmp_path)
+    assert not (tmp_path / checklist.STUDY_FILE).exists()
 
 
 def test_the_record_schema(monkeypatch):
@@ -500,7 +525,7 @@ def test_ncu_command_profiles_only_the_nvtx_range():
     assert cmd[cmd.index("--nvtx-include") + 1] == checklist.NVTX_RANGE + "/" and "--nvtx" in cmd
     assert cmd[cmd.index("--metrics") + 1].split(",") == list(checklist.NCU_METRICS)
     assert "--replay-mode" not in cmd
-    assert cmd[-4:] == ["-m", "lab.checklist", "ncu-target", json.dumps(job)]
+    assert cmd[-4:] == ["-m", "lab.studies.checklist", "ncu-target", json.dumps(job)]
     ranged = checklist.ncu_command("/x/ncu", job, "range")
     assert ranged[ranged.index("--replay-mode") + 1] == "range"
     with pytest.raises(ValueError):
@@ -515,7 +540,7 @@ def _fake_ncu(tmp_path, body):
 
 
 def test_ncu_dram_runs_ncu_and_sums_the_kernels(tmp_path, monkeypatch):
-    from lab import profile
+    from lab.studies import profile
 
     (tmp_path / "out.txt").write_text(NCU_CSV)
     ncu = _fake_ncu(tmp_path, f'printf "%s\\n" "$@" > "{tmp_path}/argv.txt"\ncat "{tmp_path}/out.txt"\n')
@@ -528,7 +553,7 @@ def test_ncu_dram_runs_ncu_and_sums_the_kernels(tmp_path, monkeypatch):
 
 
 def test_ncu_dram_reports_absence_and_failure(tmp_path, monkeypatch):
-    from lab import profile
+    from lab.studies import profile
 
     monkeypatch.setattr(profile, "find_ncu", lambda: None)
     assert "ncu) is not installed" in checklist.ncu_dram("library", 64, 64, 64)["error"]

@@ -1,4 +1,4 @@
-"""CPU: leaderboard fairness (issue 14). A speed-up is the ratio of two times taken in one grading process on one
+"""CPU: leaderboard fairness. A speed-up is the ratio of two times taken in one grading process on one
 GPU, so it holds whatever GPU ran it; every row and every graded result names its GPU (model, uuid, host); and a
 class timed on several GPU models gets one ranking per model, never one across models. Fake timings and fake
 GPUs throughout; tests/test_gpu_classroom.py checks the real ones."""
@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 from test_grader import _submission, fake  # noqa: F401  (the fake worker fixture and helper)
 
-from lab import classroom, grade_worker, grader
-from lab.exercises import load
+from lab.grading import classroom, grade_worker, grader
+from lab.grading.exercises import load
 
 MODELS = {"0": "NVIDIA H200", "1": "NVIDIA A100-SXM4-80GB"}
 

@@ -5,7 +5,8 @@ import re
 import pytest
 from rich.console import Console
 
-from lab import build, cli, device
+from lab import cli
+from lab.core import build, device
 
 
 @pytest.fixture(autouse=True)
@@ -195,7 +196,7 @@ def test_inspect_shows_the_dynamic_shared_memory_of_rung_08(capsys):
 
 
 def test_inspect_a_student_file_for_an_exercise(tmp_path, monkeypatch, capsys):
-    from lab.exercises import load
+    from lab.grading.exercises import load
 
     (tmp_path / "mine.cu").write_text(load("01").reference_source())
     monkeypatch.chdir(tmp_path)
@@ -207,7 +208,7 @@ def test_inspect_a_student_file_for_an_exercise(tmp_path, monkeypatch, capsys):
 
 
 def test_check_names_the_file_it_was_given(tmp_path, monkeypatch, capsys, no_gpu):
-    from lab.exercises import load
+    from lab.grading.exercises import load
 
     (tmp_path / "path").mkdir()
     (tmp_path / "path" / "bad.cu").write_text(load("01").starter_text().replace("{", "{ int x = ;", 1))
@@ -228,7 +229,7 @@ def test_check_says_where_it_looked_for_a_relative_path(tmp_path, monkeypatch, c
 
 
 def test_check_of_the_untouched_starter_without_a_gpu_grades_nothing(tmp_path, capsys, no_gpu):
-    from lab.exercises import load
+    from lab.grading.exercises import load
 
     starter = tmp_path / "kernel.cu"
     starter.write_text(load("01").starter_text())
@@ -240,7 +241,7 @@ def test_check_of_the_untouched_starter_without_a_gpu_grades_nothing(tmp_path, c
 
 
 def test_check_reads_a_latin1_kernel_with_a_note(tmp_path, capsys, no_gpu):
-    from lab.exercises import load
+    from lab.grading.exercises import load
 
     kernel = tmp_path / "kernel.cu"
     kernel.write_bytes(b"// caf\xe9\n" + load("01").reference_source().encode())
@@ -253,15 +254,141 @@ def test_check_reads_a_latin1_kernel_with_a_note(tmp_path, capsys, no_gpu):
 
 
 def test_an_unknown_study_is_named_with_the_ones_there_are(capsys, tmp_path):
+    from lab.studies import STUDIES
+
     assert cli.main(["study", "waves", "--out", str(tmp_path)]) == 2
-    _one_line_error(capsys, "no study waves", "orders", "counters", "fp32", "streamk", "items", "splitk", "checklist")
+    line = _one_line_error(capsys, "no study waves", "orders", "counters", "fp32", "streamk", "items", "splitk",
+                           "checklist")
+    assert line.endswith(f"the studies are {', '.join(STUDIES)}.")
+
+
+# --- the studies' registry (lab.studies.STUDIES) behind `lab study` ------------------------------------------------
+
+def _studies():
+    from lab.studies import STUDIES
+
+    return list(STUDIES.values())
+
+
+@pytest.mark.parametrize("study", _studies(), ids=lambda s: s.name)
+def test_every_registered_study_has_a_run_that_takes_its_options(study):
+    import inspect
+
+    run = getattr(study.load(), "run", None)
+    assert callable(run), f"{study.module} has no run(out_dir, **options)"
+    params = inspect.signature(run).parameters
+    assert list(params)[0] == "out_dir" and "progress" in params
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    for key in [*study.fixed, *(o.name for o in study.options)]:
+        assert key in params or takes_any, f"{study.module}.run takes no {key}"
+    for opt in study.options:  # the CLI's default is the module's own, where run spells it out
+        if opt.name in params and params[opt.name].default is not inspect.Parameter.empty:
+            assert tuple(params[opt.name].default) == opt.default if opt.many else \
+                params[opt.name].default == opt.default, (study.name, opt.name)
+
+
+def test_the_registry_names_the_records_the_modules_write():
+    from lab.studies import (
+        STUDIES,
+        alignment,
+        anomalies,
+        checklist,
+        compile_study,
+        grouped_table_cost,
+        l2,
+        ops_compare,
+        ops_sweep,
+        rowops_study,
+        scheduling,
+        split_k,
+    )
+
+    written = {"l2": l2.REFERENCE_FILE, "probes": anomalies.REFERENCE_FILE,
+               "transpose-variants": alignment.REFERENCE_FILE, "splitk": split_k.STUDY_FILE,
+               "checklist": checklist.STUDY_FILE, "compile": compile_study.RECORD, "ops-sweep": ops_sweep.RECORD,
+               "rowops": rowops_study.FILENAME, "grouped-table-cost": grouped_table_cost.RECORD,
+               **scheduling.STUDY_FILES}
+    for name, record in written.items():
+        assert STUDIES[name].record == record, name
+    assert {s.fixed["study"] for s in STUDIES.values() if s.module == "lab.studies.scheduling"} == \
+        set(scheduling.STUDY_FILES)
+    options = {o.name: o for o in STUDIES["ops-compare"].options}
+    assert set(options["model"].choices) == set(ops_compare.MODELS)
+    assert options["dtype"].choices == ops_compare.DTYPES
+    assert tuple(next(o for o in STUDIES["checklist"].options if o.name == "sizes").default) == \
+        checklist.DEFAULT_SIZES
+    assert [s.name for s in STUDIES.values() if not s.needs_gpu] == ["compile"]
+
+
+def test_study_with_no_name_lists_every_study_and_its_record(capsys, no_gpu):
+    assert cli.main(["study"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") >= 3}
+    for study in _studies():
+        assert study.name in rows, study.name
+        assert study.record in rows[study.name]
+    assert "[options]" in out  # rich read no markup into the title
+
+
+@pytest.mark.parametrize("study", [s for s in _studies() if s.needs_gpu], ids=lambda s: s.name)
+def test_a_gpu_study_without_a_gpu_says_it_needs_one(study, capsys, no_gpu, tmp_path, monkeypatch):
+    monkeypatch.setattr(study.load(), "run", lambda *a, **k: pytest.fail("nothing is measured without a GPU"))
+    assert cli.main(["study", study.name, "--out", str(tmp_path)]) == 2
+    line = _one_line_error(capsys, "needs a CUDA GPU", "simulated by the test")
+    assert "lab inspect" in line
+    assert not any(tmp_path.iterdir())
+
+
+def test_study_options_reach_run_and_the_record_is_named(capsys, tmp_path, monkeypatch):
+    """`lab study NAME --out DIR [options]`: the options parsed by the study's own parser, passed to its run with the
+    entry's fixed keywords and a progress callback; the path run returns is printed."""
+    from lab.studies import compile_study, ops_sweep
+
+    seen = {}
+
+    def fake(out_dir, **kwargs):
+        seen.update(kwargs, out_dir=out_dir)
+        kwargs["progress"]("a [bracketed] line")
+        return out_dir / "record.json"
+
+    monkeypatch.setattr(compile_study, "run", fake)
+    assert cli.main(["study", "compile", "--out", str(tmp_path), "--quick"]) == 0
+    assert seen["out_dir"] == tmp_path and seen["quick"] is True and callable(seen["progress"])
+    out = capsys.readouterr().out
+    assert "a [bracketed] line" in out and f"written: {tmp_path / 'record.json'}" in out
+
+    seen.clear()
+    monkeypatch.setattr(device, "current", lambda: None)  # as if there were a GPU: only the plumbing is tested
+    monkeypatch.setattr(ops_sweep, "run", fake)
+    assert cli.main(["study", "--out", str(tmp_path), "ops-sweep", "--rounds", "2", "--classes", "decode", "tiny"]) == 0
+    assert seen["study"] == "sweep" and seen["rounds"] == 2 and seen["classes"] == ("decode", "tiny")
+    assert seen["write_table"] is None and seen["out_dir"] == tmp_path
+
+
+def test_a_bad_study_option_is_an_argparse_error(capsys, tmp_path):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["study", "rowops", "--out", str(tmp_path), "--rounds", "0"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--rounds: must be at least 1, not 0" in err and "Traceback" not in err
+    with pytest.raises(SystemExit):
+        cli.main(["study", "rowops", "--rows", "3"])
+    assert "unrecognized arguments: --rows 3" in capsys.readouterr().err
+
+
+def test_study_help_shows_its_options(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["study", "checklist", "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "--no-ncu" in out and "--replay {kernel,range}" in out and "checklist.json" in out
 
 
 def test_an_error_sentence_keeps_its_brackets(capsys, monkeypatch):
     """rich reads "[cluster]" as markup: the CLI escapes error sentences so the install hint survives (seen on the
     2-GPU H200: "pip install 'cupy-kernel-lab'" with the extra's name gone)."""
     from lab import cli
-    from lab.errors import LabError
+    from lab.core.errors import LabError
 
     def fail(args):
         raise LabError("Grading on a Dask cluster needs Dask's distributed: pip install 'cupy-kernel-lab[cluster]'.")

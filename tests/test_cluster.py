@@ -1,4 +1,4 @@
-"""CPU: grading on a Dask cluster (lab.cluster) with the fake grading worker of tests/test_grader.py: the grades
+"""CPU: grading on a Dask cluster (lab.grading.cluster) with the fake grading worker of tests/test_grader.py: the grades
 match the single-host path, a rerun resumes, a Dask worker killed mid-batch loses nothing and counts nothing
 twice, and its grading processes die with it. The tests that start a Dask cluster skip where Dask's distributed
 (the [cluster] extra) is not installed.
@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from test_grader import FAKE_WORKER, _submission, fake  # noqa: F401  (the fake worker fixture and helpers)
 
-from lab import classroom, cluster, grader
 from lab.cli import main
-from lab.errors import LabError
+from lab.core.errors import LabError
+from lab.grading import classroom, cluster, grader
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "cluster_compare.py"
@@ -77,7 +77,7 @@ def _wait_for(condition, timeout_s=20.0):
 
 
 # ----------------------------------------------------------------------------------------------
-# lab.cluster on a Dask LocalCluster
+# lab.grading.cluster on a Dask LocalCluster
 # ----------------------------------------------------------------------------------------------
 
 def test_grades_on_the_cluster_match_the_single_host_path(fake, client, tmp_path):  # noqa: F811
@@ -142,7 +142,7 @@ def test_a_grading_process_dies_with_its_dask_worker(fake, client, tmp_path, scr
     children = _wait_for(lambda: script.grading_children(pid))
     assert children, "the worker started no grading process"
     try:
-        assert "lab.cluster" in children[0]["cmdline"] and children[0]["submission"] == "hangs"
+        assert "lab.grading.cluster" in children[0]["cmdline"] and children[0]["submission"] == "hangs"
         os.kill(pid, signal.SIGKILL)
         assert _wait_for(lambda: not script.alive(children[0]["pid"]), timeout_s=5), \
             "the grading process outlived its Dask worker"
@@ -230,7 +230,8 @@ def test_gpus_and_a_cluster_do_not_mix(tmp_path, capsys):
 
 def test_a_grading_child_without_its_module_says_so():
     env = {k: v for k, v in os.environ.items() if k != cluster.CHILD_MODULE_ENV}
-    proc = subprocess.run([sys.executable, "-m", "lab.cluster"], env=env, capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-m", "lab.grading.cluster"], env=env, capture_output=True, text=True,
+                          cwd=ROOT)
     assert proc.returncode != 0 and cluster.CHILD_MODULE_ENV in proc.stderr
 
 
@@ -247,7 +248,7 @@ def test_the_batch_is_the_fault_suite_and_twenty_more(script, tmp_path):
     assert (tmp_path / "subs" / "huge_file" / "kernel.cu").stat().st_size > grader.MAX_KERNEL_BYTES
     mixed = [n for n in batch if n.startswith("mixed_")]
     assert len(mixed) == 20 and not any("loop" in n or "deadlock" in n or "race" in n for n in mixed)
-    from lab.exercises import load
+    from lab.grading.exercises import load
 
     assert (tmp_path / "subs" / "mixed_01_reference_01" / "kernel.cu").read_text() == load("01").reference_source()
     assert (tmp_path / "subs" / "mixed_04_reference_02" / "kernel.cu").read_text() == load("02").reference_source()
@@ -326,12 +327,12 @@ def test_a_changed_grade_a_lost_one_or_a_double_count_is_reported(script, tmp_pa
 
 
 FAKE_DASK_WORKER = textwrap.dedent('''
-    """A stand-in Dask worker: starts one grading process, through `python -m lab.cluster` (tied to this worker,
-    as lab.cluster.grade_task has it) or not, that says when it is ready and sleeps; then sleeps itself."""
+    """A stand-in Dask worker: starts one grading process, through `python -m lab.grading.cluster` (tied to this worker,
+    as lab.grading.cluster.grade_task has it) or not, that says when it is ready and sleeps; then sleeps itself."""
     import os, subprocess, sys, time
     tie, kernel = sys.argv[1] == "tie", sys.argv[2]
     env = {**os.environ, "LAB_CLUSTER_CHILD_MODULE": "sleeper", "LAB_CLUSTER_WORKER_PID": str(os.getpid())}
-    subprocess.Popen([sys.executable, "-m", "lab.cluster" if tie else "sleeper", "--kernel", kernel], env=env)
+    subprocess.Popen([sys.executable, "-m", "lab.grading.cluster" if tie else "sleeper", "--kernel", kernel], env=env)
     time.sleep(60)
 ''')
 SLEEPER = "import pathlib, sys, time\npathlib.Path(sys.argv[-1] + '.ready').touch()\ntime.sleep(60)\n"
@@ -378,7 +379,8 @@ def test_leftover_grading_processes_are_found_by_their_kernel(script, tmp_path):
 
 DRY_PATCHES = textwrap.dedent('''
     """Loaded by the dry run's `python -m lab`: the fake grading worker, and a GPU that is not there."""
-    from lab import device, grader
+    from lab.core import device
+    from lab.grading import grader
 
     grader.WORKER_MODULE = "fake_grade_worker"
     device._probe = lambda: device.DeviceInfo("Dry-run GPU", 90, 132, 50 << 20, 227 << 10, 228 << 10, 1 << 30,

@@ -1,4 +1,5 @@
-"""CPU: the compile-cache study (lab.compile_study) and its figures. NVRTC builds for any arch with no GPU, so the
+"""CPU: the compile-cache study (lab.studies.compile_study) and its figures. NVRTC builds for any arch with no GPU, so
+the
 quick grid really compiles (rung 03 at sm_80, rung 06 at sm_90a: a few seconds); records go to tmp_path only."""
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ import pytest
 
 matplotlib.use("Agg")
 
-from lab import compile_study as cs  # noqa: E402
-from lab import plots  # noqa: E402
-from lab.errors import LabError  # noqa: E402
+from lab.core.errors import LabError  # noqa: E402
+from lab.lessons import plots  # noqa: E402
+from lab.studies import compile_study as cs  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
-    """The quick study through main(), as `python -m lab.compile_study OUT --quick` runs it, then loaded back."""
+    """The quick study through main(), as `python -m lab.studies.compile_study OUT --quick` runs it, then loaded
+    back."""
     out = tmp_path_factory.mktemp("compile_study") / "quick.json"
     env_before = os.environ.get("LAB_CACHE_DIR")
     assert cs.main([str(out), "--quick"]) == 0

@@ -2,15 +2,15 @@
 with no spills and with tensor-core SASS; the rung's fragment mapping (16-byte chunks of 8 k as two mma k-steps),
 its K split across warps and its tails, executed lane by lane in NumPy against tests/test_gemm_tc_fragments.py's
 model of mma.m16n8k16, give X @ W^T exactly; the family's problems, reference, bound, output decoding and checks
-run end to end on a NumPy stand-in for the kernel; its launch plan and shape families cover the issue; bad input
-gets one sentence."""
+run end to end on a NumPy stand-in for the kernel; its launch plan and shape families cover the required
+cases; bad input gets one sentence."""
 
 import numpy as np
 import pytest
 from test_gemm_tc_fragments import mma_m16n8k16
 
-from lab import build, headers
-from lab.errors import LabError
+from lab.core import build, headers
+from lab.core.errors import LabError
 from lab.families.decode import (
     BUCKET_SHAPES,
     DTYPES,
@@ -24,7 +24,7 @@ from lab.families.decode import (
     vectors_fit,
 )
 from lab.families.gemm_tc import BFLOAT16, to_float32, to_storage
-from lab.verify import check_case
+from lab.measure.verify import check_case
 
 DEC = DecodeFamily()
 RUNG = DEC.rung("01")

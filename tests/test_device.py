@@ -2,7 +2,7 @@
 
 import pytest
 
-from lab import device
+from lab.core import device
 
 
 def test_h200_peak_from_the_datasheet_clock_when_the_attribute_is_nonsense():

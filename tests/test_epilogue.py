@@ -1,4 +1,5 @@
-"""CPU: the epilogue chain's Python side (lab/epilogue.py) against its header, its reference quantizers on chosen
+"""CPU: the epilogue chain's Python side (lab/families/epilogue.py) against its header, its reference quantizers on
+chosen
 values, its bounds, and every fused variant compiling without spills or ptxas serialization."""
 
 from __future__ import annotations
@@ -8,9 +9,9 @@ import re
 import numpy as np
 import pytest
 
-from lab import epilogue as E
-from lab.build import KERNELS_DIR, KernelSpec, compile_cubin, compile_report
-from lab.errors import LabError
+from lab.core.build import KERNELS_DIR, KernelSpec, compile_cubin, compile_report
+from lab.core.errors import LabError
+from lab.families import epilogue as E
 from lab.families import get_family
 
 HEADER = (KERNELS_DIR / "common" / "lab_epilogue.cuh").read_text()
@@ -120,7 +121,7 @@ def test_quantized_bound_allows_a_neighbour_only_near_a_boundary():
 
 def _accepted(epi, v, b, q_scale, candidates):
     """The candidate outputs (int8 codes, or e4m3 values) that compare accepts for one value v with error b."""
-    from lab.check import compare
+    from lab.measure.check import compare
 
     ref, bound = E.quantized_reference(epi, np.array([[v]]), np.array([[b]]), np.array([q_scale]))
     return [c for c in candidates if compare(np.array([[c]], dtype=np.float64), ref, bound).passed]
@@ -259,7 +260,7 @@ def _model_output(fam, problem, flip: bool = False):
                                   {"epilogue": "row_scale+silu", "out": "e4m3", "q_per_row": True},
                                   {"epilogue": "bias+relu+residual", "dtype": "bfloat16"}])
 def test_a_correct_model_passes_and_one_wrong_element_fails(case):
-    from lab.check import compare
+    from lab.measure.check import compare
 
     fam = _numpy_family("gemm_tc_epilogue")
     problem = fam.make_problem(seed=3, M=33, N=47, K=200, **case)

@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from lab import build, exercises, release, tour
-from lab.build import PLUGIN_HEADER, KernelSpec
-from lab.errors import CompileError, LabError
-from lab.exercises import solution_regions, strip_solution
+from lab.cli import tour
+from lab.core import build
+from lab.core.build import PLUGIN_HEADER, KernelSpec
+from lab.core.errors import CompileError, LabError
+from lab.core.ladder import Problem
 from lab.families import get_family
-from lab.ladder import Problem
+from lab.grading import exercises, release
+from lab.grading.exercises import solution_regions, strip_solution
 
 FAMILY = get_family("gemm_tc_epilogue")
 PLUGIN_RUNG = FAMILY.rung("08_functor_plugin")

@@ -12,12 +12,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab import exercises, grade_worker, grader, release
-from lab import serving_trace as st
 from lab.cli import main
-from lab.errors import LabError
-from lab.exercises import DISPATCH_RULES, KINDS, RulesExercise
+from lab.core.errors import LabError
+from lab.grading import exercises, grade_worker, grader, release
+from lab.grading.exercises import DISPATCH_RULES, KINDS, RulesExercise
 from lab.ops import rules
+from lab.studies import serving_trace as st
 
 ID = "09_dispatch_rules"
 
@@ -74,7 +74,7 @@ def test_the_traces_are_one_family_and_the_hidden_one_another_seed(ex):
         prefill = [s.M for s in steps if s.kind == "prefill"]
         assert 250 <= len(steps) <= 300 and 1 <= len(prefill) <= 30 and max(prefill) == 2048
         assert len(set(steps)) <= 100  # distinct steps: what the timing costs
-    # one family: the same draw as lab.serving_trace's, with exercise.json's skew and prefill share
+    # one family: the same draw as lab.studies.serving_trace's, with exercise.json's skew and prefill share
     assert ex.trace_steps(hidden) == [s for s in st.make_trace(hidden["seed"], hidden["steps"], 0.05, 1.2)
                                       if s.M <= hidden["max_m"]]
 
@@ -88,13 +88,14 @@ def test_the_starter_is_one_catch_all_rule_to_generic_and_the_reference_is_the_l
     paths = {r.path for r in reference.rules}
     assert "decode" in paths and paths <= set(rules.PATHS)  # the measured table (lab tune --table) decides the rest
     # The reference is lab.ops.rules.DEFAULT with the output head's two rules after its first (written by
-    # lab.exercise09_calibration --write-solution); a student's bundle, which has no solution, times against DEFAULT
+    # lab.grading.exercise09_calibration --write-solution); a student's bundle, which has no solution, times against
+    # DEFAULT
     # itself, so the rest must not drift apart unnoticed.
     head = [r for r in reference.rules if dict(r.when).get("min_n") == 16384]
     assert [r.path for r in head] == ["decode", "persistent"]
     assert reference.rules[:1] + reference.rules[3:] == rules.DEFAULT.rules, (
         "solution/rules.json is no longer lab.ops.rules.DEFAULT plus the head's rules: run "
-        "python -m lab.exercise09_calibration --write-solution on a GPU")
+        "python -m lab.grading.exercise09_calibration --write-solution on a GPU")
 
 
 def test_without_the_solution_the_reference_is_the_lab_s_table(ex, tmp_path):
@@ -280,7 +281,7 @@ for name in args.checks.split(","):
 
 
 def test_lab_grade_takes_a_folder_of_tables(ex, tmp_path, monkeypatch):
-    from lab import classroom
+    from lab.grading import classroom
 
     (tmp_path / "fake" / "fake_rules_worker.py").parent.mkdir()
     (tmp_path / "fake" / "fake_rules_worker.py").write_text(FAKE_WORKER)
@@ -427,7 +428,7 @@ def test_both_tables_are_timed_on_one_layer_in_alternating_order(monkeypatch):
 
 @pytest.fixture
 def no_gpu(monkeypatch):
-    from lab import device
+    from lab.core import device
 
     monkeypatch.setattr(device, "_probe", lambda: "the CUDA driver sees no GPU")
 
@@ -497,7 +498,7 @@ def test_the_bundle_s_lab_checks_against_the_lab_s_table(bundle):
     import subprocess
     import sys
 
-    code = ("import lab.exercises as e; x = e.load('09'); t, name = x.reference_table(); "
+    code = ("import lab.grading.exercises as e; x = e.load('09'); t, name = x.reference_table(); "
             "from lab.ops import rules; print(t is rules.DEFAULT, x.hidden_checks(), x.performance_trace(True))")
     out = subprocess.run([sys.executable, "-c", code], cwd=bundle, env=dict(os.environ, PYTHONPATH=str(bundle)),
                          capture_output=True, text=True, check=True).stdout.strip()
@@ -524,9 +525,9 @@ def test_release_refuses_a_bundle_that_would_ship_the_reference(tmp_path, monkey
 
 
 def test_the_leaderboard_refuses_a_dispatch_table_exercise_in_one_sentence(tmp_path):
-    from lab.classroom import leaderboard
-    from lab.errors import LabError
-    from lab.exercises import load
+    from lab.core.errors import LabError
+    from lab.grading.classroom import leaderboard
+    from lab.grading.exercises import load
 
     with pytest.raises(LabError, match="ranks kernel exercises only") as err:
         leaderboard(load("09"), tmp_path, tmp_path / "out")
@@ -540,7 +541,7 @@ def test_a_table_at_the_zero_point_earns_nothing_and_in_between_in_proportion():
 
 
 def test_the_exercise_s_model_has_its_output_head_in_every_step():
-    from lab.serving_trace import Step, gemm_shapes, head_gemm
+    from lab.studies.serving_trace import Step, gemm_shapes, head_gemm
 
     ex = exercises.load("09")
     assert ex.vocab == 32001 and ex.performance.zero_ratio == 0.75
@@ -566,11 +567,12 @@ def test_the_reference_table_sends_the_output_head_past_the_library():
 
 
 def test_the_calibration_record_shows_the_reference_well_ahead_of_the_library_alone():
-    """results/h200/grading/exercise09_calibration.json (lab.exercise09_calibration --write-solution, on the H200):
+    """results/h200/grading/exercise09_calibration.json (lab.grading.exercise09_calibration --write-solution, on the
+    H200):
     on both traces, in every round, the reference is at least 1.15x a table that sends every GEMM to the library,
     and that table earns at most half the performance points; the record was made with the exercise's present
     scoring and reference table."""
-    from lab.records import REFERENCE_GPU_DIR
+    from lab.measure.records import REFERENCE_GPU_DIR
 
     record = json.loads((REFERENCE_GPU_DIR / "grading" / "exercise09_calibration.json").read_text())
     ex = exercises.load("09")

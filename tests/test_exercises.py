@@ -13,11 +13,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab import build, exercises, schedule
-from lab.build import KernelSpec
-from lab.errors import CompileError, LabError
-from lab.exercises import CheckGroup, Exercise, Performance, load, solution_regions, strip_solution
+from lab.core import build, tile_order
+from lab.core.build import KernelSpec
+from lab.core.errors import CompileError, LabError
 from lab.families import get_family
+from lab.grading import exercises
+from lab.grading.exercises import CheckGroup, Exercise, Performance, load, solution_regions, strip_solution
 
 EXERCISE_IDS = ["01_vectorized_copy", "02_tiled_transpose", "03_smem_tiled_gemm", "04_register_tiled_gemm",
                 "05_mma_fragments", "06_tile_order", "07_split_k", "08_epilogue_functor"]
@@ -32,7 +33,7 @@ STUDY_ROWS = {"07_split_k": ("split_k_factors.json", "auto", "08_split_k")}
 # is two launches of ~36 us whose ratio moved between 0.79x and 0.88x across rows and runs of the same study, and
 # the grader refills the inputs between launches.
 TARGET_BANDS = {"07_split_k": (0.70, 0.90)}
-# Exercises calibrated by a time_orders payload (lab.scheduling) in results/h200/grading/<id>_calibration.json
+# Exercises calibrated by a time_orders payload (lab.studies.scheduling) in results/h200/grading/<id>_calibration.json
 # rather than by the family's bench records: the reference rung's knobs at a shape `lab bench` does not time.
 CALIBRATION_ORDER = {"06_tile_order": ("grouped", 8)}
 # Exercises whose student file is the reference rung's plugin header, not its source (KernelSpec.plugin).
@@ -193,7 +194,7 @@ def test_mma_fragments_is_the_issue_s_exercise():
 def _recorded_ratios(exercise: Exercise, required: bool = True) -> list[float]:
     """The reference rung's speed as a fraction of the ceiling in results/h200 (cold L2) at each performance
     shape: the figures the README quotes. required=False: [] where a shape has no record."""
-    from lab import records
+    from lab.measure import records
 
     if exercise.id in STUDY_ROWS:
         return _study_ratios(exercise, required)
@@ -446,9 +447,9 @@ def test_every_kernel_s_markers_are_well_formed():
 # ----------------------------------------------------------------------------------------------
 
 def test_starter_is_the_stripped_reference(ex):
-    assert ex.starter_path.is_file(), f"run `python -m lab.exercises` to write {ex.starter_path}"
+    assert ex.starter_path.is_file(), f"run `python -m lab.grading.exercises` to write {ex.starter_path}"
     assert ex.starter_path.read_text() == strip_solution(ex.reference_source()), (
-        f"{ex.starter_path} is stale: run `python -m lab.exercises` to regenerate it")
+        f"{ex.starter_path} is stale: run `python -m lab.grading.exercises` to regenerate it")
     assert ex.starter_text() == ex.starter_path.read_text()
 
 
@@ -512,7 +513,8 @@ def test_starter_compiles_through_nvrtc_for_sm_90(ex):
     assert not _starter_issues_no_tma_loads(ex), (
         f"{ex.starter_path} issues no TMA load where its reference issues {_tma_loads(ex.reference_spec())}: "
         "its consumers would wait forever. Give whatever a TODO leaves unset a placeholder value outside the "
-        f"solution region in kernels/{ex.reference_file} (one that terminates), then run `python -m lab.exercises`.")
+        f"solution region in kernels/{ex.reference_file} (one that terminates), then run "
+        "`python -m lab.grading.exercises`.")
 
 
 def test_case_keys_are_the_family_s_problem_parameters(ex):
@@ -633,7 +635,7 @@ def test_tile_order_is_the_issue_s_exercise():
 
 
 def test_tile_order_performance_shape_separates_the_orders_in_l2():
-    """The README's prediction, counted with lab.schedule: at the performance shape one wave of blocks (one per
+    """The README's prediction, counted with lab.core.tile_order: at the performance shape one wave of blocks (one per
     SM of the H200) reads all of B's column panels in row-major order, twice the L2, and a third of it in the
     grouped order."""
     e = exercises.load("06")
@@ -646,8 +648,8 @@ def test_tile_order_performance_shape_separates_the_orders_in_l2():
     tiles_m, tiles_n = _tiles(e, p)
     assert tiles_n < sms < 2 * tiles_n  # a row-major wave: one whole tile-row and a few tiles of the next
 
-    def first_wave(order: str) -> schedule.WaveFootprint:
-        return schedule.wave_footprints(p["M"], p["N"], p["K"], knobs["BM"], knobs["BN"], sms, order=order,
+    def first_wave(order: str) -> tile_order.WaveFootprint:
+        return tile_order.wave_footprints(p["M"], p["N"], p["K"], knobs["BM"], knobs["BN"], sms, order=order,
                                         group_m=knobs["GROUP_M"])[0]
 
     row, grouped = first_wave("row"), first_wave("grouped")
@@ -709,7 +711,7 @@ def test_tile_order_solution_is_the_grouped_order_and_a_permutation_on_every_che
         blocks = range(tiles_m * tiles_n)
         visited = [_region_tile(statements, b, tiles_m, tiles_n, group_m) for b in blocks]
         assert sorted(visited) == [(m, n) for m in range(tiles_m) for n in range(tiles_n)], (tiles_m, tiles_n)
-        assert visited == [schedule.tile_of(b, tiles_m, tiles_n, "grouped", group_m) for b in blocks], (tiles_m,
+        assert visited == [tile_order.tile_of(b, tiles_m, tiles_n, "grouped", group_m) for b in blocks], (tiles_m,
                                                                                                        tiles_n)
 
 
@@ -787,7 +789,7 @@ def test_split_k_is_the_issue_s_exercise():
     assert 2 * sum(_ceil_splits_leave_one_empty(*u) for u in uneven) > len(uneven)
     text = (e.path / exercises.HIDDEN_NAME).read_text()
     assert "--hidden-seed" in text and '"seed"' not in text
-    # performance: the K-heavy shape of issue 12, where the launcher runs 4 narrow tiles x 33 splits (the study's row)
+    # performance: notebook 05's K-heavy shape, where the launcher runs 4 narrow tiles x 33 splits (the study's row)
     assert e.performance == Performance(4, [{"M": 256, "N": 256, "K": 65536, "layout": "TN", "dtype": "float16"}],
                                         0.6)
     assert _split_k_launch(e.performance.params[0]) == (128, 1024, 33)
@@ -817,7 +819,7 @@ def test_split_k_launch_builds_both_kernels_from_the_student_s_file(tmp_path, mo
     knobs. (No GPU: the kernels, the device, the workspace and the tensor maps are stand-ins.)"""
     import numpy as np
 
-    from lab import device
+    from lab.core import device
     from lab.families import gemm_split_k
 
     e = exercises.load("07")
@@ -924,8 +926,8 @@ def test_a_solution_header_is_out_of_reach(tmp_path):
 
 @pytest.mark.gpu
 def test_reference_passes_every_case_and_the_starter_fails(ex):
-    from lab import device
-    from lab.verify import check_case
+    from lab.core import device
+    from lab.measure.verify import check_case
 
     why = build.arch_refusal(ex.reference_spec(), device.current().arch)
     if why:
@@ -949,7 +951,7 @@ def test_reference_passes_every_case_and_the_starter_fails(ex):
 def test_a_split_k_file_without_its_reduction_kernel_fails_the_compile_check_in_one_sentence(tmp_path, monkeypatch):
     """Exercise 07's launches use two kernels of the file: a file without the reduction kernel is refused by the
     compile check, naming it, instead of every check group's worker dying on the missing function."""
-    from lab import grade_worker
+    from lab.grading import grade_worker
 
     ex = load("07_split_k")
     text = ex.reference_source().replace("gemm_tc_split_k_reduce(", "gemm_tc_split_k_sum(")

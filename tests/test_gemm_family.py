@@ -2,7 +2,7 @@
 
 import pytest
 
-from lab import build
+from lab.core import build
 from lab.families import families, get_family
 from lab.families.gemm import GemmFp32Family, dynamic_smem_bytes
 
@@ -64,21 +64,10 @@ def test_slow_rungs_leave_the_large_sweep_sizes_and_a_quick_plan_drops_them_soon
 
 
 def test_bench_plan_steps_override_the_quick_strides():
-    from lab import bench
+    from lab.measure import bench
 
     assert bench.BenchPlan(quick=True).tail_stride() == 8 and bench.BenchPlan().tail_stride() == 1
     assert bench.BenchPlan(quick=True, sweep_step=1).sweep_stride() == 1
     plan = bench.BenchPlan(kinds=("tail",), tail_step=3)
     assert bench.job_count(GEMM, plan) == len(GEMM.tail_params()[::3])
 
-
-def test_the_catalogue_has_no_import_cycle():
-    """lab.ladder (the base types) imports no family, so the families can import it at load time."""
-    import ast
-
-    from lab.build import REPO_ROOT
-
-    tree = ast.parse((REPO_ROOT / "lab" / "ladder.py").read_text())
-    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert not any(m and m.startswith("lab.families") for m in imported), imported

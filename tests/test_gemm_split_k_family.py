@@ -5,8 +5,8 @@ import types
 
 import pytest
 
-from lab import build
-from lab.errors import LabError
+from lab.core import build
+from lab.core.errors import LabError
 from lab.families import get_family
 from lab.families.gemm_split_k import SPLIT_MODES, GemmSplitKFamily, choose_splits, narrow_tiles, workspace_floats
 from lab.families.gemm_tc import dynamic_smem_bytes
@@ -70,7 +70,7 @@ def test_narrow_or_few_tiles_run_128_wide_tiles():
 
 
 def test_splits_are_clamped_to_the_k_tiles(monkeypatch):
-    from lab import device
+    from lab.core import device
 
     monkeypatch.setattr(device, "current", lambda: types.SimpleNamespace(sm_count=132))
     fam = GemmSplitKFamily()

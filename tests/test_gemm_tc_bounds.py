@@ -1,4 +1,4 @@
-"""CPU: the tensor-core GEMM's error bound (lab.bounds.tensor_core_matmul_bound) and the bf16 helpers.
+"""CPU: the tensor-core GEMM's error bound (lab.measure.bounds.tensor_core_matmul_bound) and the bf16 helpers.
 
 The bound must be loose enough for any correct way of accumulating fp16/bf16 products in fp32 on a
 tensor core (not flaky) and tight enough to reject fp16 accumulation and one wrong element. The "kernels"
@@ -11,8 +11,6 @@ an output uses: <= 1 passes, and correct models must stay below 0.5 (the margin 
 import numpy as np
 import pytest
 
-from lab.bounds import BFLOAT16, half_subnormal_spacing, tensor_core_matmul_bound, unit_roundoff
-from lab.check import random_array
 from lab.families.gemm_tc import (
     bfloat16_bits_to_float32,
     input_scale,
@@ -20,6 +18,8 @@ from lab.families.gemm_tc import (
     to_float32,
     to_storage,
 )
+from lab.measure.bounds import BFLOAT16, half_subnormal_spacing, tensor_core_matmul_bound, unit_roundoff
+from lab.measure.check import random_array
 
 OUT = {"float16": np.float16, BFLOAT16: BFLOAT16}
 

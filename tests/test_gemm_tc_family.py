@@ -1,15 +1,15 @@
 """CPU: the tensor-core GEMM family (lab.families.gemm_tc): every rung compiles for every mma.sync arch in both
 types, both layouts and both VEC variants with no spills and with tensor-core SASS; the family's problems,
 reference, bound, output decoding and checks run end to end on NumPy stand-ins for the kernel; its shape
-families and launch plan cover the issue."""
+families and launch plan cover the ladder's required cases."""
 
 import dataclasses
 
 import numpy as np
 import pytest
 
-from lab import build
-from lab.errors import LabError
+from lab.core import build
+from lab.core.errors import LabError
 from lab.families import families
 from lab.families.gemm_tc import (
     BFLOAT16,
@@ -21,7 +21,7 @@ from lab.families.gemm_tc import (
     to_storage,
     uses_tma,
 )
-from lab.verify import check_case
+from lab.measure.verify import check_case
 
 TC = GemmTcFamily()
 ARCHS = (80, 86, 89, 90)  # mma.sync m16n8k16 for fp16 and bf16 needs sm_80
@@ -157,7 +157,7 @@ def test_the_hopper_rungs_refuse_older_archs_with_a_sentence(rung, arch):
 
 
 def test_runnable_rungs_leave_the_hopper_rungs_out_below_sm90_with_a_sentence():
-    from lab.ladder import runnable_rungs
+    from lab.core.ladder import runnable_rungs
 
     here, skipped = runnable_rungs(TC.rungs, 86)
     assert here == SYNC_RUNGS and len(skipped) == len(HOPPER_RUNGS)
@@ -332,7 +332,7 @@ def test_min_dram_bytes_counts_two_byte_elements():
 
 def test_the_tour_shows_rungs_this_gpu_cannot_run_compiled_for_their_own_arch():
     """On an sm_86 GPU the tour's compile table still lists the Hopper rungs, built for sm_90a (compile-only)."""
-    from lab.tour import compile_reports
+    from lab.cli.tour import compile_reports
 
     reports = compile_reports(86, [TC])
     assert [r.source for r in reports] == [r.spec.source for r in TC.rungs]

@@ -12,11 +12,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from lab import device, records, sanitizer
-from lab.build import KernelSpec
-from lab.errors import LabError
+from lab.core import device
+from lab.core.build import KernelSpec
+from lab.core.errors import LabError
+from lab.core.ladder import Rung
 from lab.families.gemm_tc import GemmTcFamily, to_storage
-from lab.ladder import Rung
+from lab.measure import records
+from lab.tools import sanitizer
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "gemm_tc_sanitize.py"
 TC = GemmTcFamily()

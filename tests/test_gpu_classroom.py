@@ -1,4 +1,4 @@
-"""GPU: the leaderboard and the graded results name the GPU they were timed and graded on (issue 14): the model
+"""GPU: the leaderboard and the graded results name the GPU they were timed and graded on: the model
 and the uuid that CuPy reads for that device, one ranking per model. On a machine with two GPUs both are used,
 one thread each. tests/test_classroom_gpu_models.py covers the same logic with fake GPUs of two models."""
 
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from lab import classroom, device
-from lab.exercises import load
+from lab.core import device
+from lab.grading import classroom
+from lab.grading.exercises import load
 
 pytestmark = pytest.mark.gpu
 
@@ -20,7 +21,7 @@ SEED = 4242
 
 
 def _visible_gpus() -> dict[str, dict]:
-    """index -> {"model", "uuid"} for every GPU this process sees, formatted as lab.grader.gpu_identity does."""
+    """index -> {"model", "uuid"} for every GPU this process sees, formatted as lab.grading.grader.gpu_identity does."""
     from cupy.cuda import runtime
 
     found = {}

@@ -21,8 +21,8 @@ SEEDS = (31, 32)
 
 def _skip_unless_runnable(rung) -> None:
     """Rung 02 (gemm_tc's split-K GEMM) is sm_90a code: elsewhere it skips, saying why."""
-    from lab import device
-    from lab.build import arch_refusal
+    from lab.core import device
+    from lab.core.build import arch_refusal
 
     why = arch_refusal(rung.spec, device.current().arch)
     if why:
@@ -35,9 +35,9 @@ def _failures(results) -> list[str]:
 
 @pytest.mark.parametrize("rung", DEC.rungs, ids=lambda r: r.key)
 def test_decode_rung_correct_on_every_case(rung):
-    """Every element within its bound (lab.bounds.tensor_core_matmul_bound) on two seeds and three input
+    """Every element within its bound (lab.measure.bounds.tensor_core_matmul_bound) on two seeds and three input
     distributions, guard zones and padding untouched, outputs identical across repeated runs."""
-    from lab.verify import bound_margins
+    from lab.measure.verify import bound_margins
 
     _skip_unless_runnable(rung)
     row = bound_margins(DEC, rung, seeds=SEEDS)
@@ -49,7 +49,7 @@ def test_decode_rung_correct_on_every_case(rung):
 def test_the_sums_stay_within_half_the_statistical_part_of_the_bound(rung):
     """The same checks with the accumulation part of the bound halved: the fp32 sums (split across warps, two
     accumulator sets) keep a 2x margin to the estimate they are judged by, so the check is not flaky."""
-    from lab.verify import bound_margins
+    from lab.measure.verify import bound_margins
 
     _skip_unless_runnable(rung)
     row = bound_margins(DecodeFamily(accumulation_scale=0.5), rung, seeds=SEEDS)
@@ -75,7 +75,7 @@ def test_every_knob_setting_is_correct(force):
     """The launcher picks WARPS by the grid's size and RT, CHUNKS by the bucket; a tuning study may force others.
     Each must give the same checked results (the split of K, the reduction over warps, the k-block size and the
     partial k-block's owner all move with them)."""
-    from lab.verify import check_rung
+    from lab.measure.verify import check_rung
 
     fam = DecodeFamily(force=force)
     assert all(step.knobs[k] == v for k, v in force.items()
@@ -98,7 +98,7 @@ def test_every_knob_setting_is_correct(force):
 def test_the_launcher_takes_the_path_its_notes_name_and_it_is_correct(case, notes):
     import cupy as cp
 
-    from lab.verify import check_rung
+    from lab.measure.verify import check_rung
 
     for dtype in ("float16", BFLOAT16):
         problem = DEC.make_problem(seed=4, dtype=dtype, **case)
@@ -120,7 +120,7 @@ def test_the_cublas_baseline_computes_the_same_product(case):
     padding alone: the ratio against it compares like with like."""
     import cupy as cp
 
-    from lab.verify import compare_output
+    from lab.measure.verify import compare_output
 
     problem = DEC.make_problem(seed=3, **case)
     out = cp.full(problem.out_shape, 0x7FC1, dtype=cp.uint16).view(problem.dtype)
@@ -156,12 +156,12 @@ def test_the_ceiling_copies_half_the_minimum_bytes_out_of_w():
 def test_decode_bench_records_gb_s_against_the_copy_with_the_path_taken():
     """A quick headline run: the copy, cuBLAS and every rung measured on the same problem, in GB/s of the minimum
     bytes, each rung's record naming its path and knobs. Values are only checked to be measurements, not fast."""
-    from lab import bench
+    from lab.measure import bench
 
     rs = bench.run(DEC, bench.BenchPlan(kinds=("headline",), quick=True, min_time_ms=2))
     recs = [r for r in rs.records if r.kind == "headline"]
-    from lab import device
-    from lab.ladder import runnable_rungs
+    from lab.core import device
+    from lab.core.ladder import runnable_rungs
 
     runnable = runnable_rungs(DEC.rungs, device.current().arch)[0]
     assert {r.rung for r in recs} == {"cupy_device_copy", "cublas"} | {r.key for r in runnable}

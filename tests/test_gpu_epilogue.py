@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lab import epilogue as E
+from lab.families import epilogue as E
 from lab.families import get_family
 
 pytestmark = pytest.mark.gpu
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.gpu
 
 @pytest.mark.parametrize("name", ["gemm_tc_epilogue", "gemm_fp32_epilogue"])
 def test_fused_rung_correct_on_every_case(name):
-    from lab.verify import check_rung
+    from lab.measure.verify import check_rung
 
     fam = get_family(name)
     failures = [r.line() for r in check_rung(fam, fam.rungs[0], seed=21) if not r.passed]
@@ -81,7 +81,7 @@ def test_half_output_rounds_once_to_nearest_even(bf16):
 def test_library_baselines_match_the_reference():
     import cupy as cp
 
-    from lab.check import compare
+    from lab.measure.check import compare
 
     fam = get_family("gemm_tc_epilogue")
     for case in ({"epilogue": "bias+gelu_tanh"}, {"epilogue": "bias+gelu_tanh", "out": "int8", "q_per_row": True},
@@ -115,8 +115,8 @@ _PLUGIN_CVT = 'asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(code) : "f"(scaled));'
 
 
 def _skip_unless_sm_90a():
-    from lab import build, device
-    from lab.plugin_numerics import harness_spec
+    from lab.core import build, device
+    from lab.grading.plugin_numerics import harness_spec
 
     why = build.arch_refusal(harness_spec(build.COMMON_DIR / build.PLUGIN_HEADER, "kernel.cu"), device.current().arch)
     if why:
@@ -125,7 +125,7 @@ def _skip_unless_sm_90a():
 
 def _functor(tmp_path, replacement: str | None):
     """The lab's functor (kernels/common/lab_epilogue_plugin.cuh), its int8 conversion replaced where asked."""
-    from lab.build import COMMON_DIR, PLUGIN_HEADER
+    from lab.core.build import COMMON_DIR, PLUGIN_HEADER
 
     text = (COMMON_DIR / PLUGIN_HEADER).read_text()
     assert _PLUGIN_CVT in text
@@ -135,7 +135,7 @@ def _functor(tmp_path, replacement: str | None):
 
 
 def test_the_lab_s_functor_is_exact_on_the_chosen_values(tmp_path):
-    from lab.plugin_numerics import CHOSEN, check_int8_numerics
+    from lab.grading.plugin_numerics import CHOSEN, check_int8_numerics
 
     _skip_unless_sm_90a()
     ok, message = check_int8_numerics(_functor(tmp_path, None), "kernel.cu")
@@ -153,7 +153,7 @@ def test_the_lab_s_functor_is_exact_on_the_chosen_values(tmp_path):
     ("code = (int)fminf(fmaxf(rintf(scaled), -128.0f), 127.0f);", ("gave code -128 for a NaN accumulator",)),
 ], ids=["round-half-away", "nan-to-127", "nan-to-minus-128"])
 def test_a_wrong_tie_rule_or_nan_code_fails_naming_the_value(tmp_path, replacement, words):
-    from lab.plugin_numerics import check_int8_numerics
+    from lab.grading.plugin_numerics import check_int8_numerics
 
     _skip_unless_sm_90a()
     ok, message = check_int8_numerics(_functor(tmp_path, replacement), "kernel.cu")
@@ -162,8 +162,8 @@ def test_a_wrong_tie_rule_or_nan_code_fails_naming_the_value(tmp_path, replaceme
 
 
 def test_the_starter_functor_fails_the_chosen_values_as_unwritten():
-    from lab import exercises
-    from lab.plugin_numerics import check_int8_numerics
+    from lab.grading import exercises
+    from lab.grading.plugin_numerics import check_int8_numerics
 
     _skip_unless_sm_90a()
     ok, message = check_int8_numerics(exercises.load("08").starter_path, "kernel.cu")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from lab import grade_worker, grader
-from lab.exercises import CheckGroup, load
+from lab.grading import grade_worker, grader
+from lab.grading.exercises import CheckGroup, load
 from lab.ops import rules
 
 pytestmark = pytest.mark.gpu

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from lab import build, device, grader
-from lab.exercises import load
+from lab.core import build, device
+from lab.grading import grader
+from lab.grading.exercises import load
 
 pytestmark = pytest.mark.gpu
 
@@ -181,7 +182,7 @@ def test_the_row_major_starter_earns_the_correctness_points_and_misses_the_perfo
 def test_the_timed_runs_check_outputs_that_are_inputs_and_padded(exercise_id, case, monkeypatch):
     # Every timed launch starts from C = out_init (beta != 0 reads C), and only the M x N part of a
     # padded C is compared, with the GEMM tolerance: the reference rung and cuBLAS both pass.
-    from lab import grade_worker
+    from lab.grading import grade_worker
 
     exercise = load(exercise_id)
     _skip_unless_this_gpu_runs(exercise)
@@ -211,8 +212,8 @@ def test_the_timed_runs_of_the_tensor_core_exercise_take_either_type_and_layout(
     # grade_worker._refill) are still the family's values, not floats cast to tiny integer patterns.
     import cupy as cp
 
-    from lab import grade_worker
     from lab.families.gemm_tc import to_float32
+    from lab.grading import grade_worker
 
     exercise = load("05_mma_fragments")
     family = exercise.family_object()
@@ -234,7 +235,7 @@ def test_the_timed_runs_of_the_tensor_core_exercise_take_either_type_and_layout(
 def test_the_timed_runs_of_the_epilogue_exercise_check_its_int8_output(case):
     # The performance check times the plugin rung on fresh inputs and checks its last int8 output; the ceiling
     # (rung 06 without the epilogue) writes a scratch fp16 C, which is not graded.
-    from lab import grade_worker
+    from lab.grading import grade_worker
 
     exercise = load("08_epilogue_functor")
     _skip_unless_this_gpu_runs(exercise)

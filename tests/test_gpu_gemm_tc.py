@@ -18,10 +18,10 @@ SEEDS = (21, 22)
 
 @pytest.mark.parametrize("rung", TC.rungs, ids=lambda r: r.key)
 def test_gemm_tc_rung_correct_on_every_case(rung):
-    """Every element within its bound (lab.bounds.tensor_core_matmul_bound) on two seeds. Where the fp32 sum
+    """Every element within its bound (lab.measure.bounds.tensor_core_matmul_bound) on two seeds. Where the fp32 sum
     is far more accurate than the output type, a correct element can use up to its whole bound (its one
     rounding to fp16/bf16 is bounded exactly, with no margin to give), so the margin is tested below."""
-    from lab.verify import bound_margins
+    from lab.measure.verify import bound_margins
 
     row = bound_margins(TC, rung, seeds=SEEDS)
     assert not row["failed"], "\n".join(row["failed"])
@@ -32,7 +32,7 @@ def test_gemm_tc_rung_correct_on_every_case(rung):
 def test_the_sums_stay_within_half_the_statistical_part_of_the_bound(rung):
     """The same checks with the accumulation part of the bound halved: a correct rung's fp32 sums keep a 2x
     margin to the estimate they are judged by, so the check is not flaky."""
-    from lab.verify import bound_margins
+    from lab.measure.verify import bound_margins
 
     row = bound_margins(GemmTcFamily(accumulation_scale=0.5), rung, seeds=SEEDS)
     assert not row["failed"], "\n".join(row["failed"])
@@ -43,7 +43,7 @@ def test_both_vec_variants_run_on_the_cases_that_pick_them(rung):
     """Aligned leading dimensions take VEC=8, odd ones VEC=1; both must be correct (the check cases hold both)."""
     import cupy as cp
 
-    from lab.verify import check_rung
+    from lab.measure.verify import check_rung
 
     aligned = {"M": 128, "N": 136, "K": 72, "layout": "TN", "dtype": "float16"}
     odd = {"M": 129, "N": 131, "K": 67, "pad": 1, "layout": "NN", "dtype": BFLOAT16}
@@ -64,7 +64,7 @@ def test_the_tma_rungs_read_aligned_operands_directly_and_repack_the_others(rung
     repacked first. Both paths must be correct, and launch_notes must say which one ran."""
     import cupy as cp
 
-    from lab.verify import check_rung
+    from lab.measure.verify import check_rung
 
     aligned = {"M": 200, "N": 264, "K": 136, "layout": "TN", "dtype": "float16"}
     odd = {"M": 129, "N": 131, "K": 67, "pad": 0, "layout": "NN", "dtype": BFLOAT16, "beta": 0.5}
@@ -93,7 +93,7 @@ def test_the_cublas_ceiling_computes_the_same_product(case):
     the same layout, so the ratio against it compares like with like."""
     import cupy as cp
 
-    from lab.verify import compare_output
+    from lab.measure.verify import compare_output
 
     problem = TC.make_problem(seed=3, **case)
     out = cp.full(problem.out_shape, 0x7FC1, dtype=cp.uint16).view(problem.dtype)
@@ -106,8 +106,9 @@ def test_the_cublas_ceiling_computes_the_same_product(case):
 
 
 def test_gemm_tc_bench_reports_tflops_against_cublas():
-    from lab import bench, device
-    from lab.ladder import runnable_rungs
+    from lab.core import device
+    from lab.core.ladder import runnable_rungs
+    from lab.measure import bench
 
     rs = bench.run(TC, bench.BenchPlan(kinds=("headline",), quick=True, min_time_ms=2))
     recs = [r for r in rs.records if r.kind == "headline"]
@@ -130,7 +131,7 @@ def test_the_torch_peer_computes_the_same_product(case, monkeypatch):
     leaves the bound."""
     import cupy as cp
 
-    from lab.verify import compare_output
+    from lab.measure.verify import compare_output
 
     if "torch_mm" not in TC.baselines():
         pytest.skip("PyTorch with CUDA is not installed here")
@@ -148,7 +149,7 @@ def test_the_torch_peer_computes_the_same_product(case, monkeypatch):
 
 @pytest.fixture
 def hopper():
-    from lab import device
+    from lab.core import device
 
     if device.current().arch < 90:
         pytest.skip("the Hopper rungs need sm_90a (an H100 or H200)")
@@ -175,7 +176,7 @@ STREAM_K_CASES = [{"M": 1152, "N": 4096, "K": 520, "layout": "TN", "dtype": "flo
 def test_stream_k_is_correct_where_tiles_are_cut_across_blocks():
     """The family's checks (float64 reference, guard zones, NaN poison, two runs compared bit for bit) on shapes
     whose tiles are split between blocks, so the fix-up's waits and sums are exercised."""
-    from lab.verify import check_rung
+    from lab.measure.verify import check_rung
 
     failures = [r.line() for rung in (STREAM_K, FORCED_SPLIT, WHILE_LOOP)
                 for r in check_rung(TC, rung, STREAM_K_CASES, seed=31) if not r.passed]
@@ -208,8 +209,8 @@ def test_stream_k_gives_the_same_bits_every_run_and_leaves_every_flag_clear():
 def test_every_tile_order_computes_every_tile(key, order, group_m):
     """The RASTER knob (lab_tile_order.cuh) on grids whose tile-rows are not a multiple of the group: a tile the
     order skipped would keep its NaN poison."""
-    from lab.scheduling import order_rung
-    from lab.verify import check_rung
+    from lab.measure.verify import check_rung
+    from lab.studies.scheduling import order_rung
 
     cases = [{"M": 128 * 5 + 1, "N": 256 * 3 - 7, "K": 200, "layout": "TN", "dtype": "float16"},
              {"M": 128 * 17, "N": 256 * 2, "K": 72, "layout": "NN", "dtype": BFLOAT16}]

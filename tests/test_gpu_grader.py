@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lab import classroom
-from lab.exercises import load
+from lab.grading import classroom
+from lab.grading.exercises import load
 
 pytestmark = pytest.mark.gpu
 

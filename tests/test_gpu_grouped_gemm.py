@@ -21,7 +21,7 @@ SEEDS = (31, 32)
 
 @pytest.fixture(autouse=True)
 def hopper():
-    from lab import device
+    from lab.core import device
 
     if device.current().arch != 90:
         pytest.skip("the grouped rung needs sm_90a (an H100 or H200)")
@@ -31,8 +31,8 @@ def run_guarded(family: GroupedGemmFamily, problem, launch=None) -> tuple[list[s
     """One launch into a poisoned output with guard zones: (memory problems, comparison with the reference)."""
     import cupy as cp
 
-    from lab.check import GuardedBuffer
-    from lab.verify import compare_output
+    from lab.measure.check import GuardedBuffer
+    from lab.measure.verify import compare_output
 
     buf = GuardedBuffer(problem.out_shape, problem.dtype)
     buf.poison()
@@ -42,7 +42,7 @@ def run_guarded(family: GroupedGemmFamily, problem, launch=None) -> tuple[list[s
 
 
 def test_every_check_case_is_within_its_bound_on_two_seeds():
-    from lab.verify import bound_margins
+    from lab.measure.verify import bound_margins
 
     row = bound_margins(FAMILY, RUNG, seeds=SEEDS)
     assert not row["failed"], "\n".join(row["failed"])
@@ -53,7 +53,7 @@ def test_every_check_case_is_within_its_bound_on_two_seeds():
 def test_a_few_blocks_walk_many_tiles_across_groups(blocks):
     """One block runs every tile of every group in turn (the pipeline's k-tile count crossing every group
     boundary and K change); five interleave them. Both must give the same answers as the full grid."""
-    from lab.verify import check_rung
+    from lab.measure.verify import check_rung
 
     failures = [r.line() for r in check_rung(GroupedGemmFamily(max_blocks=blocks), RUNG, seed=33) if not r.passed]
     assert not failures, "\n".join(failures)
@@ -62,7 +62,7 @@ def test_a_few_blocks_walk_many_tiles_across_groups(blocks):
 @pytest.mark.parametrize("dtype", ("float16", BFLOAT16))
 def test_a_mid_size_moe_step_is_within_its_bound(dtype):
     """Realistic depth: K = 1024 (16 k-tiles per tile), 32 experts over 4096 tokens, several tiles per block."""
-    from lab.verify import check_case
+    from lab.measure.verify import check_case
 
     result = check_case(FAMILY, RUNG, {"case": "moe", "experts": 32, "tokens": 4096, "N": 1024, "K": 1024,
                                        "dtype": dtype}, seed=34, repeats=2)
@@ -106,7 +106,7 @@ def test_the_batched_baseline_computes_every_group(case):
 def test_the_batched_baseline_refuses_groups_of_different_shapes():
     import cupy as cp
 
-    from lab.errors import LabError
+    from lab.core.errors import LabError
 
     problem = FAMILY.make_problem(groups=[(8, 8, 8), (9, 8, 8)])
     with pytest.raises(LabError, match="only groups of one shape"):
@@ -157,7 +157,7 @@ def test_the_driver_encodes_a_moe_table_on_the_host():
 
 
 def test_grouped_gemm_bench_reports_tflops_against_the_loop():
-    from lab import bench
+    from lab.measure import bench
 
     rs = bench.run(FAMILY, bench.BenchPlan(kinds=("headline",), quick=True, min_time_ms=2))
     recs = [r for r in rs.records if r.kind == "headline"]

@@ -13,7 +13,7 @@ TRANSPOSE = get_family("transpose")
 
 @pytest.mark.parametrize("rung", COPY.rungs, ids=lambda r: r.key)
 def test_copy_rung_correct_on_every_case(rung):
-    from lab.verify import check_rung
+    from lab.measure.verify import check_rung
 
     failures = [r.line() for r in check_rung(COPY, rung, seed=11) if not r.passed]
     assert not failures, "\n".join(failures)
@@ -21,7 +21,7 @@ def test_copy_rung_correct_on_every_case(rung):
 
 @pytest.mark.parametrize("rung", TRANSPOSE.rungs, ids=lambda r: r.key)
 def test_transpose_rung_correct_on_every_case(rung):
-    from lab.verify import check_rung
+    from lab.measure.verify import check_rung
 
     failures = [r.line() for r in check_rung(TRANSPOSE, rung, seed=12) if not r.passed]
     assert not failures, "\n".join(failures)
@@ -29,7 +29,7 @@ def test_transpose_rung_correct_on_every_case(rung):
 
 def test_checker_catches_a_kernel_that_writes_out_of_bounds(monkeypatch):
     """The harness must fail a rung that writes one element past the end (guard zone)."""
-    from lab.verify import check_case
+    from lab.measure.verify import check_case
 
     rung = COPY.rung("03")
 
@@ -46,7 +46,7 @@ def test_checker_catches_a_kernel_that_writes_out_of_bounds(monkeypatch):
 
 
 def test_checker_catches_unwritten_output(monkeypatch):
-    from lab.verify import check_case
+    from lab.measure.verify import check_case
 
     def lazy_launch(r, problem, out, set_index=0):
         out[:-1] = problem.inputs["x"][0][:-1]  # forgets the last element
@@ -57,7 +57,7 @@ def test_checker_catches_unwritten_output(monkeypatch):
 
 
 def test_checker_catches_a_wrong_value(monkeypatch):
-    from lab.verify import check_case
+    from lab.measure.verify import check_case
 
     def wrong_launch(r, problem, out, set_index=0):
         out[...] = problem.inputs["x"][0]
@@ -69,7 +69,7 @@ def test_checker_catches_a_wrong_value(monkeypatch):
 
 
 def test_bench_produces_records_with_a_same_run_ceiling(tmp_path):
-    from lab import bench, records
+    from lab.measure import bench, records
 
     plan = bench.BenchPlan(kinds=("headline",), quick=True, min_time_ms=2)
     rs = bench.run(COPY, plan)
@@ -84,7 +84,7 @@ def test_bench_produces_records_with_a_same_run_ceiling(tmp_path):
 
 def test_timing_cold_is_not_faster_than_warm_for_an_l2_resident_copy():
     """A 8 MB copy fits in L2: flushing must make it slower, or the flush does nothing."""
-    from lab import timing
+    from lab.measure import timing
 
     problem = COPY.make_problem(n=1 << 20)
     import cupy as cp

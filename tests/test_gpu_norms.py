@@ -16,7 +16,7 @@ RUNGS = [(fam, rung) for fam in (RMS, LAYER) for rung in fam.rungs]
 
 @pytest.mark.parametrize("fam, rung", RUNGS, ids=[f"{f.name}/{r.key}" for f, r in RUNGS])
 def test_every_rung_is_correct_on_every_case(fam, rung):
-    from lab.verify import check_rung
+    from lab.measure.verify import check_rung
 
     failures = [r.line() for r in check_rung(fam, rung, seed=21) if not r.passed]
     assert not failures, "\n".join(failures)
@@ -31,8 +31,8 @@ BASELINE_CASES = [c for c in RMS.check_cases()
 def test_the_composed_cupy_baseline_is_correct(fam):
     import cupy as cp
 
-    from lab.check import GuardedBuffer
-    from lab.verify import compare_output
+    from lab.measure.check import GuardedBuffer
+    from lab.measure.verify import compare_output
 
     composed = fam.baselines()["cupy_composed"]
     failures = []
@@ -53,8 +53,8 @@ def test_the_composed_cupy_baseline_is_correct(fam):
 def test_rung_03_runs_the_path_its_notes_report(n, path):
     import cupy as cp
 
-    from lab.check import GuardedBuffer
-    from lab.verify import compare_output
+    from lab.measure.check import GuardedBuffer
+    from lab.measure.verify import compare_output
 
     problem = LAYER.make_problem(seed=23, rows=300, n=n)
     buf = GuardedBuffer(problem.out_shape, problem.dtype)
@@ -66,7 +66,7 @@ def test_rung_03_runs_the_path_its_notes_report(n, path):
 
 
 def test_the_ceiling_copies_x_and_records_carry_the_path(tmp_path):
-    from lab import bench
+    from lab.measure import bench
 
     plan = bench.BenchPlan(kinds=("headline",), quick=True, min_time_ms=2)
     rs = bench.run(RMS, plan)

@@ -15,7 +15,7 @@ SENTINEL = 0x5A5A
 
 
 def _hopper() -> bool:
-    from lab import device
+    from lab.core import device
 
     return device.current().arch == 90
 
@@ -73,7 +73,7 @@ def _shape(m, n, k, dtype="float16", layout="TN", epilogue="none"):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_every_path_correct_on_tails(path, dtype):
     from lab.ops.paths import PATHS
-    from lab.serving_trace import forced_runtime
+    from lab.studies.serving_trace import forced_runtime
 
     if PATHS[path].min_arch >= 90 and not _hopper():
         pytest.skip(f"the {path} path needs sm_90a (an H100 or H200)")
@@ -93,15 +93,16 @@ def test_every_path_correct_on_tails(path, dtype):
 
 
 # Where cuBLAS may split K and add the slices in fp16/bf16 (PyTorch's default allows it): the library path keeps
-# fp32 reductions (lab.library_gemm), so these stay inside the fp32-accumulation bound, through cuBLASLt and GemmEx.
+# fp32 reductions (lab.tools.library_gemm), so these stay inside the fp32-accumulation bound, through cuBLASLt and
+# GemmEx.
 LONG_K_CASES = ((100, 300, 1000, "bfloat16", "TN"), (17, 64, 4099, "float16", "TN"), (17, 64, 4099, "float16", "NN"),
                 (64, 64, 8192, "float16", "NN"), (16, 24, 65536, "bfloat16", "TN"))
 
 
 @pytest.mark.parametrize("backend", ["cublasLt", "cublasGemmEx"])
 def test_the_library_path_keeps_the_fp32_bound(backend, monkeypatch):
-    from lab import library_gemm
-    from lab.serving_trace import forced_runtime
+    from lab.studies.serving_trace import forced_runtime
+    from lab.tools import library_gemm
 
     if backend == "cublasLt" and library_gemm.lt_unavailable():
         pytest.skip(f"cuBLASLt is not available here: {library_gemm.lt_unavailable()}")
@@ -121,8 +122,8 @@ def test_the_library_path_keeps_the_fp32_bound(backend, monkeypatch):
                                       "bias+gelu_tanh+residual"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_cublaslt_fuses_what_it_can_and_stays_in_the_bound(epilogue, dtype):
-    from lab import library_gemm
-    from lab.serving_trace import forced_runtime
+    from lab.studies.serving_trace import forced_runtime
+    from lab.tools import library_gemm
 
     if library_gemm.lt_unavailable():
         pytest.skip(f"cuBLASLt is not available here: {library_gemm.lt_unavailable()}")
@@ -161,7 +162,7 @@ def test_unaligned_operands_on_every_path_and_their_replays(path):
     from lab.ops import api
     from lab.ops.dispatch import Runtime
     from lab.ops.paths import PATHS
-    from lab.serving_trace import forced_runtime
+    from lab.studies.serving_trace import forced_runtime
 
     if path != "table" and PATHS[path].min_arch >= 90 and not _hopper():
         pytest.skip(f"the {path} path needs sm_90a (an H100 or H200)")
@@ -185,7 +186,7 @@ def test_replay_sees_new_values_and_new_addresses(path):
     import cupy as cp
 
     from lab.ops import api, counters
-    from lab.serving_trace import forced_runtime
+    from lab.studies.serving_trace import forced_runtime
 
     rt = forced_runtime(("persistent" if _hopper() else "generic") if path == "hopper" else "cublas")
     counters.reset_stats()
@@ -237,7 +238,7 @@ def test_transposed_view_and_batched_input():
 def test_misuse_is_one_sentence(make, phrase):
     import cupy as cp
 
-    from lab.errors import LabError
+    from lab.core.errors import LabError
     from lab.ops import api
 
     a, b, kw = make(cp)
@@ -250,7 +251,7 @@ def test_misuse_is_one_sentence(make, phrase):
 def test_out_overlapping_an_input_is_refused():
     import cupy as cp
 
-    from lab.errors import LabError
+    from lab.core.errors import LabError
     from lab.ops import api
 
     a = cp.ones((16, 16), cp.float16)
@@ -292,7 +293,7 @@ def test_tuning_stores_a_checked_winner_a_second_runtime_serves(tmp_path):
 def test_row_ops_match_their_families(op):
     import cupy as cp
 
-    from lab.check import compare
+    from lab.measure.check import compare
     from lab.ops import api
     from lab.ops.paths import family
 

@@ -16,7 +16,7 @@ SMALL_CASES = [c for c in SOFTMAX.check_cases() if c["rows"] * c["n"] <= 20_000]
 
 @pytest.mark.parametrize("rung", SOFTMAX.rungs, ids=lambda r: r.key)
 def test_softmax_rung_correct_on_every_case(rung):
-    from lab.verify import check_rung
+    from lab.measure.verify import check_rung
 
     failures = [r.line() for r in check_rung(SOFTMAX, rung, seed=21) if not r.passed]
     assert not failures, "\n".join(failures)
@@ -25,7 +25,7 @@ def test_softmax_rung_correct_on_every_case(rung):
 @pytest.mark.parametrize("rung", SOFTMAX.rungs, ids=lambda r: r.key)
 def test_softmax_rung_within_half_the_bound(rung):
     """The bound's statistical part has a 2x margin on the GPU too (flush and fp16 rounding terms in full)."""
-    from lab.verify import check_rung
+    from lab.measure.verify import check_rung
 
     half = SoftmaxFamily(statistical_scale=0.5)
     failures = [r.line() for r in check_rung(half, half.rung(rung.key), SMALL_CASES, seed=22) if not r.passed]
@@ -48,7 +48,7 @@ def test_every_launch_path_was_taken_by_the_cases():
 
 
 def test_cupy_composed_baseline_is_correct(monkeypatch):
-    from lab.verify import check_case
+    from lab.measure.verify import check_case
 
     baseline = SOFTMAX.baselines()["cupy_composed"]
     monkeypatch.setattr(SOFTMAX, "launch", lambda rung, problem, out, set_index=0: baseline(problem, out, set_index))
@@ -70,7 +70,7 @@ def test_rung_04_is_not_slower_than_rung_01_at_n_4096_fp16():
     """A smoke test of the timing path, not a measurement for the record."""
     import cupy as cp
 
-    from lab import timing
+    from lab.measure import timing
 
     problem = SOFTMAX.make_problem(rows=16384, n=4096, dtype="float16")
     out = cp.empty(problem.out_shape, problem.dtype)

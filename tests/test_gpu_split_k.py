@@ -15,7 +15,7 @@ FAM = GemmSplitKFamily()
 
 @pytest.fixture(autouse=True)
 def hopper():
-    from lab import device
+    from lab.core import device
 
     if device.current().arch != 90:
         pytest.skip("the split-K rungs need sm_90a (an H100 or H200)")
@@ -23,7 +23,7 @@ def hopper():
 
 @pytest.mark.parametrize("rung", FAM.rungs, ids=lambda r: r.key)
 def test_split_k_rung_correct_on_every_case(rung):
-    from lab.verify import check_rung
+    from lab.measure.verify import check_rung
 
     failures = [r.line() for r in check_rung(FAM, rung, seed=31) if not r.passed]
     assert not failures, "\n".join(failures)
@@ -50,7 +50,7 @@ def test_deterministic_reductions_repeat_bit_for_bit_and_agree(shape):
 def test_atomic_reduction_is_reported_and_correct_after_many_launches():
     """20 launches on one workspace: each within the bound (so the accumulator and counters were left at zero);
     the record says how many bits moved, which a lesson shows rather than a test asserts."""
-    from lab.verify import check_case
+    from lab.measure.verify import check_case
 
     problem = FAM.make_problem(seed=6, M=256, N=256, K=65536)
     report = run_to_run_bits(FAM, FAM.rung("08_split_k_atomic"), problem, runs=20)

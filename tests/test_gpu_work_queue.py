@@ -1,9 +1,10 @@
-"""GPU: every way of running small items (lab.work_queue) against float64, and the queue launch after launch."""
+"""GPU: every way of running small items (lab.families.work_queue) against float64, and the queue launch after
+launch."""
 
 import numpy as np
 import pytest
 
-from lab import work_queue
+from lab.families import work_queue
 
 pytestmark = pytest.mark.gpu
 

@@ -11,9 +11,10 @@ import time
 
 import pytest
 
-from lab import build, classroom, grader
 from lab.cli import main
-from lab.exercises import load
+from lab.core import build
+from lab.grading import classroom, grader
+from lab.grading.exercises import load
 
 FAKE_WORKER = textwrap.dedent('''
     """Fake grade worker: behaves as the kernel file's FAKE lines say."""
@@ -196,7 +197,7 @@ def test_one_worker_per_gpu(fake, tmp_path):
 
 
 def test_cli_grade_and_leaderboard_need_a_gpu_and_say_so(tmp_path, monkeypatch, capsys):
-    from lab import device
+    from lab.core import device
 
     monkeypatch.setattr(device, "_probe", lambda: "the CUDA driver sees no GPU")
     _batch(tmp_path)
@@ -214,7 +215,7 @@ def test_cli_rejects_bad_gpu_lists_and_unknown_exercises(tmp_path, capsys):
 
 
 def test_cli_check_without_a_gpu_compiles_and_says_what_it_could_not_do(tmp_path, monkeypatch, capsys):
-    from lab import device
+    from lab.core import device
 
     monkeypatch.setattr(device, "_probe", lambda: "the CUDA driver sees no GPU")
     exercise = load("01")
@@ -275,7 +276,7 @@ def test_a_stopped_batch_kills_its_worker_and_records_nothing(fake, tmp_path):
 
 
 def test_a_worker_that_dies_before_any_check_is_the_graders_failure_not_a_zero(fake, tmp_path):
-    from lab.errors import LabError
+    from lab.core.errors import LabError
 
     subs, out = _batch(tmp_path), tmp_path / "out"
     _submission(subs, "eve", "FAKE brokenworker")
@@ -309,7 +310,7 @@ def test_the_report_shows_the_compiler_error_not_just_its_heading(fake, tmp_path
 
 
 def test_grades_inside_the_submissions_folder_are_refused(fake, tmp_path):
-    from lab.errors import LabError
+    from lab.core.errors import LabError
 
     subs = _batch(tmp_path)
     with pytest.raises(LabError, match="inside"):
@@ -317,7 +318,7 @@ def test_grades_inside_the_submissions_folder_are_refused(fake, tmp_path):
 
 
 def test_cli_grade_of_the_current_folder(tmp_path, monkeypatch):
-    from lab import device
+    from lab.core import device
 
     subs, seen = _batch(tmp_path), []
     monkeypatch.setattr(device, "current", lambda: None)
@@ -328,7 +329,7 @@ def test_cli_grade_of_the_current_folder(tmp_path, monkeypatch):
 
 
 def test_a_worker_without_a_usable_gpu_stops_before_any_check(tmp_path, monkeypatch):
-    from lab import grade_worker
+    from lab.grading import grade_worker
 
     def no_gpu():
         raise RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")
@@ -360,8 +361,8 @@ def test_the_lab_headers_may_be_included(fake, tmp_path):
 # ----------------------------------------------------------------------------------------------
 
 def test_every_family_names_its_ceiling_for_the_performance_output():
-    from lab import grade_worker
     from lab.families import families, get_family
+    from lab.grading import grade_worker
 
     assert not hasattr(grade_worker, "CEILING_WORDS")  # the words live with the family, not in a table
     assert all(f.ceiling_title and f.ceiling_title != f.ceiling_name for f in families().values())
@@ -372,8 +373,8 @@ def test_every_family_names_its_ceiling_for_the_performance_output():
 def test_timed_runs_start_from_out_init_when_the_output_is_also_an_input():
     import numpy as np
 
-    from lab import grade_worker
-    from lab.ladder import Problem
+    from lab.core.ladder import Problem
+    from lab.grading import grade_worker
 
     c0 = np.arange(6, dtype=np.float32).reshape(2, 3)
     out = np.full((2, 3), 7.0, dtype=np.float32)  # what the previous (timed or warm-up) launch left
@@ -390,9 +391,9 @@ def test_a_refill_of_bit_patterns_shuffles_them_instead_of_casting_floats():
     # on the GPU (random_array), so only the integer path runs here, on NumPy arrays.
     import numpy as np
 
-    from lab import grade_worker
+    from lab.core.ladder import Problem
     from lab.families.gemm_tc import round_to_bfloat16_bits
-    from lab.ladder import Problem
+    from lab.grading import grade_worker
 
     values = round_to_bfloat16_bits(np.random.default_rng(0).standard_normal((64, 40)).astype(np.float32))
     a, b = values.copy(), values[:, :24].copy()
@@ -488,7 +489,7 @@ def test_a_utf16_kernel_gets_one_sentence_and_zero_not_a_traceback(fake, tmp_pat
 
 
 def test_a_latin1_kernel_compiles_as_the_worker_builds_it(tmp_path):
-    # The worker builds exercise.student_spec through lab.build: no UnicodeDecodeError for any encoding.
+    # The worker builds exercise.student_spec through lab.core.build: no UnicodeDecodeError for any encoding.
     kernel = tmp_path / "kernel.cu"
     kernel.write_bytes(b"// caf\xe9\n" + load("01").reference_source().encode())
     assert build.compile_cubin(load("01").student_spec(kernel), 90).lowered_name == "copy_vectorized"
@@ -510,7 +511,7 @@ def test_without_a_seed_a_secret_one_is_drawn_recorded_and_reused(fake, tmp_path
 
 
 def test_cli_grade_of_a_missing_folder_says_so_before_asking_for_a_gpu(monkeypatch, capsys):
-    from lab import device
+    from lab.core import device
 
     monkeypatch.setattr(device, "_probe", lambda: "the CUDA driver sees no GPU")
     assert main(["grade", "/nonexistent/subs", "--exercise", "01"]) == 2
@@ -519,7 +520,7 @@ def test_cli_grade_of_a_missing_folder_says_so_before_asking_for_a_gpu(monkeypat
 
 
 def test_cli_grade_without_a_seed_draws_one_and_says_where_it_is(tmp_path, monkeypatch, capsys):
-    from lab import device
+    from lab.core import device
 
     subs, seen = _batch(tmp_path), []
     monkeypatch.setattr(device, "current", lambda: None)
@@ -558,8 +559,8 @@ def test_a_refill_shuffles_named_operands_and_forgets_the_cached_reference():
     # values.
     import numpy as np
 
-    from lab import grade_worker
-    from lab.ladder import Problem
+    from lab.core.ladder import Problem
+    from lab.grading import grade_worker
 
     bias = np.arange(1, 65, dtype=np.float32)
     codes = np.arange(64, dtype=np.uint16).reshape(8, 8)
@@ -587,8 +588,8 @@ def test_a_file_name_that_is_not_utf8_stops_nobody(fake, tmp_path):
 CHILD_BATCH = '''
 import dataclasses, sys
 from pathlib import Path
-from lab import classroom, grader
-from lab.exercises import load
+from lab.grading import classroom, grader
+from lab.grading.exercises import load
 grader.WORKER_MODULE = "fake_grade_worker"
 exercise = dataclasses.replace(load("01"), check_timeout_s=600, time_limit_s=600)
 with classroom.sigterm_as_interrupt():
@@ -643,7 +644,7 @@ FAKE_PRECHECK = textwrap.dedent('''
     """The real file reader, except that a file saying STALL_THE_READER stalls it and CRASH_THE_READER crashes it."""
     import sys, time
 
-    from lab import grade_precheck
+    from lab.grading import grade_precheck
 
     text = open(sys.argv[sys.argv.index("--file") + 1], encoding="latin-1").read()
     if "STALL_THE_READER" in text:

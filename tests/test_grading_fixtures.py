@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.build import KernelSpec, compile_cubin
-from lab.errors import CompileError
+from lab.core.build import KernelSpec, compile_cubin
+from lab.core.errors import CompileError
 
 GRADING = Path(__file__).resolve().parent / "grading"
 SUBMISSIONS = GRADING / "submissions"

@@ -11,8 +11,8 @@ import tempfile
 import numpy as np
 import pytest
 
-from lab import build, headers, tma
-from lab.errors import LabError
+from lab.core import build, headers, tma
+from lab.core.errors import LabError
 from lab.families.gemm_tc import to_float32, to_storage
 from lab.families.grouped_gemm import (
     BFLOAT16,
@@ -31,7 +31,7 @@ from lab.families.grouped_gemm import (
     table_build_cost,
     tile_counts,
 )
-from lab.verify import check_case
+from lab.measure.verify import check_case
 
 FAMILY = GroupedGemmFamily()
 RUNG = FAMILY.rungs[0]
@@ -304,8 +304,8 @@ def test_reroute_keeps_the_experts_and_the_buffers_and_makes_a_new_table():
 
 def check_case_on(fam, problem):
     """check_case's comparison on a given problem (check_case makes its own from params)."""
-    from lab.check import GuardedBuffer
-    from lab.verify import compare_output
+    from lab.measure.check import GuardedBuffer
+    from lab.measure.verify import compare_output
 
     buf = GuardedBuffer(problem.out_shape, problem.dtype, xp=np)
     buf.poison()
@@ -386,8 +386,8 @@ def test_flops_bytes_and_launch_notes_count_only_groups_with_tokens():
 
 
 def test_bench_times_the_batched_baseline_only_on_problems_of_one_shape():
-    """lab.bench asks the family which baselines apply to each problem (Family.baselines_for)."""
-    from lab import bench
+    """lab.measure.bench asks the family which baselines apply to each problem (Family.baselines_for)."""
+    from lab.measure import bench
 
     def names(params):
         return [name for name, _ in bench._targets(FAMILY, "headline", params)]

@@ -1,12 +1,12 @@
-"""CPU: every memory-bound rung's header states the knob defaults its family runs (lab.headers)."""
+"""CPU: every memory-bound rung's header states the knob defaults its family runs (lab.core.headers)."""
 
 from __future__ import annotations
 
 import pytest
 
-from lab import headers
+from lab.core import headers
+from lab.core.ladder import Rung
 from lab.families import get_family
-from lab.ladder import Rung
 
 
 @pytest.mark.parametrize("family", ["copy", "transpose"])
@@ -35,7 +35,7 @@ def test_stated_knobs_and_defines_are_parsed():
 
 
 def test_every_kind_of_drift_is_reported(tmp_path, monkeypatch):
-    from lab.build import KernelSpec
+    from lab.core.build import KernelSpec
 
     (tmp_path / "t.cu").write_text(SOURCE)
     monkeypatch.setattr(headers, "KERNELS_DIR", tmp_path)

@@ -1,11 +1,11 @@
-"""lab.l2 and lab.anomalies: reading their records (CPU), and the graph timing behind them (GPU)."""
+"""lab.studies.l2 and lab.studies.anomalies: reading their records (CPU), and the graph timing behind them (GPU)."""
 
 from __future__ import annotations
 
 import pytest
 
-from lab import anomalies, l2
-from lab.records import Record, RecordSet
+from lab.measure.records import Record, RecordSet
+from lab.studies import anomalies, l2
 
 MIB = 1 << 20
 
@@ -66,7 +66,35 @@ def test_summary_reports_the_graph_plateau_against_hbm_and_the_overheads():
 
 
 def test_summary_without_records_says_how_to_make_them():
-    assert "scripts/l2_sweep.py" in l2.summary(None)
+    assert "lab study l2 --out" in l2.summary(None)
+    assert "lab study probes --out" in anomalies.warm_cold_table(None)
+
+
+def test_run_writes_the_measured_records_and_reports_their_summary(tmp_path, monkeypatch):
+    """run(out_dir) -> Path: the sweep's and the probes' records under out_dir, as `lab study l2|probes` writes them
+    (the measurement itself stubbed: this is the CPU)."""
+    from lab.measure import records
+
+    sweep = RecordSet({"device": "test", "l2_bytes": 60 * MIB}, _sweep(7000.0, 4000.0, 48))
+    monkeypatch.setattr(l2, "measure", lambda quick=False, progress=None: sweep)
+    lines = []
+    path = l2.run(tmp_path, quick=True, progress=lines.append)
+    assert path == tmp_path / l2.REFERENCE_FILE and len(records.load(path).records) == len(sweep.records)
+    assert lines == [l2.summary(sweep)]
+
+    probes = RecordSet({"device": "test"}, [])
+    seen = {}
+    monkeypatch.setattr(anomalies, "measure",
+                        lambda progress=None, experiments=(): seen.update(e=experiments) or probes)
+    assert anomalies.run(tmp_path, experiments=("tail_order",)) == tmp_path / anomalies.REFERENCE_FILE
+    assert seen["e"] == ("tail_order",)
+
+
+def test_an_unknown_probe_experiment_is_named_before_anything_runs(tmp_path):
+    from lab.core.errors import LabError
+
+    with pytest.raises(LabError, match="no experiment cold_start; the experiments are warm_cold, tail_order"):
+        anomalies.run(tmp_path, experiments=("cold_start",))
 
 
 def test_tail_parity_reads_even_and_odd_lengths():
@@ -94,8 +122,8 @@ def test_graph_timing_shows_more_than_one_launch_per_event_pair_at_l2_sizes():
     figure must be clearly faster, and the graph's launches must still copy correctly."""
     import cupy as cp
 
-    from lab import timing
     from lab.families import get_family
+    from lab.measure import timing
 
     copy = get_family("copy")
     problem = copy.make_problem(seed=1, n=16 * MIB // 8)
@@ -109,7 +137,7 @@ def test_graph_timing_shows_more_than_one_launch_per_event_pair_at_l2_sizes():
 
 @pytest.mark.gpu
 def test_an_empty_kernel_costs_less_per_launch_in_a_graph():
-    from lab import timing
+    from lab.measure import timing
 
     overhead = timing.launch_overhead()
     assert 0 < overhead["graph"].per_launch_ms < overhead["events"].median_ms
@@ -119,7 +147,7 @@ def test_an_empty_kernel_costs_less_per_launch_in_a_graph():
 def test_read_flush_evicts_without_writing():
     import cupy as cp
 
-    from lab import timing
+    from lab.measure import timing
 
     flusher = timing.L2Flusher(by="read")
     before = int(flusher.buffer[123])

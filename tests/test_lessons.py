@@ -5,9 +5,11 @@ import math
 
 import pytest
 
-from lab import device, lessons, profile
-from lab.errors import LabError
-from lab.records import Record, RecordSet
+from lab import lessons
+from lab.core import device
+from lab.core.errors import LabError
+from lab.measure.records import Record, RecordSet
+from lab.studies import profile
 
 PROVENANCE = {"device": "TEST GPU", "arch": "sm_90", "l2_bytes": 100 * 2**20, "date": "2000-01-01T00:00:00"}
 
@@ -270,7 +272,7 @@ def test_the_rung_walk_shows_every_repeated_step_without_records(capsys):
     shown = [s for s in walk.steps("02") if not callable(s)]
     text = "\n".join(str(s) for s in shown)
     assert "```diff" in text and "Predicted: (4096^3, H200)" in text and "| kernel | arch |" in text
-    assert "02_coalesced: 1024 threads" in text and "blocks (" in text  # occupancy from lab.occupancy
+    assert "02_coalesced: 1024 threads" in text and "blocks (" in text  # occupancy from lab.core.occupancy
     assert "(not run: checks need a GPU" in text and "NO RECORDS for gemm_fp32" in text
     reports = walk("01")  # first rung: the source, no diff; returns its compile report
     out = capsys.readouterr().out
@@ -293,7 +295,7 @@ def test_the_rung_walk_can_show_a_whole_source_and_the_bank_conflicts_a_family_p
 
 
 def test_check_summary_gives_the_margin_to_the_error_bound():
-    from lab.check import CheckResult
+    from lab.measure.check import CheckResult
 
     results = {"08_multistage": [CheckResult("gemm_fp32", "08_multistage", "M=1 N=1 K=1", True, [], 1e-8, 0.01),
                                  CheckResult("gemm_fp32", "08_multistage", "M=513 N=513 K=513", True, [], 2e-6, 0.21)]}
@@ -319,8 +321,8 @@ def test_claims_read_percentages_increments_and_lower_bounds():
 
 def _fake_family():
     """Two rungs of an imaginary family: one for sm_80 and later, one that needs sm_90a exactly."""
-    from lab.build import KernelSpec
-    from lab.ladder import Family, Rung
+    from lab.core.build import KernelSpec
+    from lab.core.ladder import Family, Rung
 
     class Fake(Family):
         name, title = "fake", "a test family"
@@ -430,7 +432,7 @@ def test_a_prediction_check_names_what_tells_records_of_one_size_apart():
 def test_knob_probe_and_bound_margin_tables(monkeypatch, tmp_path):
     import json
 
-    from lab import knob_records
+    from lab.lessons import knob_records
 
     monkeypatch.setenv("LAB_REFERENCE_RESULTS", str(tmp_path))
     assert knob_records.probe_table().startswith("(no knob probe")

@@ -1,4 +1,4 @@
-"""lab.lessons.fusion (notebooks 06 and 07) and the fusion figures of lab.plots, on synthetic records. CPU only.
+"""lab.lessons.fusion (notebooks 06 and 07) and the fusion figures of lab.lessons.plots, on synthetic records. CPU only.
 
 The writers below (write_synthetic_fusion) also feed tests/test_notebooks.py's synthetic replay: made-up values with
 the shape of real records (lab bench FAMILY --json, scripts/checklist_study.py), never written under results/.
@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab import epilogue, plots
-from lab.lessons import Mode
+from lab.families import epilogue
+from lab.lessons import Mode, plots
 from lab.lessons import fusion as lesson
-from lab.records import Record, RecordSet
+from lab.measure.records import Record, RecordSet
 
 PROVENANCE = {"device": "SYNTHETIC TEST DATA (not a measurement)", "arch": "sm_90", "sm_count": 132,
               "l2_bytes": 50 * 2**20, "date": "2000-01-01T00:00:00+00:00", "commit": "synthetic"}
@@ -107,9 +107,9 @@ def _timing(ms: float) -> dict:
 
 
 def synthetic_checklist(provenance: dict, lab_x: float = 1.03) -> dict:
-    """A checklist record (lab.checklist.measure_levels' layout) at 4096 and 8192: made-up times, kernel counts,
+    """A checklist record (lab.studies.checklist.measure_levels' layout) at 4096 and 8192: made-up times, kernel counts,
     DRAM bytes and lines of code."""
-    from lab import checklist
+    from lab.studies import checklist
 
     def level(x: float, gemm_ms: float, kernels: int, bytes_x: float, minimum: int) -> dict:
         return {"status": "ok", "check": {"passed": True}, "timing": _timing(x * gemm_ms), "x_gemm": x,

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from lab.build import COMMON_DIR
+from lab.core.build import COMMON_DIR
 from lab.families import get_family
 from lab.lessons import diagrams, layouts
 

@@ -1,8 +1,10 @@
-"""lab.lessons.ops (notebook 08: specialization and dispatch) and its figures in lab.plots, on synthetic records.
+"""lab.lessons.ops (notebook 08: specialization and dispatch) and its figures in lab.lessons.plots, on synthetic
+records.
 CPU only.
 
-The writers below (write_synthetic_ops) build records with the structure lab.ops_study writes (ops_trace.json,
-ops_tune.json, ops_latency.json, ops_overhead.json), from the real trace (lab.serving_trace) and the real dispatch
+The writers below (write_synthetic_ops) build records with the structure lab.studies.ops_study writes (ops_trace.json,
+ops_tune.json, ops_latency.json, ops_overhead.json), from the real trace (lab.studies.serving_trace) and the real
+dispatch
 table, with made-up times; tests/test_notebooks.py's synthetic replay can use them too. Never written under results/.
 """
 
@@ -17,12 +19,15 @@ import pytest
 
 matplotlib.use("Agg")
 
-from lab import ops_study, plots  # noqa: E402
-from lab import serving_trace as st  # noqa: E402
-from lab.lessons import Mode  # noqa: E402
+from lab.lessons import (
+    Mode,  # noqa: E402
+    plots,  # noqa: E402
+)
 from lab.lessons import ops as lesson  # noqa: E402
 from lab.ops import rules  # noqa: E402
 from lab.ops.shapes import GemmShape, bucket, family, m_bucket  # noqa: E402
+from lab.studies import ops_study
+from lab.studies import serving_trace as st  # noqa: E402
 
 PROVENANCE = {"device": "SYNTHETIC TEST DATA (not a measurement)", "arch": "sm_90", "sm_count": 132,
               "l2_bytes": 50 * 2**20, "date": "2000-01-01T00:00:00+00:00", "commit": "synthetic"}
@@ -48,7 +53,7 @@ def step_us(m: int) -> float:
 
 
 # ----------------------------------------------------------------------------------------------
-# Synthetic records (lab.ops_study's structure)
+# Synthetic records (lab.studies.ops_study's structure)
 # ----------------------------------------------------------------------------------------------
 
 def _trace_steps(steps: int = ops_study.TRACE_STEPS) -> list:
@@ -245,7 +250,7 @@ def test_missing_records_say_so_and_name_the_command(empty_dir):
     assert text.count("NO RECORDED RESULTS") == len(lesson.PAYLOADS)  # the compile record is the repository's
     for name in lesson.PAYLOADS:
         line = lesson.missing(name)
-        assert f"NO RECORDS for {name}:" in line and "missing: run `python -m lab.ops_study" in line
+        assert f"NO RECORDS for {name}:" in line and "missing: run `python -m lab.studies.ops_study" in line
         assert line.splitlines()[1].startswith("missing: run ")
     trace = lesson.trace_of(None)
     assert trace.matches is None and len(trace.steps) == ops_study.TRACE_STEPS
@@ -284,7 +289,8 @@ def test_compile_record_missing_and_present(monkeypatch, tmp_path):
     monkeypatch.setattr(lesson, "compile_record_path", lambda: tmp_path / "absent.json")
     assert lesson.load(lesson.COMPILE) is None
     line = lesson.missing(lesson.COMPILE)
-    assert "NO RECORDS for compile_variants" in line and "python -m lab.compile_study" in line and "no GPU" in line
+    assert "NO RECORDS for compile_variants" in line and "python -m lab.studies.compile_study" in line
+    assert "no GPU" in line
 
 
 def test_gpu_is_the_records_or_the_reference(files, empty_dir):

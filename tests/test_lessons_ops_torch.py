@@ -1,4 +1,5 @@
-"""lab.lessons.ops_torch (notebook 08, section 11: lab.ops against PyTorch) and its figure, lab.plots.ops_torch_ratios.
+"""lab.lessons.ops_torch (notebook 08, section 11: lab.ops against PyTorch) and its figure,
+lab.lessons.plots.ops_torch_ratios.
 CPU only.
 
 Most tests read the real records in results/h200 (ops_sweep, ops_host_cost, ops_vs_torch_*, rowops_study, made on an
@@ -20,10 +21,11 @@ import pytest
 
 matplotlib.use("Agg")
 
-from lab import ops_compare, ops_sweep, plots, rowops_study  # noqa: E402
 from lab.lessons import ops as ops_lesson  # noqa: E402
 from lab.lessons import ops_torch as lesson  # noqa: E402
+from lab.lessons import plots  # noqa: E402
 from lab.ops import rules  # noqa: E402
+from lab.studies import ops_compare, ops_sweep, rowops_study
 
 REPO = Path(__file__).resolve().parent.parent
 REAL = REPO / "results" / "h200"
@@ -187,7 +189,7 @@ def test_the_table_in_force_is_compared_rule_for_rule(real):
 
 def test_per_sample_ratios_are_the_records_per_round_ratios(real):
     record = _raw(lesson.SWEEP)
-    # the record's summary is lab.ops_sweep.summarize of its own final rounds
+    # the record's summary is lab.studies.ops_sweep.summarize of its own final rounds
     assert ops_sweep.summarize(record["final"]) == record["summary"]
     text = str(lesson.per_sample(real[lesson.SWEEP]))
     classes = {s["sample"]: s["class"] for s in record["samples"]}
@@ -309,9 +311,9 @@ def test_missing_records_say_which_and_the_command(empty, capsys):
     files = lesson.replayed()
     assert all(v is None for v in files.values())
     commands = {lesson.SWEEP: f"lab tune --table --out {empty} --write",
-                lesson.HOST: f"python -m lab.ops_sweep {empty} --host",
-                lesson.ROWOPS: f"python -m lab.rowops_study {empty}",
-                "ops_vs_torch_qwen25_7b_bfloat16": f"python -m lab.ops_compare {empty} --model qwen25_7b "
+                lesson.HOST: f"python -m lab.studies.ops_sweep {empty} --host",
+                lesson.ROWOPS: f"python -m lab.studies.rowops_study {empty}",
+                "ops_vs_torch_qwen25_7b_bfloat16": f"python -m lab.studies.ops_compare {empty} --model qwen25_7b "
                                                    "--dtype bfloat16"}
     for name, command in commands.items():
         line = lesson.missing(name)

@@ -1,9 +1,9 @@
-"""lab.lessons.underfill (notebook 05: split-K, decode, grouped GEMM) and its figures in lab.plots, on synthetic
+"""lab.lessons.underfill (notebook 05: split-K, decode, grouped GEMM) and its figures in lab.lessons.plots, on synthetic
 records. CPU only.
 
 The writers below (write_synthetic_underfill) can also feed tests/test_notebooks.py's synthetic replay: made-up values
 with the shape of real records (`lab study splitk`, scripts/split_k_ncu.py, `lab bench FAMILY --json`,
-`python3 -m lab.lessons.underfill`), never written under results/.
+`lab study grouped-table-cost`), never written under results/.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ import pytest
 
 matplotlib.use("Agg")
 
-from lab import plots  # noqa: E402
-from lab.lessons import Mode  # noqa: E402
+from lab.lessons import (
+    Mode,  # noqa: E402
+    plots,  # noqa: E402
+)
 from lab.lessons import underfill as lesson  # noqa: E402
-from lab.records import Record, RecordSet  # noqa: E402
+from lab.measure.records import Record, RecordSet  # noqa: E402
 
 PROVENANCE = {"device": "SYNTHETIC TEST DATA (not a measurement)", "arch": "sm_90", "sm_count": 132,
               "l2_bytes": 50 * 2**20, "date": "2000-01-01T00:00:00+00:00", "commit": "synthetic"}
@@ -255,7 +257,8 @@ def test_missing_records_say_so_and_every_view_copes(empty_dir):
     assert all(v is None for v in files.values())
     text = lesson.banner(REPLAY, files)
     assert text.count("NO RECORDED RESULTS") == len(lesson.FILES)
-    assert "lab study splitk --out" in text and "scripts/split_k_ncu.py" in text and "lab.lessons.underfill" in text
+    assert "lab study splitk --out" in text and "scripts/split_k_ncu.py" in text
+    assert "lab study grouped-table-cost --out" in text
     views = {
         "split_k_factors": [lesson.split_auto_table(None), lesson.split_targets(None), lesson.best_factors(None),
                             lesson.determinism_table(None), lesson.split_reading(None, None, None, None, 132)],

@@ -1,4 +1,4 @@
-"""CPU: lab.ncu, the one Nsight Compute module: its CSV reader (by column name, units to base units), its command,
+"""CPU: lab.tools.ncu, the one Nsight Compute module: its CSV reader (by column name, units to base units), its command,
 running it, and the sentence for an absent ncu. Then its callers on the same text, and the split-K record read."""
 
 import json
@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from lab import checklist, ncu, scheduling
-from lab.errors import LabError
+from lab.core.errors import LabError
 from lab.lessons import underfill
+from lab.studies import checklist, scheduling
+from lab.tools import ncu
 
 # What `ncu --csv --metrics ...` prints around two launches each of two kernels: its own ==PROF== lines and the
 # target's output before the header, every field quoted (the kernel's signature and the launch sizes hold commas).
@@ -138,7 +139,7 @@ def _after(argv, flag):
 
 
 def test_command_leaves_the_clocks_alone_and_prints_csv():
-    target = ["python3", "-m", "lab.profile", "transpose", "03", '{"rows": 64}']
+    target = ["python3", "-m", "lab.studies.profile", "transpose", "03", '{"rows": 64}']
     argv = ncu.command(target, [READ, L2], binary="/x/ncu", kernel_name="transpose_padded", launch_skip=1,
                        launch_count=1)
     assert argv[0] == "/x/ncu" and argv[-len(target):] == target
@@ -202,7 +203,7 @@ def test_scheduling_and_checklist_read_the_same_launches():
 
 
 def test_order_counters_runs_one_ncu_process(tmp_path, monkeypatch):
-    from lab import records
+    from lab.measure import records
 
     (tmp_path / "out.txt").write_text(NCU_TEXT)
     fake = _fake_ncu(tmp_path, f'printf "%s\\n" "$@" > "{tmp_path}/argv.txt"\ncat "{tmp_path}/out.txt"\n')
@@ -215,7 +216,7 @@ def test_order_counters_runs_one_ncu_process(tmp_path, monkeypatch):
                                                            (512, "grouped")]
     assert got["rows"][3]["dram_read_bytes"] == 33_554_432.0
     argv = (tmp_path / "argv.txt").read_text().splitlines()
-    assert _after(argv, "--clock-control") == "none" and argv[-3:-1] == ["lab.scheduling", "ncu-target"]
+    assert _after(argv, "--clock-control") == "none" and argv[-3:-1] == ["lab.studies.scheduling", "ncu-target"]
     with pytest.raises(LabError, match=r"reported 4 launches for 2 jobs"):
         scheduling.order_counters(shapes[:1], settings)
     monkeypatch.setattr(ncu, "find_ncu", lambda: None)

@@ -9,10 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from lab import build, headers
-from lab.bounds import SAFETY
-from lab.check import compare
-from lab.errors import LabError
+from lab.core import build, headers
+from lab.core.errors import LabError
 from lab.families import families, get_family
 from lab.families.gemm_tc import BFLOAT16, to_float32, to_storage
 from lab.families.norms import (
@@ -25,7 +23,9 @@ from lab.families.norms import (
     norm_fp32_error_bound,
     norm_reference,
 )
-from lab.verify import check_case
+from lab.measure.bounds import SAFETY
+from lab.measure.check import compare
+from lab.measure.verify import check_case
 
 FAMILIES = (RMSNormFamily, LayerNormFamily)
 ARCHS = (80, 90)

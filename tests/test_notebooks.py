@@ -71,7 +71,7 @@ def _script():
 
 
 # ----------------------------------------------------------------------------------------------
-# Synthetic reference records (test data; shaped like lab.records files, values made up)
+# Synthetic reference records (test data; shaped like lab.measure.records files, values made up)
 # ----------------------------------------------------------------------------------------------
 
 SYNTHETIC_L2 = 50 * 2**20
@@ -249,7 +249,7 @@ def write_synthetic_reference(directory: Path) -> Path:
 
 
 def test_synthetic_reference_loads_as_records(tmp_path):
-    from lab import records
+    from lab.measure import records
 
     write_synthetic_reference(tmp_path)
     rs = records.load(tmp_path / "copy.json")
@@ -345,7 +345,7 @@ def test_notebooks_execute_with_no_records_at_all(tmp_path, monkeypatch):
     dispatch = texts["08_specialization_and_dispatch"]  # section 11 names each of its records missing, with its command
     for stem in ("ops_sweep", "ops_host_cost", "ops_vs_torch_llama3_8b_float16", "rowops_study"):
         assert f"NO RECORDS for {stem}:" in dispatch, stem
-    assert "lab tune --table --out" in dispatch and "python -m lab.rowops_study" in dispatch
+    assert "lab tune --table --out" in dispatch and "python -m lab.studies.rowops_study" in dispatch
     rows = texts["07_softmax_and_norms"]
     assert "relative difference" in rows and "E[x^2] - E[x]^2 in fp32" in rows and "| all -inf | all NaN |" in rows
     assert "build every rung from the same files" in rows and "What changed" in rows

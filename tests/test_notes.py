@@ -1,13 +1,14 @@
-"""lab.notes: the results notes are generated from the committed records, never edited by hand."""
+"""lab.lessons.notes: the results notes are generated from the committed records, never edited by hand."""
 
-from lab import notes
+from lab.lessons import notes
 
 
 def test_the_committed_gemm_note_is_what_the_records_generate():
     path = notes.note_path()
     assert (path.parent / "gemm_fp32.json").is_file(), "the committed gemm_fp32 records are missing"
-    assert path.is_file(), "results/h200/gemm_fp32_notes.md is missing: run `python -m lab.notes`"
-    assert path.read_text() == notes.gemm_fp32_notes(), "the note is stale or hand-edited: run `python -m lab.notes`"
+    assert path.is_file(), "results/h200/gemm_fp32_notes.md is missing: run `python -m lab.lessons.notes`"
+    assert path.read_text() == notes.gemm_fp32_notes(), ("the note is stale or hand-edited: run "
+                                                         "`python -m lab.lessons.notes`")
 
 
 def test_ncu_sections_read_kernels_and_metrics():

@@ -3,7 +3,7 @@ Compute reported on the H200: 8 warps per SM for 256-thread blocks at 241-255 re
 
 import pytest
 
-from lab.occupancy import occupancy
+from lab.core.occupancy import occupancy
 
 
 def test_register_limited_block():

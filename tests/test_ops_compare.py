@@ -1,4 +1,5 @@
-"""lab.ops_compare: the models' widths, the layer's operators and the trace per model, the float64 reference and the
+"""lab.studies.ops_compare: the models' widths, the layer's operators and the trace per model, the float64 reference
+and the
 tolerances (checked against a simulated fp16/bf16 layer on the CPU), the summaries of rounds and op kinds on made-up
 timings, argument errors, and (GPU, with PyTorch) a tiny trace end to end."""
 
@@ -7,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from lab import ops_compare as oc
-from lab import serving_trace as st
-from lab.errors import LabError
+from lab.core.errors import LabError
+from lab.studies import ops_compare as oc
+from lab.studies import serving_trace as st
 
 # --- the models and the layer ------------------------------------------------------------------------------
 

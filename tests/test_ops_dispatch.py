@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from lab.errors import LabError
+from lab.core.errors import LabError
 from lab.ops import manifest, rules
 from lab.ops.dispatch import Runtime
 from lab.ops.shapes import GemmShape, bucket, family, m_bucket
@@ -83,9 +83,10 @@ def test_shape_families_and_buckets():
 
 
 def test_default_table_is_the_sweeps_one_rule_per_class():
-    """lab tune --table writes one rule per shape class of lab.ops_sweep, in order: every sample the sweep timed is
+    """lab tune --table writes one rule per shape class of lab.studies.ops_sweep, in order: every sample the sweep
+    timed is
     decided by its own class's rule on Hopper (or, where that rule's path refuses it, by a later one)."""
-    from lab import ops_sweep
+    from lab.studies import ops_sweep
 
     assert len(rules.DEFAULT.rules) == len(ops_sweep.CLASSES)
     for rule, (_, when, _, _) in zip(rules.DEFAULT.rules, ops_sweep.CLASSES, strict=True):

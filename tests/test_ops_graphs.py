@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from lab.errors import LabError
+from lab.core.errors import LabError
 
 
 class FakeGraph:
@@ -190,7 +190,7 @@ def test_capture_is_a_public_name_of_lab_ops():
 def _layerlet(m=5, n=256, k=128):
     import cupy as cp
 
-    from lab.check import random_array
+    from lab.measure.check import random_array
 
     h = random_array((m, k), np.float32, 1, xp=cp).astype(cp.float16)
     w_norm = random_array((k,), np.float32, 2, xp=cp).astype(cp.float16)

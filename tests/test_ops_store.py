@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.errors import LabError
+from lab.core.errors import LabError
 from lab.ops import store
 from lab.ops.store import SCHEMA, TuneCacheWarning, TuneStore
 

@@ -1,4 +1,5 @@
-"""CPU: the dispatch-table sweep's pure parts (lab.ops_sweep): every sample falls in the class that lists it, the
+"""CPU: the dispatch-table sweep's pure parts (lab.studies.ops_sweep): every sample falls in the class that lists it,
+the
 winner of a class is the library unless a lab path beats it on the class as a whole, losses inside a class are
 kept, the table it writes parses and names its record, and the summary's ratios are per round."""
 
@@ -6,8 +7,8 @@ import json
 
 import pytest
 
-from lab import ops_sweep as sw
 from lab.ops import rules
+from lab.studies import ops_sweep as sw
 
 
 def test_every_sample_belongs_to_its_class():
@@ -71,3 +72,20 @@ def test_summary_ratios_are_per_round():
 def test_the_built_in_table_has_a_note_for_every_rule():
     assert len(rules.DEFAULT.notes) == len(rules.DEFAULT.rules) and all(rules.DEFAULT.notes)
     assert sw.TABLE_FILE == rules.DEFAULT_FILE
+
+
+def test_run_names_its_two_studies_and_refuses_options_host_cost_does_not_take(tmp_path):
+    from lab.core.errors import LabError
+
+    with pytest.raises(LabError, match="its studies are sweep, host-cost"):
+        sw.run(tmp_path, "table")
+    with pytest.raises(LabError, match="the host-cost study takes no options"):
+        sw.run(tmp_path, "host-cost", rounds=2)
+
+
+def test_ops_study_run_names_its_studies(tmp_path):
+    from lab.core.errors import LabError
+    from lab.studies import ops_study
+
+    with pytest.raises(LabError, match="its studies are tune, trace, trace-gemms, overhead, latency"):
+        ops_study.run(tmp_path, "warmup")

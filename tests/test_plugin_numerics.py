@@ -1,4 +1,5 @@
-"""CPU: the chosen-value harness of exercise 08's functor (kernels/epilogue/plugin_numerics.cu, lab/plugin_numerics.py).
+"""CPU: the chosen-value harness of exercise 08's functor (kernels/epilogue/plugin_numerics.cu,
+lab/grading/plugin_numerics.py).
 
 The harness compiles through NVRTC for sm_90a with the lab's plugin, the starter and deliberately wrong plugins; it
 sees the macros and headers rung 06 gives a plugin; its table's codes are what the exercise's README promises (ties
@@ -15,12 +16,13 @@ import sys
 import numpy as np
 import pytest
 
-from lab import build, exercises, source_guard
-from lab import plugin_numerics as P
-from lab.build import KERNELS_DIR, PLUGIN_HEADER
-from lab.epilogue import quantize_int8
-from lab.errors import CompileError, LabError
+from lab.core import build, source_guard
+from lab.core.build import KERNELS_DIR, PLUGIN_HEADER
+from lab.core.errors import CompileError, LabError
 from lab.families import get_family
+from lab.families.epilogue import quantize_int8
+from lab.grading import exercises
+from lab.grading import plugin_numerics as P
 
 PLUGIN = KERNELS_DIR / "common" / PLUGIN_HEADER
 CVT = 'asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(code) : "f"(scaled));'
@@ -209,5 +211,5 @@ def test_a_build_error_is_the_verdict_s_sentence(monkeypatch):
 
 
 def test_the_module_imports_without_cupy():
-    code = "import sys, lab.plugin_numerics as P; P.expected_codes(); assert 'cupy' not in sys.modules"
+    code = "import sys, lab.grading.plugin_numerics as P; P.expected_codes(); assert 'cupy' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=build.REPO_ROOT)

@@ -6,10 +6,10 @@ import stat
 
 import pytest
 
-from lab import profile
-from lab.errors import LabError
+from lab.core.errors import LabError
+from lab.studies import profile
 
-# What `ncu --csv --metrics ... python -m lab.profile ...` prints: the profiler's own ==PROF== lines,
+# What `ncu --csv --metrics ... python -m lab.studies.profile ...` prints: the profiler's own ==PROF== lines,
 # then one CSV row per metric (thousands separators and all).
 NCU_OUTPUT = """\
 ==PROF== Connected to process 41233 (/usr/bin/python3.11)
@@ -96,7 +96,7 @@ def test_kernel_counters_runs_ncu_and_parses_its_output(tmp_path, monkeypatch):
     assert argv[argv.index("--clock-control") + 1] == "none"  # the lab never locks the GPU's clocks
     assert argv[argv.index("--kernel-name") + 1] == "transpose_padded"
     assert set(argv[argv.index("--metrics") + 1].split(",")) == set(profile.METRICS.values())
-    assert argv[-4:] == ["lab.profile", "transpose", "03", json.dumps({"rows": 64, "cols": 64})]
+    assert argv[-4:] == ["lab.studies.profile", "transpose", "03", json.dumps({"rows": 64, "cols": 64})]
 
 
 def test_kernel_counters_reports_an_ncu_failure(tmp_path, monkeypatch):
@@ -138,8 +138,9 @@ def test_profile_plan_skips_what_the_gpu_cannot_run():
 def test_ladder_counters_reads_every_runnable_rung_of_gemm_tc(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from lab import device, records
+    from lab.core import device
     from lab.families import get_family
+    from lab.measure import records
 
     fam = get_family("gemm_tc")
     (tmp_path / "out.txt").write_text(NCU_OUTPUT)
@@ -163,7 +164,7 @@ def test_ladder_counters_reads_every_runnable_rung_of_gemm_tc(tmp_path, monkeypa
 
 
 def test_the_profile_table_shows_the_conflicts_share_of_load_wavefronts():
-    from lab import report
+    from lab.studies import report
 
     rows = [{"rung": "02_ldmatrix_smem", "smem_bank_conflicts_ld": 1_048_576, "smem_wavefronts_ld": 4_194_304},
             {"rung": "03_swizzled_multistage", "smem_bank_conflicts_ld": 0, "smem_wavefronts_ld": 2_097_152},

@@ -1,7 +1,7 @@
 """The README's results table is generated from the committed records, never typed in."""
 
-from lab import report
-from lab.build import REPO_ROOT
+from lab.core.build import REPO_ROOT
+from lab.studies import report
 
 
 def test_readme_results_table_matches_the_committed_records():
@@ -9,7 +9,7 @@ def test_readme_results_table_matches_the_committed_records():
     start = text.index(report.README_BEGIN) + len(report.README_BEGIN)
     table = text[start:text.index(report.README_END)].strip()
     expected = report.readme_results(report.reference_sets()).strip()
-    assert table == expected, "README table is stale or hand-edited: run `python -m lab.report`"
+    assert table == expected, "README table is stale or hand-edited: run `python -m lab.studies.report`"
 
 
 def test_readme_names_the_two_commands_that_ci_runs():

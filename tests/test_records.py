@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from lab import records
-from lab.errors import LabError
-from lab.records import Record, RecordSet
+from lab.core.errors import LabError
+from lab.measure import records
+from lab.measure.records import Record, RecordSet
 
 # Synthetic test data: made up here, never written under results/.
 PROVENANCE = {
@@ -129,7 +129,7 @@ def test_git_commit_honours_lab_commit(monkeypatch):
 
 
 def test_measured_or_reference_measures_live_and_replays_or_says_none_otherwise(tmp_path, monkeypatch):
-    from lab import records
+    from lab.measure import records
 
     monkeypatch.setattr(records, "reference_dir", lambda: tmp_path)
     measured = records.RecordSet({"device": "now"}, [])

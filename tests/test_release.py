@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from lab import build, exercises, release
-from lab.build import KernelSpec
-from lab.errors import LabError
+from lab.core import build
+from lab.core.build import KernelSpec
+from lab.core.errors import LabError
 from lab.families import all_rungs
+from lab.grading import exercises, release
 
 REPO = build.REPO_ROOT
 
@@ -32,7 +33,8 @@ def _files(root: Path) -> list[Path]:
 # ----------------------------------------------------------------------------------------------
 
 def test_bundle_has_the_package_the_set_up_and_the_material(bundle):
-    for name in ("pyproject.toml", "run.sh", "README.md", "lab/__init__.py", "lab/exercises.py", "lab/build.py",
+    for name in ("pyproject.toml", "run.sh", "README.md", "lab/__init__.py", "lab/grading/exercises.py",
+                 "lab/core/build.py",
                  "lab/families/copy.py", "results/h200/copy.json", "exercises/README.md"):
         assert (bundle / name).is_file(), name
     assert (bundle / "run.sh").read_bytes() == (REPO / "run.sh").read_bytes()
@@ -164,7 +166,7 @@ def test_leak_check_finds_a_planted_line(tmp_path):
 
 def test_leak_check_finds_a_reference_table_quoted_inside_a_record(tmp_path):
     """Exercise 09's reference quoted in a record (its calibration's "reference") is as much a leak as the file."""
-    from lab import exercises
+    from lab.grading import exercises
 
     table = json.loads(exercises.load("09").solution_path.read_text())
     (tmp_path / "record.json").write_text(json.dumps({"provenance": {}, "rounds": [{"reference": table}]}))
@@ -225,7 +227,7 @@ def test_every_stripped_kernel_in_the_bundle_compiles(bundle, rung):
 
 
 def test_the_bundle_s_lab_finds_its_own_exercises_without_hidden_checks(bundle):
-    code = ("import lab, lab.exercises as e; "
+    code = ("import lab, lab.grading.exercises as e; "
             "print(lab.__file__); "
             "print([(x.id, len(x.hidden_checks()), x.max_points(True)) for x in e.all_exercises()]); "
             "print(e.load('01').starter_text() == e.load('01').starter_path.read_text())")
@@ -292,7 +294,7 @@ def test_the_exercises_readme_keeps_the_students_part_only(bundle):
     assert release.INSTRUCTORS_HEADING in (REPO / "exercises" / "README.md").read_text()
     text = (bundle / "exercises" / "README.md").read_text()
     assert "lab check" in text and "starter.cu" in text
-    for absent in (release.INSTRUCTORS_HEADING, "hidden.json", "lab release", "python -m lab.exercises"):
+    for absent in (release.INSTRUCTORS_HEADING, "hidden.json", "lab release", "python -m lab.grading.exercises"):
         assert absent not in text, absent
 
 
@@ -306,7 +308,7 @@ def test_the_bundle_says_which_kernels_are_starters(bundle):
     stripped = release.stripped_kernels(bundle)
     assert {ex.reference_file for ex in exercises.all_exercises()} <= set(stripped)
     assert release.stripped_kernels(REPO) == []  # the development tree has no bundle.json
-    code = "from lab.tour import stripped_note; print(stripped_note())"
+    code = "from lab.cli.tour import stripped_note; print(stripped_note())"
     env = dict(os.environ, PYTHONPATH=str(bundle))
     note = subprocess.run([sys.executable, "-c", code], cwd=bundle, env=env, capture_output=True, text=True,
                           check=True).stdout
@@ -315,7 +317,7 @@ def test_the_bundle_says_which_kernels_are_starters(bundle):
 
 def test_a_live_tour_in_a_bundle_leaves_the_starters_out(bundle):
     """On a GPU, the tour checks and times the rungs it can: the starters would fail their checks and stop it."""
-    code = ("from lab.tour import stripped_note, without_starters; from lab.families import families\n"
+    code = ("from lab.cli.tour import stripped_note, without_starters; from lab.families import families\n"
             "print(stripped_note(live=True))\n"
             "for f in families().values(): print(f.name, *[r.spec.source for r in without_starters(f).rungs])\n"
             "print('full', *[r.spec.source for f in families().values() for r in f.rungs])")
@@ -336,7 +338,7 @@ def offline_venv(tmp_path, bundle):
     interpreter on the bundle's own lab package; run.sh is told to install nothing (LAB_OFFLINE=1)."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
-    for name, run in (("python", ""), ("lab", " -m lab.cli")):
+    for name, run in (("python", ""), ("lab", " -m lab")):
         script = venv / "bin" / name
         script.write_text(f'#!/bin/sh\nPYTHONPATH="{bundle}" exec "{sys.executable}"{run} "$@"\n')
         script.chmod(0o755)

@@ -5,8 +5,10 @@ import io
 import pytest
 from rich.console import Console
 
-from lab import plots, report, shapes
-from lab.records import Record, RecordSet
+from lab.lessons import plots
+from lab.measure import shapes
+from lab.measure.records import Record, RecordSet
+from lab.studies import report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CEILING = "cupy_device_copy"
@@ -190,7 +192,7 @@ def test_plot_without_a_path_returns_the_figure():
 
 
 def test_format_bytes_is_binary_and_labelled_so():
-    from lab.records import format_bytes
+    from lab.measure.records import format_bytes
 
     assert format_bytes(50 << 20) == "50 MiB"
     assert format_bytes(1024) == "1 KiB" and format_bytes(1000) == "1000 B"
@@ -254,7 +256,7 @@ def test_throughput_vs_size_returns_none_without_sweep_records(tmp_path):
 
 
 def test_dram_bars_and_the_profile_table_against_the_minimum(tmp_path):
-    from lab import profile
+    from lab.studies import profile
 
     payload = {"params": {"M": 4096, "N": 4096, "K": 4096},
                "rows": [{"rung": "01_naive", "dram_read_bytes": 3e9, "dram_write_bytes": 1e8},
@@ -273,7 +275,7 @@ def test_dram_bars_and_the_profile_table_against_the_minimum(tmp_path):
 
 
 def test_describe_params_and_format_value():
-    from lab.records import describe_params, format_value
+    from lab.measure.records import describe_params, format_value
 
     assert describe_params({"n": 5, "x_offset": 0, "y_offset": 2}) == "n=5, y_offset=2"
     assert describe_params({"M": 3, "N": 4, "K": 5, "alpha": 1.0, "beta": 0.5, "pad": 0, "lda": 5}) == \
@@ -309,7 +311,7 @@ def test_headline_by_size_draws_every_target_across_the_sizes():
 
 def _all_figures():
     """Every figure function on records that have what it needs, as (name, figure)."""
-    from lab import profile
+    from lab.studies import profile
 
     payload = {"params": {"M": 4096, "N": 4096, "K": 4096},
                "rows": [{"rung": "01_naive", "dram_read_bytes": 3e9, "dram_write_bytes": 1e8},

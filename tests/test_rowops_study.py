@@ -1,5 +1,5 @@
 """CPU: the row-operation study's cases, byte counts, method order, reference, error bound and summaries (on made-up
-numbers); GPU: a tiny run end to end, read back through lab.records."""
+numbers); GPU: a tiny run end to end, read back through lab.measure.records."""
 
 import json
 import math
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from lab import rowops_study as rs
 from lab.families.norms import norm_reference
+from lab.studies import rowops_study as rs
 
 MIB = 1 << 20
 
@@ -163,7 +163,7 @@ def test_bound_passes_one_rounding_and_fails_a_few_ulps(dtype, storage):
 
 
 def test_payload_is_read_back_by_lab_records(tmp_path):
-    from lab import records
+    from lab.measure import records
 
     rec = records.Record("rmsnorm", "lab_ops_graph", "probe", {"rows": 2, "n": 8, "dtype": "float16"}, 64, "warm",
                          0.01, 0.009, 0.011, 11, value=6.4, ceiling="cupy_device_copy", ceiling_value=7.0,
@@ -182,7 +182,7 @@ def test_main_rejects_zero_rounds():
 
 @pytest.mark.gpu
 def test_tiny_study_runs_end_to_end(tmp_path):
-    from lab import records
+    from lab.measure import records
 
     cases = [rs.Case("rmsnorm", "float16", 1024, 64), rs.Case("rmsnorm", "bfloat16", 4096, 16),
              rs.Case("layernorm", "float16", 2048, 32), rs.Case("softmax", "float32", 1000, 24)]

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from lab import sanitizer
+from lab.tools import sanitizer
 
 # What compute-sanitizer prints around a target: its banner, the target's own output, its summary.
 MEMCHECK_CLEAN = """\

@@ -1,44 +1,44 @@
-"""CPU: the tile orders of lab.schedule (the kernels' raster orders restated): each visits every tile exactly
+"""CPU: the tile orders of lab.core.tile_order (the kernels' raster orders restated): each visits every tile exactly
 once for any grid, the grouped order's limits are the row- and column-major orders, and a wave's footprint
 counts the panels its tiles read."""
 
 import numpy as np
 import pytest
 
-from lab import schedule
+from lab.core import tile_order
 
 GRIDS = [(1, 1), (1, 7), (7, 1), (3, 5), (8, 8), (9, 32), (33, 17), (64, 32), (17, 64)]
 
 
-@pytest.mark.parametrize("order", schedule.ORDERS)
+@pytest.mark.parametrize("order", tile_order.ORDERS)
 @pytest.mark.parametrize("group_m", [1, 3, 8, 16, 64])
 @pytest.mark.parametrize("grid", GRIDS, ids=lambda g: f"{g[0]}x{g[1]}")
 def test_every_order_visits_every_tile_exactly_once(order, group_m, grid):
-    visits = schedule.visit_order(*grid, order=order, group_m=group_m)
+    visits = tile_order.visit_order(*grid, order=order, group_m=group_m)
     assert sorted(visits.ravel().tolist()) == list(range(grid[0] * grid[1]))
 
 
 @pytest.mark.parametrize("grid", GRIDS, ids=lambda g: f"{g[0]}x{g[1]}")
 def test_grouped_order_spans_row_major_to_column_major(grid):
     tiles_m, tiles_n = grid
-    row, column = schedule.visit_order(*grid, order="row"), schedule.visit_order(*grid, order="column")
-    assert np.array_equal(schedule.visit_order(*grid, order="grouped", group_m=1), row)
-    assert np.array_equal(schedule.visit_order(*grid, order="grouped", group_m=tiles_m), column)
+    row, column = tile_order.visit_order(*grid, order="row"), tile_order.visit_order(*grid, order="column")
+    assert np.array_equal(tile_order.visit_order(*grid, order="grouped", group_m=1), row)
+    assert np.array_equal(tile_order.visit_order(*grid, order="grouped", group_m=tiles_m), column)
     assert np.array_equal(row, np.arange(tiles_m * tiles_n).reshape(tiles_m, tiles_n))
 
 
 def test_grouped_order_walks_a_group_column_by_column_and_the_last_group_is_short():
-    visits = schedule.visit_order(5, 3, order="grouped", group_m=2)
+    visits = tile_order.visit_order(5, 3, order="grouped", group_m=2)
     assert visits.tolist() == [[0, 2, 4], [1, 3, 5], [6, 8, 10], [7, 9, 11], [12, 13, 14]]
 
 
 def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="outside"):
-        schedule.tile_of(6, 2, 3)
+        tile_order.tile_of(6, 2, 3)
     with pytest.raises(ValueError, match="order must be"):
-        schedule.tile_of(0, 2, 3, order="hilbert")
+        tile_order.tile_of(0, 2, 3, order="hilbert")
     with pytest.raises(ValueError, match="group_m"):
-        schedule.tile_of(0, 2, 3, order="grouped", group_m=0)
+        tile_order.tile_of(0, 2, 3, order="grouped", group_m=0)
 
 
 def test_a_wave_footprint_counts_the_panels_its_tiles_read():
@@ -46,26 +46,26 @@ def test_a_wave_footprint_counts_the_panels_its_tiles_read():
     and 4 tiles of a fifth, so 5 A panels and all 32 B panels; grouped by 8 rows it covers 16 whole columns of 8
     tiles and 4 of a 17th, so 8 A panels and 17 B panels."""
     M = N = K = 8192
-    row = schedule.wave_footprints(M, N, K, 128, 256, 132, order="row")[0]
-    grouped = schedule.wave_footprints(M, N, K, 128, 256, 132, order="grouped", group_m=8)[0]
+    row = tile_order.wave_footprints(M, N, K, 128, 256, 132, order="row")[0]
+    grouped = tile_order.wave_footprints(M, N, K, 128, 256, 132, order="grouped", group_m=8)[0]
     assert (row.tiles, row.a_panels, row.b_panels) == (132, 5, 32)
     assert (grouped.tiles, grouped.a_panels, grouped.b_panels) == (132, 8, 17)
     assert row.bytes == 2 * K * (5 * 128 + 32 * 256) and grouped.bytes == 2 * K * (8 * 128 + 17 * 256)
-    waves = schedule.wave_footprints(M, N, K, 128, 256, 132)
+    waves = tile_order.wave_footprints(M, N, K, 128, 256, 132)
     assert len(waves) == -(-64 * 32 // 132) and sum(w.tiles for w in waves) == 64 * 32
 
 
 def test_the_snake_order_reverses_every_other_group():
-    visits = schedule.visit_order(5, 3, order="snake", group_m=2)
+    visits = tile_order.visit_order(5, 3, order="snake", group_m=2)
     assert visits.tolist() == [[0, 2, 4], [1, 3, 5], [10, 8, 6], [11, 9, 7], [12, 13, 14]]
 
 
 def test_the_raster_codes_match_the_kernel_header():
     """lab_tile_order.cuh numbers the orders in the same sequence as ORDERS (the kernels' RASTER knob)."""
-    from lab.build import REPO_ROOT
+    from lab.core.build import REPO_ROOT
 
     header = (REPO_ROOT / "kernels/common/lab_tile_order.cuh").read_text()
-    for order, code in schedule.RASTER.items():
+    for order, code in tile_order.RASTER.items():
         assert f"#define LAB_RASTER_{order.upper()} {code}" in header
 
 
@@ -75,9 +75,9 @@ SK_CASES = [(1, 1, 1), (1, 64, 132), (3, 100, 132), (144, 64, 132), (512, 64, 13
 
 @pytest.mark.parametrize("tiles,k_tiles,blocks", SK_CASES)
 @pytest.mark.parametrize("sk_waves", [0, 1, 2])
-@pytest.mark.parametrize("min_gain", [0, schedule.SK_MIN_GAIN])
+@pytest.mark.parametrize("min_gain", [0, tile_order.SK_MIN_GAIN])
 def test_stream_k_covers_every_k_tile_of_every_tile_exactly_once(tiles, k_tiles, blocks, sk_waves, min_gain):
-    pieces = schedule.stream_k_pieces(tiles, k_tiles, blocks, sk_waves, min_gain)
+    pieces = tile_order.stream_k_pieces(tiles, k_tiles, blocks, sk_waves, min_gain)
     covered = np.zeros((tiles, k_tiles), dtype=int)
     for block in pieces:
         for p in block:
@@ -91,7 +91,7 @@ def test_stream_k_fix_up_has_one_owner_per_tile_one_slot_per_block_and_waits_onl
     """What the kernel's fix-up relies on: each tile has exactly one owner (the piece that ends it); a block makes
     at most one contribution, and as its first piece (so it is written before the block waits for anyone);
     every contributor to a tile has a lower block number than the tile's owner (no wait cycle)."""
-    pieces = schedule.stream_k_pieces(tiles, k_tiles, blocks, min_gain=0)
+    pieces = tile_order.stream_k_pieces(tiles, k_tiles, blocks, min_gain=0)
     owners = {}
     for block in pieces:
         contributions = [i for i, p in enumerate(block) if not p.owner]
@@ -112,20 +112,20 @@ def test_stream_k_blocks_walk_k_almost_in_step():
     of the previous one, so at each step all blocks read k-tiles within a small window of each other (the
     stream-K share beyond a whole tile), not spread over all of K as in range order."""
     k_tiles = 128
-    steps = schedule.k_offsets(schedule.stream_k_pieces(144, k_tiles, 132, min_gain=0))
+    steps = tile_order.k_offsets(tile_order.stream_k_pieces(144, k_tiles, 132, min_gain=0))
     length = min(len(s) for s in steps)
     spread = max(max(s[t] for s in steps) - min(s[t] for s in steps) for t in range(length))
     assert spread <= -(-12 * k_tiles // 132) + 1
 
 
 def test_stream_k_leaves_whole_waves_data_parallel_and_balances_the_rest():
-    assert schedule.stream_k_split(264, 132) == 0  # two whole waves: rung 06's schedule
-    assert schedule.stream_k_split(144, 132) == 144  # one wave and 12 tiles: all of it (12 + one wave)
-    assert schedule.stream_k_split(512, 132, min_gain=0) == 116 + 132
-    assert schedule.stream_k_split(512, 132) == 0  # the last wave is 88% full: the model keeps it data-parallel
-    assert schedule.stream_k_split(1, 132, k_tiles=1024) == 1  # one tile, a long K: split over every SM
-    assert schedule.stream_k_split(144, 132, k_tiles=2) == 0  # short tiles: the fix-up would cost more than a wave
-    assert schedule.stream_k_rounds(144, 64, 132) == pytest.approx(144 / 132, abs=1 / 64)
-    assert schedule.stream_k_rounds(264, 64, 132) == 2
+    assert tile_order.stream_k_split(264, 132) == 0  # two whole waves: rung 06's schedule
+    assert tile_order.stream_k_split(144, 132) == 144  # one wave and 12 tiles: all of it (12 + one wave)
+    assert tile_order.stream_k_split(512, 132, min_gain=0) == 116 + 132
+    assert tile_order.stream_k_split(512, 132) == 0  # the last wave is 88% full: the model keeps it data-parallel
+    assert tile_order.stream_k_split(1, 132, k_tiles=1024) == 1  # one tile, a long K: split over every SM
+    assert tile_order.stream_k_split(144, 132, k_tiles=2) == 0  # short tiles: the fix-up would cost more than a wave
+    assert tile_order.stream_k_rounds(144, 64, 132) == pytest.approx(144 / 132, abs=1 / 64)
+    assert tile_order.stream_k_rounds(264, 64, 132) == 2
     with pytest.raises(ValueError, match="tiles, k_tiles, blocks"):
-        schedule.stream_k_pieces(0, 1, 1)
+        tile_order.stream_k_pieces(0, 1, 1)

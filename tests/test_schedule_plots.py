@@ -1,6 +1,7 @@
-"""CPU: the scheduling lesson's figures (lab.plots) and summaries (lab.lessons.scheduling) on SYNTHETIC payloads
-shaped like scripts/schedule_study.py's and scripts/small_items.py's (test data, values made up, never written
-under results/). tests/test_notebooks.py writes the same payloads to replay notebook 04 on them."""
+"""CPU: the scheduling lesson's figures (lab.lessons.plots) and summaries (lab.lessons.scheduling) on SYNTHETIC payloads
+shaped like those `lab study orders|counters|fp32|streamk|items` writes (lab.studies.scheduling.run; test data, values
+made up, never written under results/). tests/test_notebooks.py writes the same payloads to replay notebook 04 on
+them."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import pytest
 
 matplotlib.use("Agg")
 
-from lab import plots, scheduling, work_queue  # noqa: E402
+from lab.families import work_queue  # noqa: E402
+from lab.lessons import plots
 from lab.lessons import scheduling as lesson  # noqa: E402
+from lab.studies import scheduling
 
 PROVENANCE = {"device": "SYNTHETIC TEST DATA (not a measurement)", "arch": "sm_90", "sm_count": 132,
               "l2_bytes": 50 * 2**20, "commit": "synthetic", "date": "2000-01-01T00:00:00+00:00"}
@@ -54,7 +57,7 @@ def _counter_payload(family: str, rung: str, shapes, settings, provenance: dict)
 
 
 def _rung_row(shape: dict, rung_keys, round_: int, tile: lesson.Tile, sm_count: int) -> dict:
-    """Made-up times that follow the rounds of lab.schedule (so the sawtooth has its teeth)."""
+    """Made-up times that follow the rounds of lab.core.tile_order (so the sawtooth has its teeth)."""
     r = lesson.rounds(shape, tile, sm_count)
     per_tile_ms = 0.05 * shape["K"] / 4096
     times = {"cublas_ms": per_tile_ms * r["waves"] * 1.05,
@@ -270,7 +273,7 @@ def test_record_figures_say_replayed_and_draw_every_shape(payloads, tmp_path):
     tile = lesson.tile_knobs()
     predicted = lesson.sawtooth_prediction(scheduling.WAVE_MS, tile, 132)
     saw = plots.stream_k_sawtooth(payloads["schedule_stream_k"], predicted)
-    assert len(saw.axes) == 2 and "predicted from lab.schedule" in _title_text(saw)
+    assert len(saw.axes) == 2 and "predicted from lab.core.tile_order" in _title_text(saw)
     lines = [line for line in saw.axes[0].lines if line.get_linestyle() == ":"]
     assert lines, "the wave boundaries are drawn"
     named = plots.stream_k_named(payloads["schedule_stream_k"], {"1152x4096x4096": 1.8}, lesson.TARGETS)
@@ -299,8 +302,8 @@ def test_live_payload_titles_say_measured():
 # ----------------------------------------------------------------------------------------------
 
 def test_live_payloads_feed_the_same_summaries_and_figures(monkeypatch):
-    from lab import records
     from lab.lessons.mode import Mode
+    from lab.measure import records
 
     tile = lesson.tile_knobs()
     gpu = lesson.Gpu(132, 50 * 2**20, "test")
@@ -341,3 +344,24 @@ def test_live_payloads_feed_the_same_summaries_and_figures(monkeypatch):
     replay = _replay_mode()
     assert lesson.live_orders(replay) is None and lesson.live_stream_k(replay, gpu, tile) is None
     assert "REPLAY" in lesson.live_note(None, replay, "x")
+
+
+# --- lab.studies.scheduling.run: one study's payload written where the registry says ---------------------------------
+
+def test_run_writes_the_payload_of_the_study_named(tmp_path, monkeypatch):
+    payload = {"provenance": PROVENANCE, "rows": [{"M": 1, "median_ms": 0.5}]}
+    asked = []
+    monkeypatch.setattr(scheduling, "run_study", lambda name, progress=None, **options: asked.append(
+        (name, options)) or payload)
+    path = scheduling.run(tmp_path / "out", "streamk")
+    assert path == tmp_path / "out" / scheduling.STUDY_FILES["streamk"]
+    assert json.loads(path.read_text()) == payload and asked == [("streamk", {})]
+
+
+def test_only_the_small_items_study_takes_options():
+    from lab.core.errors import LabError
+
+    with pytest.raises(LabError, match="the orders study takes no options"):
+        scheduling.run_study("orders", quick=True)
+    with pytest.raises(LabError, match="no study 'waves'; the studies are orders, counters, fp32, streamk, items"):
+        scheduling.run_study("waves")

@@ -2,7 +2,7 @@
 
 from collections import Counter
 
-from lab import serving_trace as st
+from lab.studies import serving_trace as st
 
 
 def test_trace_is_deterministic_and_skewed():

@@ -1,11 +1,11 @@
-"""CPU: run.sh's wheel choice (lab/setup_env.py) for each driver CUDA version."""
+"""CPU: run.sh's wheel choice (lab/core/setup_env.py) for each driver CUDA version."""
 
 import subprocess
 import sys
 
 import pytest
 
-from lab import setup_env
+from lab.core import setup_env
 
 
 def test_no_driver_gets_cuda_13_for_compile_only():
@@ -54,7 +54,7 @@ def test_no_nvidia_smi_means_no_driver(monkeypatch):
 
 
 def test_runs_as_a_plain_script_with_the_standard_library():
-    """run.sh calls it before the lab is installed: `python lab/setup_env.py` must print requirements."""
+    """run.sh calls it before the lab is installed: `python lab/core/setup_env.py` must print requirements."""
     proc = subprocess.run(
         [sys.executable, "-S", setup_env.__file__], capture_output=True, text=True, timeout=60
     )

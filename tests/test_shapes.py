@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from lab import shapes
+from lab.measure import shapes
 
 
 def test_check_lengths_include_one_primes_and_boundaries():

@@ -10,8 +10,8 @@ import functools
 import numpy as np
 import pytest
 
-from lab import build, headers
-from lab.check import DISTRIBUTIONS, compare
+from lab.core import build, headers
+from lab.core.ladder import Problem
 from lab.families import families, get_family
 from lab.families.softmax import (
     CHECK_ROW_LENGTHS,
@@ -23,7 +23,7 @@ from lab.families.softmax import (
     softmax_reference,
     warp_capacity,
 )
-from lab.ladder import Problem
+from lab.measure.check import DISTRIBUTIONS, compare
 
 INF, NAN = float("inf"), float("nan")
 
@@ -258,7 +258,7 @@ def test_bound_catches_an_fp16_output_one_ulp_off(fam):
 
 
 def test_fp32_bound_is_a_few_hundred_ulps_at_n_1000(fam):
-    """fp32: the bound is relative, ~(8 sqrt(n) + ~40) u at n = 1000 (the sum's rounding dominates, lab.bounds'
+    """fp32: the bound is relative, ~(8 sqrt(n) + ~40) u at n = 1000 (the sum's rounding dominates, lab.measure.bounds'
     SAFETY * sqrt(n)): one ulp passes, 0.02% (~1700 ulps) fails."""
     p = fam.make_problem(seed=6, rows=4, n=1000)
     out, ref = model_kernel(p), fam.reference(p)
@@ -419,7 +419,7 @@ def test_measured_sizes(fam):
 
 
 def test_problems_refuse_bad_parameters(fam):
-    from lab.errors import LabError
+    from lab.core.errors import LabError
 
     for bad in ({"n": 0}, {"rows": 0}, {"dtype": "bfloat16"}, {"mask": "causal"}):
         with pytest.raises(LabError):

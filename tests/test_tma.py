@@ -1,11 +1,11 @@
-"""CPU: the host side of TMA (lab.tma): which operands TMA can read as they are, the box limits of the
+"""CPU: the host side of TMA (lab.core.tma): which operands TMA can read as they are, the box limits of the
 128-byte swizzle, the 128 bytes passed by value, and the clear sentence when cuda-bindings is missing."""
 
 import numpy as np
 import pytest
 
-from lab import tma
-from lab.errors import LabError
+from lab.core import tma
+from lab.core.errors import LabError
 
 
 @pytest.mark.parametrize("address, ld, legal", [

@@ -9,9 +9,11 @@ import io
 import pytest
 from rich.console import Console
 
-from lab import device, records, tour
+from lab.cli import tour
+from lab.core import device
 from lab.families import get_family
-from lab.records import Record, RecordSet
+from lab.measure import records
+from lab.measure.records import Record, RecordSet
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CEILING = "cupy_device_copy"
@@ -138,7 +140,7 @@ def test_replay_with_one_family_recorded(tmp_path, reference_dir, no_gpu):
 
 
 def test_unknown_family_is_refused(tmp_path, no_gpu):
-    from lab.errors import LabError
+    from lab.core.errors import LabError
 
     with pytest.raises(LabError, match="Unknown family 'gemm'"):
         tour.run(out_dir=str(tmp_path / "report"), names=["gemm"], console=Console(file=io.StringIO()))

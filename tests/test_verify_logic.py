@@ -1,13 +1,13 @@
 """The checking logic itself, on the CPU: a NumPy 'family' whose launches misbehave on purpose.
 
 On the GPU the same code runs with CuPy arrays; here NumPy stands in, so every branch of
-lab.verify.check_case and lab.check.GuardedBuffer is exercised in CI."""
+lab.measure.verify.check_case and lab.measure.check.GuardedBuffer is exercised in CI."""
 
 import numpy as np
 import pytest
 
-from lab.ladder import Family, Problem, Rung
-from lab.verify import check_case
+from lab.core.ladder import Family, Problem, Rung
+from lab.measure.verify import check_case
 
 RUNG = Rung("toy", "01_toy", None, "toy")
 
@@ -41,7 +41,7 @@ class ToyGemv(Family):
         return ref
 
     def error_bound(self, p, ref):
-        from lab.bounds import matmul_bound
+        from lab.measure.bounds import matmul_bound
 
         a = p.inputs["a"].astype(np.float64)
         n, k = a.shape
@@ -111,7 +111,7 @@ def _launched(beta: float, ld: int = 11):
 
 @pytest.mark.parametrize("beta", [0.0, 0.5])
 def test_compare_output_looks_only_at_the_written_elements_within_their_bounds(beta):
-    from lab.verify import compare_output, expected_output
+    from lab.measure.verify import compare_output, expected_output
 
     family, problem, out = _launched(beta)
     reference, mask, bound = expected_output(family, problem)
@@ -125,8 +125,8 @@ def test_compare_output_looks_only_at_the_written_elements_within_their_bounds(b
 
 
 def test_compare_output_of_a_data_movement_family_is_bit_exact():
-    from lab.ladder import Family
-    from lab.verify import compare_output
+    from lab.core.ladder import Family
+    from lab.measure.verify import compare_output
 
     family, problem, _ = _launched(0.0)
     problem.write_mask = None

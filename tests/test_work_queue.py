@@ -1,4 +1,5 @@
-"""CPU: the small-items kernel compiles clean, the item table, input validation, payload and plot (lab.work_queue)."""
+"""CPU: the small-items kernel compiles clean, the item table, input validation, payload and plot
+(lab.families.work_queue)."""
 
 import functools
 import json
@@ -6,8 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from lab import build, headers, plots, work_queue
-from lab.errors import LabError
+from lab.core import build, headers
+from lab.core.errors import LabError
+from lab.families import work_queue
+from lab.lessons import plots
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NO_NVDISASM = build.find_nvdisasm() is None

@@ -8,7 +8,7 @@
 //   8 (As reads fused over four k steps, as in rung 04; Bs read with LDS.128). Global traffic: 32
 //   FLOP per byte with 128 x 128 tiles.
 // The cost: 64 accumulators plus four k steps of As held at once take more registers than two
-//   256-thread blocks can share on an SM (the compile report's register count; lab/occupancy.py
+//   256-thread blocks can share on an SM (the compile report's register count; lab/core/occupancy.py
 //   turns it into blocks per SM), so only one block (8 warps) fits and nothing hides the global
 //   loads and barriers of that block. Rung 06's transposed As gets under the line.
 // Prediction (4096^3, H200): 1.4-2x rung 04, ~17-25 TFLOP/s. Model ceiling: per k a warp issues
@@ -21,7 +21,7 @@
 //   quarter-warp read the same Bs banks: a 2-way conflict on every LDS.128 of Bs (the As reads are
 //   broadcasts; Nsight Compute's shared-load bank conflicts count it, rung 07's lane layout removes
 //   it). Global loads are scalar and not overlapped with the same block's math.
-// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.notes`).
+// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.lessons.notes`).
 // Tails: as rung 03 (guarded tile loads store 0.0f, no early return, every store guarded per
 //   element; nothing outside M x N is written, and beta == 0 never reads C).
 // Requires: any M, N, K >= 1, lda >= K, ldb >= N, ldc >= N, no alignment; sm_75+.

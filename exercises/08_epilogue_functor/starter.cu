@@ -5,10 +5,10 @@
 // once per pair of adjacent columns of each consumer thread's wgmma fragment, after the mainloop, with the two
 // fp32 values v = alpha * acc already formed; it replaces rung 06's own epilogue chain (lab_epilogue.cuh). A
 // student's kernel.cu is this whole file: the grader hands it to NVRTC under this header's name, in place of the
-// lab's copy (lab.build.KernelSpec.plugin), so it may include only the lab's headers.
+// lab's copy (lab.core.build.KernelSpec.plugin), so it may include only the lab's headers.
 //
 // Defined behaviour (tests/test_gpu_exercises.py and the exercise's checks hold it to the float64 reference of
-// lab/epilogue.py, with that module's error bounds):
+// lab/families/epilogue.py, with that module's error bounds):
 //   for c in {col, col + 1}, only where row < M and c < N (col + 1 may be N: the row's last odd column):
 //     v = acc_c + bias[c]                                   (fp32; bias holds N floats)
 //     g = 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))   (tanh.approx.f32, the fast hardware tanh)

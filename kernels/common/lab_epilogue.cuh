@@ -5,7 +5,7 @@
 // the output type EPI_OUT: the GEMM's own type (fp16/bf16, or fp32 on the SIMT ladder), int8, or fp8 e4m3.
 // Bias + GELU is EPI_OP1 = 1, EPI_OP2 = 5; "+ residual after the activation" is one more op. Every op works in
 // fp32 on one element; per-row values (row scale, quantization scale) are read once per row (LabEpiRow).
-// lab/epilogue.py restates every op in float64 for the references and carries each op's error bound.
+// lab/families/epilogue.py restates every op in float64 for the references and carries each op's error bound.
 //
 // Defined behaviour the tests pin down (the references follow it):
 //   ReLU and clamp propagate NaN (as torch does), rather than fmaxf's "the other operand".
@@ -33,7 +33,7 @@
 #define LAB_EPI_OUT_INT8 1
 #define LAB_EPI_OUT_E4M3 2
 
-// Passed by value as one __grid_constant__ kernel argument; lab/epilogue.py builds it (PARAMS_DTYPE there
+// Passed by value as one __grid_constant__ kernel argument; lab/families/epilogue.py builds it (PARAMS_DTYPE there
 // mirrors this layout: every field 8 bytes, clamp_lo and clamp_hi sharing the last).
 struct LabEpilogue {
     const float* bias;        // N values (fp32)

@@ -1,7 +1,7 @@
 // Tile orders (threadblock swizzle / raster order): which output tile a linear work index computes.
 //
 // Blocks start roughly in index order and about one wave (SMs x blocks per SM) runs at once, so the order
-// decides which A row-panels and B column-panels are live in L2 together. lab/schedule.py restates every
+// decides which A row-panels and B column-panels are live in L2 together. lab/core/tile_order.py restates every
 // order in Python (tile_of) so lessons can draw them and tests can prove each is a permutation of the tiles.
 //
 // TILE_ORDER (the RASTER knob of the rungs that include this):

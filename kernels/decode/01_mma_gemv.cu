@@ -33,7 +33,7 @@
 //   cores keep any M <= 128 at one read of W: M < 8 wastes idle tensor-core slots, not bandwidth, where a CUDA-
 //   core GEMV does M * N * K FMAs at 32 per warp-instruction. X is read once per block, M / ROWS of W's bytes
 //   again, from L2 (or L1, which W does not evict): RT = 2 from 9 tokens keeps that at <= 0.5 up to M = 16.
-// What limits N = K = 4096 (32 MB of W, ~7 us at 4.8 TB/s; cuBLAS ~17 us in issue 12): a fixed cost per launch
+// What limits N = K = 4096 (32 MB of W, ~7 us at 4.8 TB/s; cuBLAS measured at ~17 us): a fixed cost per launch
 //   that no kernel shrinks (the event pair around one launch, a few us; CuPy's ~5 us host-side launch, which
 //   the lab's spin kernel hides), the DRAM latency ramp (the first bytes arrive ~1 us after the start), too
 //   few bytes in flight per SM when there are only 128-256 blocks, and the tail of a last partial wave. What

@@ -5,14 +5,14 @@
 //   an error bound lets either neighbour pass: exact ties of both signs (ties to even), saturation at 127 and
 //   -128, a NaN accumulator (code 0). The values are chosen so that GELU leaves them exactly as they are in fp32
 //   (v >= 10: the tanh is exactly 1) or makes them exactly 0 (v <= -10), so each code is fully determined and
-//   checked exactly (lab/plugin_numerics.py holds the table and the expected codes).
+//   checked exactly (lab/grading/plugin_numerics.py holds the table and the expected codes).
 // Defined behaviour: thread `row` (one per row, rows < M) calls
 //     lab_plugin_store_pair<BF16>(ep, row, 0, M, 2, acc[2 row], acc[2 row + 1], q_scale[row])
 //   once, exactly as gemm_tc rung 06 calls it for a pair of adjacent columns: N = 2, so both columns are inside
 //   N; ep.bias points at two zeros (v = acc + 0 = acc), ep.q_out at M rows of ld_q = 2 bytes (every pair at an
 //   even address), ep.q_scale at the M per-row scales; the other pointers are null. It writes nothing itself.
 // Launch: one thread per row; grid ceil(M / 128), 128 threads.
-// Requires: what the plugin requires: sm_90a, as rung 06 (lab/plugin_numerics.py builds it with rung 06's
+// Requires: what the plugin requires: sm_90a, as rung 06 (lab/grading/plugin_numerics.py builds it with rung 06's
 //   plugin-rung knobs and arch).
 // Knobs: those of gemm_tc rung 06, defined here with the same defaults before the plugin is included (EPI_OUT and
 //   EPI_PLUGIN as the plugin rung sets them, EPI_QROW 1: one scale per row), and after the same lab headers, so

@@ -12,7 +12,7 @@
 //   needs ~33 wavefronts: a ceiling of 4 / 33 / 4 = 0.75% of peak. Simon Boehm's worklog ("How to
 //   optimize a CUDA matmul kernel for cuBLAS-like performance", siboehm.com/articles/22/CUDA-MMM,
 //   kernel 1, same mapping) measured 309 GFLOP/s on an A6000: 0.8% of that GPU's peak, 1.3% of cuBLAS.
-// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.notes`).
+// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.lessons.notes`).
 // Tails: a thread whose (row, col) falls outside M x N returns at once (no barriers here, so that
 //   is safe). Nothing outside the M x N region of C (the ldc padding) is read or written.
 // Requires: any M, N, K >= 1, lda >= K, ldb >= N, ldc >= N, no alignment; sm_75+. beta == 0 never

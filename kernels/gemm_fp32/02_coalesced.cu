@@ -9,7 +9,7 @@
 //   warp-FMA at ~1 wavefront per clock is 0.5 of the SM's 4 warp-FMAs per clock, 12.5% of peak
 //   (8.4 TFLOP/s); L1 misses and load latency keep it well under that (Boehm, siboehm.com/articles/
 //   22/CUDA-MMM, kernel 2: 6.4x his naive kernel, 5.1% of the A6000's peak, 8.5% of cuBLAS).
-// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.notes`).
+// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.lessons.notes`).
 // Tails: as rung 01 (out-of-range threads return; nothing outside M x N is touched).
 // Requires: any M, N, K >= 1, lda >= K, ldb >= N, ldc >= N, no alignment; sm_75+. beta == 0 never
 //   reads C.

@@ -17,7 +17,7 @@
 // Left for later: a 32 x 32 tile with 1024 threads lets only two blocks, two block rows of C, share an
 //   SM, so B streams from DRAM again for every pair of rows: the tile stops L1 thrashing, not DRAM
 //   traffic (rung 04's larger tile does).
-// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.notes`).
+// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.lessons.notes`).
 // Tails: every tile load is guarded; out-of-range elements of A and B are stored as 0.0f, so a
 //   partial last k tile adds 0 * 0, and rows or columns past M or N compute values that are never
 //   stored. No thread returns early (all must reach the barriers). Stores are guarded: nothing

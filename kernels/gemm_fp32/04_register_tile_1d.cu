@@ -12,7 +12,7 @@
 //   per ~9 wavefronts (9 clocks) is ~22% of peak (~15 TFLOP/s); shared memory is still the limit.
 //   Boehm (siboehm.com/articles/22/CUDA-MMM, kernel 4, the same 64 x 64 x 8, TM = 8, 512 threads)
 //   measured 2.8x his shared-memory kernel: 22% of the A6000's peak, 36.5% of cuBLAS.
-// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.notes`).
+// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.lessons.notes`).
 // Tails: as rung 03 (guarded tile loads store 0.0f, no early return, every store guarded; nothing
 //   outside M x N is written, and beta == 0 never reads C).
 // Requires: any M, N, K >= 1, lda >= K, ldb >= N, ldc >= N, no alignment; sm_75+.

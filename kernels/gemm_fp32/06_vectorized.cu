@@ -12,7 +12,7 @@
 //      (row stride 132 = 4 mod 32 banks), and every As row still starts 16-byte aligned.
 // Why: registers, hence occupancy. Rung 05's register count let one 256-thread block (8 warps) live
 //   on an SM, so nothing covered its global loads and barriers. Holding TM values of A per k instead
-//   of 4 x TM brings the count under the two-block line (the compile report and lab/occupancy.py):
+//   of 4 x TM brings the count under the two-block line (the compile report and lab/core/occupancy.py):
 //   two blocks (16 warps) per SM, and one block's loads and barriers overlap the other's FFMAs. The
 //   4x fewer global load instructions help a little too; the shared-load count does not change.
 // Prediction: 1.3-1.6x over rung 05 at 4096^3 and 8192^3 (mostly the second resident block), about
@@ -23,7 +23,7 @@
 //   warp sit 128 bytes apart, on the same banks), each k-tile pays two __syncthreads with nothing
 //   in flight, and a warp's 2x16 thread layout makes it read 16 + 128 floats of shared memory per
 //   k where a 32x64 warp tile needs 96 (rung 07).
-// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.notes`).
+// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.lessons.notes`).
 // Tails: out-of-range elements of A and B load as zeros (rows past M or K, columns past K or N);
 //   a float4 that straddles the edge is loaded element by element, never past it. Each result is
 //   stored only if it is inside M x N: as a float4 when VEC = 4 and all four columns are in range,

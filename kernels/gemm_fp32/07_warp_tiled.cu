@@ -19,7 +19,7 @@
 // Prediction: 1.15-1.3x over rung 06 at 4096^3 and 8192^3, about 0.75-0.9x of cuBLAS SGEMM on the
 //   H200. The gap left: each k-tile still loads, stores, waits at a barrier and only then computes,
 //   so global latency is hidden only by the other resident block (rung 08 pipelines it).
-// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.notes`).
+// Results: results/h200/gemm_fp32_notes.md (generated from the records by `python -m lab.lessons.notes`).
 // Tails: as rung 06 (zeros outside A and B, per-element or whole-float4 guarded stores, C not read
 //   when beta == 0).
 // Requires: sm_75+; any M, N, K >= 1. VEC = 4 only when lda, ldb, ldc are multiples of 4 and A, B,

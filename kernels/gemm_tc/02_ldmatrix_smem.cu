@@ -24,7 +24,7 @@
 //   global traffic per FLOP falls by the block tile's reuse (128 x 128 outputs per 128 + 128 inputs per
 //   k, against 16 x 16 per 16 + 16 per warp in rung 01).
 // Prediction (4096^3 and 8192^3, H200): 5-10x over rung 01, about 0.25-0.45x of cuBLAS (cuBLAS measured
-//   720 to 790 TFLOP/s at 4096-8192 in issue 9; the dense fp16/bf16 tensor peak is ~990 TFLOP/s by the
+//   720 to 790 TFLOP/s at 4096-8192; the dense fp16/bf16 tensor peak is ~990 TFLOP/s by the
 //   NVIDIA H200 datasheet). What is left: the copy of k-tile kt+1 starts only after tile kt is
 //   computed, so each k-tile waits out a global-memory latency covered only by the SM's other resident
 //   block (~20 KB of shared memory and at most 128 registers per thread allow two); the tile passes through

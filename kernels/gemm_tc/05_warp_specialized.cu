@@ -28,7 +28,7 @@
 //   THREADS = 128 * (1 + BM / 64) threads, grid (ceil(N / BN), ceil(M / BM)), dynamic shared memory
 //   SMEM_BYTES = STAGES * (BM + BN) * BK * 2 + 1024 (197632 bytes at the defaults).
 // Knobs: BF16 (0/1), TN (0/1), BM (128), BN (256), BK (64), STAGES (4), GROUP_M (8; 0: row-major tile order;
-//   G > 0: G tile-rows at a time, the raster order issue 10 studies), THREADS.
+//   G > 0: G tile-rows at a time, the raster order notebook 04 studies), THREADS.
 // Knob probe (results/h200/gemm_tc_knobs_05_{4096,8192}.json, fp16 TN, cold L2, cuBLAS in the same run):
 //   GROUP_M 0 / 8 / 16 gave 0.890 / 0.897 / 0.893x of cuBLAS at 4096^3 and 0.850 / 0.938 / 0.950x at 8192^3
 //   (at 8192 a row of 32 tiles reads all of B, 128 MB, more than the 60 MB L2, per 128 rows of A);
@@ -109,7 +109,7 @@ gemm_tc_warp_specialized(const __grid_constant__ TensorMap map_a, const __grid_c
     // BEGIN SOLUTION: map the linear block id (x fastest) to tile_m, tile_n in the grouped order: GROUP_M tile-rows per group, column by column inside a group, the last group taking the rows that are left.
     // Blocks start roughly in launch order (x fastest). Walking GROUP_M tile-rows column by column keeps
     // the A rows of a group and the B columns of a few tile-columns in L2 while a wave runs over them
-    // (lab/schedule.py restates the order and predicts each wave's footprint).
+    // (lab/core/tile_order.py restates the order and predicts each wave's footprint).
     {
         const int id = blockIdx.y * gridDim.x + blockIdx.x, per_group = GROUP_M * gridDim.x;
         const int first = (id / per_group) * GROUP_M, rows = min(static_cast<int>(gridDim.y) - first, GROUP_M);

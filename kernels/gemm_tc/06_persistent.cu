@@ -133,7 +133,7 @@ static_assert(STAGES >= 2, "a pipeline needs at least two stages");
 typedef unsigned short half_bits;
 
 // The origin of tile `tile` (0 .. tiles_m * tiles_n - 1) in C, in the RASTER order (lab_tile_order.cuh;
-// lab/schedule.py restates it for lessons and tests).
+// lab/core/tile_order.py restates it for lessons and tests).
 __device__ __forceinline__ void tile_origin(int tile, int tiles_m, int tiles_n, int& row0, int& col0) {
     int tile_m, tile_n;
     lab_tile_coords<RASTER, GROUP_M>(tile, tiles_m, tiles_n, tile_m, tile_n);

@@ -20,7 +20,7 @@
 //      (or a whole tile), with k_tiles - x + y the same for every block. Pieces that start at k = 0 first keep
 //      every block reading k-tile tau at time tau, then x + tau - y: all blocks walk K almost in step, as in a
 //      data-parallel wave, so the A and B k-slices they share are read from DRAM once and hit in L2 for the
-//      others (lab.schedule.k_offsets shows it). In range order the blocks start at k offsets spread over all
+//      others (lab.core.tile_order.k_offsets shows it). In range order the blocks start at k offsets spread over all
 //      of K, so the whole panels of the stream-K tiles must stay in L2: in range order a first version lost
 //      its gain from K = 8192 on, where they do not fit (see Measured).
 //   3. The owner of a tile that started in an earlier block (k0 > 0) waits for the flags of the lower-numbered
@@ -66,7 +66,7 @@
 //   on the well-quantized ones, 0.994x at 4096^3 and 1.011x at 8192^3; 1.06-1.15x faster than the old loop
 //   everywhere. What is left: a launcher that runs rung 06's kernel where the model splits nothing (the
 //   well-quantized shapes' 1-2%).
-// Results: results/h200/schedule_stream_k.json (lab/scheduling.py stream_k_study).
+// Results: results/h200/schedule_stream_k.json (lab/studies/scheduling.py stream_k_study).
 // Ideas: Osama, Merrill, Cecka, Garland, Owens, "Stream-K: Work-centric Parallel Decomposition for Dense
 //   Matrix-Matrix Multiplication on the GPU" (PPoPP 2023: the DP + SK hybrid, the fix-up, ~1.2x on A100 for
 //   such shapes); CUTLASS's sm90 stream-K tile scheduler. Code is this lab's own.

@@ -21,7 +21,7 @@
 //      deterministic and one slice of workspace, but its S steps run one after another (S x ~2 us at S = 64).
 // Why: 256 x 256 x 65536 has 2 tiles of 128 x 256: rung 06 runs 2 of 132 SMs for 1024 k-tiles each. With S = 66
 //   every SM runs one unit of 15-16 k-tiles. cuBLAS picks split-K for such shapes too (286 TFLOP/s measured at
-//   256 x 256 x 65536 on the H200, issue 12), so the bar is its own split-K, not a data-parallel kernel.
+//   256 x 256 x 65536 on the H200), so the bar is its own split-K, not a data-parallel kernel.
 // Prediction (H200, fp16 TN, written before any GPU run): a unit's mainloop runs at rung 06's per-SM rate (about
 //   670 / 132 = 5.1 TFLOP/s), so 256 x 256 x 65536 (8.6 GFLOP over 132 units) takes ~13 us of mainloop, plus a
 //   partial tile's store (~1 us), plus the reduction of 66 slices x 256 KB = 17 MB (mostly L2-resident: ~3 us),

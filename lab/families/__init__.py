@@ -1,10 +1,11 @@
 """The catalogue: one module per kernel family (how to launch its rungs, its reference and its ceiling),
-and here the lookup every driver uses. The base types live in lab.ladder, which imports no family, so
+and here the lookup every driver uses. The base types live in lab.core.ladder, which imports no family, so
 no module imports its importer."""
 
 from __future__ import annotations
 
-from lab.errors import LabError
+from lab.core.errors import LabError
+from lab.core.ladder import Family, Rung
 from lab.families.copy import CopyFamily
 from lab.families.decode import DecodeFamily
 from lab.families.gemm import GemmFp32Family
@@ -15,7 +16,6 @@ from lab.families.grouped_gemm import GroupedGemmFamily
 from lab.families.norms import LayerNormFamily, RMSNormFamily
 from lab.families.softmax import SoftmaxFamily
 from lab.families.transpose import TransposeFamily
-from lab.ladder import Family, Rung
 
 
 def families() -> dict[str, Family]:

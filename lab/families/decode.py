@@ -23,12 +23,12 @@ VEC = 8 (16-byte loads) when X and W are 16-byte aligned with leading dimensions
 VEC = 1 (element loads) otherwise; M > 128 runs as one launch per 128-token chunk. `launch_notes` records which
 path and knobs ran.
 
-Error bound: lab.bounds.tensor_core_matmul_bound, as gemm_tc (fp32 accumulation on tensor cores, truncating
+Error bound: lab.measure.bounds.tensor_core_matmul_bound, as gemm_tc (fp32 accumulation on tensor cores, truncating
 per k-step, output rounded once); a split of K across warps only shortens each accumulator's chain.
 
 STATUS: tests/test_gpu_decode.py passed on the H200 at 8b8c2d1 (both rungs, every check case, half-bound margins);
-compute-sanitizer memcheck clean on both rungs (results/h200/sanitize_issue12/, 27d1d24). In the catalogue.
-Records: results/h200/decode.json (384ca0b; the kernels are unchanged since), decode_knobs.json.
+compute-sanitizer memcheck clean on both rungs (results/h200/sanitize_split_k_decode_grouped/, 27d1d24). In the
+catalogue. Records: results/h200/decode.json (384ca0b; the kernels are unchanged since), decode_knobs.json.
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.bounds import BFLOAT16
-from lab.build import KernelSpec
-from lab.errors import LabError
+from lab.core.build import KernelSpec
+from lab.core.errors import LabError
+from lab.core.ladder import Family, Problem, Rung
 from lab.families.gemm import padded
 from lab.families.gemm_split_k import GemmSplitKFamily
 from lab.families.gemm_tc import STORAGE, bfloat16_bits_to_float32, input_scale, to_float32, to_storage
-from lab.ladder import Family, Problem, Rung
+from lab.measure.bounds import BFLOAT16
 
 DTYPES = ("float16", BFLOAT16)
 MIN_ARCH = 80  # mma.sync m16n8k16 for fp16 and bf16, createpolicy
@@ -72,12 +72,12 @@ TAIL_TOKENS = tuple(range(1, 21))
 
 SPLIT_K_FAMILY = GemmSplitKFamily()
 SPLIT_K = SPLIT_K_FAMILY.rung("08_split_k")
-SPLIT_K_RUNG = "02_split_k_gemm"
+SPLIT_K_RUNG = "02_split_k_gemm"  # its key (the GPU tests and records name it)
 
 
-def _rung(key: str, entry: str, title: str, **knobs: int) -> Rung:
+def _rung(key: str, entry: str, title: str, *, launch: str, **knobs: int) -> Rung:
     spec = KernelSpec(f"decode/{key}.cu", entry, tuple(sorted(knobs.items())), min_arch=MIN_ARCH)
-    return Rung("decode", key, spec, title)
+    return Rung("decode", key, spec, title, launch)
 
 
 def _knobs(rung: Rung) -> dict:
@@ -102,11 +102,11 @@ def partial_tile_bytes(warps: int, rt: int, mt: int) -> int:
 
 
 def resident_blocks(spec: KernelSpec) -> int:
-    """Blocks of `spec` one SM of this GPU holds at once (lab.occupancy, from the loaded kernel's registers and
-    static shared memory); 1 for an arch lab.occupancy has no limits for."""
-    from lab import device
-    from lab.build import get_kernel
-    from lab.occupancy import occupancy
+    """Blocks of `spec` one SM of this GPU holds at once (lab.core.occupancy, from the loaded kernel's registers and
+    static shared memory); 1 for an arch lab.core.occupancy has no limits for."""
+    from lab.core import device
+    from lab.core.build import get_kernel
+    from lab.core.occupancy import occupancy
 
     kernel = get_kernel(spec)
     try:
@@ -162,14 +162,19 @@ class DecodeFamily(Family):
     ceiling_title = "the device copy of the same bytes"
     sweep_figure = "bandwidth"
     profile_figure = "dram_bytes"  # W read once; X's re-reads stay in L2
+    launches = ("gemv", "split_k_gemm")
     rungs = (
+        # Launch "gemv" (launch_plan): one launch per 128-token chunk, each a 1-D grid of ceil(N / (16 RT)) blocks of
+        # 32 WARPS threads over W's rows, built for the chunk's M bucket; no dynamic shared memory.
         _rung("01_mma_gemv", "decode_mma_gemv",
               "tensor-core GEMV: W rows in the mma's M slot, tokens in N, 16-byte loads, K split across warps",
-              BF16=0, VEC=8, MT=1, RT=1, CHUNKS=8, WARPS=4, THREADS=128, L2_PREFETCH=256),
+              launch="gemv", BF16=0, VEC=8, MT=1, RT=1, CHUNKS=8, WARPS=4, THREADS=128, L2_PREFETCH=256),
         # Where rung 01 runs out of registers for bytes in flight (M >= 32, its header's "Where it stops"): the
-        # split-K GEMM (gemm_tc rung 08, W staged through shared memory by TMA), on the same operands.
+        # split-K GEMM (gemm_tc rung 08, W staged through shared memory by TMA), on the same operands. Launch
+        # "split_k_gemm": gemm_split_k's launch of its rung 08 (SPLIT_K) on the problem seen as a TN GEMM (gemm_view).
         Rung("decode", SPLIT_K_RUNG, SPLIT_K.spec,
-             "split-K GEMM (gemm_tc rung 08): X and W through TMA and shared memory, K split to fill the SMs"),
+             "split-K GEMM (gemm_tc rung 08): X and W through TMA and shared memory, K split to fill the SMs",
+             "split_k_gemm"),
     )
 
     def __init__(self, force: dict | None = None, accumulation_scale: float = 1.0):
@@ -218,7 +223,7 @@ class DecodeFamily(Family):
     def _operand(self, rows: int, ld: int, K: int, offset: int, seed: int, dist: str, dtype: str):
         """A rows x ld operand starting `offset` elements into its buffer: random values in [:, :K], NaN in the
         padding columns and in the `offset` elements before it."""
-        from lab.check import random_array
+        from lab.measure.check import random_array
 
         xp = self._xp()
         values = random_array((offset + rows * ld,), np.float32, seed, dist, xp=xp) * np.float32(input_scale(dist, K))
@@ -231,7 +236,7 @@ class DecodeFamily(Family):
     @staticmethod
     def _operands(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
         """X (M x K) and W^T (K x N) as float64 values of the stored (rounded) inputs, without the padding."""
-        from lab.check import to_numpy
+        from lab.measure.check import to_numpy
 
         p = problem.params
         x = to_float32(to_numpy(problem.inputs["X"][0])[:, :p["K"]], p["dtype"]).astype(np.float64)
@@ -243,9 +248,9 @@ class DecodeFamily(Family):
         return padded(x @ wt, problem.params["ldy"])
 
     def error_bound(self, problem: Problem, reference: np.ndarray) -> np.ndarray:
-        """lab.bounds.tensor_core_matmul_bound with alpha = 1, beta = 0 and the output rounded to the input
+        """lab.measure.bounds.tensor_core_matmul_bound with alpha = 1, beta = 0 and the output rounded to the input
         type; 0 in the padding columns (which must stay untouched)."""
-        from lab.bounds import tensor_core_matmul_bound
+        from lab.measure.bounds import tensor_core_matmul_bound
 
         p = problem.params
         x, wt = self._operands(problem)
@@ -286,7 +291,7 @@ class DecodeFamily(Family):
 
     def plan_for(self, rung: Rung, problem: Problem) -> list[Launch]:
         """launch_plan for a problem: VEC from its operands' alignment; the SM count and each build's blocks per
-        SM (its registers and shared memory, lab.occupancy) from this GPU."""
+        SM (its registers and shared memory, lab.core.occupancy) from this GPU."""
         p = problem.params
         x, w = problem.inputs["X"][0], problem.inputs["W"][0]
         vec = 8 if vectors_fit(x, p["ldx"], w, p["ldw"]) else 1
@@ -295,16 +300,16 @@ class DecodeFamily(Family):
             if self.array_module is not None:  # a NumPy stand-in: no GPU to ask
                 self._plans[key] = self.launch_plan(rung, p["M"], p["N"], p["K"], p["dtype"], vec)
             else:
-                from lab import device
+                from lab.core import device
 
                 self._plans[key] = self.launch_plan(rung, p["M"], p["N"], p["K"], p["dtype"], vec,
                                                     device.current().sm_count, resident_blocks)
         return self._plans[key]
 
     def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
-        from lab.build import get_kernel
+        from lab.core.build import get_kernel
 
-        if rung.key == SPLIT_K_RUNG:
+        if self.launch_scheme(rung) == "split_k_gemm":
             return SPLIT_K_FAMILY.launch(SPLIT_K, self.gemm_view(problem, set_index), out)
         p = problem.params
         x = problem.inputs["X"][set_index % len(problem.inputs["X"])]
@@ -331,12 +336,12 @@ class DecodeFamily(Family):
         return views[i]
 
     def dynamic_smem_bytes(self, rung: Rung) -> int:
-        return SPLIT_K_FAMILY.dynamic_smem_bytes(SPLIT_K) if rung.key == SPLIT_K_RUNG else 0
+        return SPLIT_K_FAMILY.dynamic_smem_bytes(SPLIT_K) if rung.launch == "split_k_gemm" else 0
 
     def launch_notes(self, rung: Rung, problem: Problem, out) -> dict:
         """The load path (16-byte or element loads), the launches (one per 128-token chunk) and the knobs of the
         first one: the records keep them beside each measurement. The split-K rung: its tile and S."""
-        if rung.key == SPLIT_K_RUNG:
+        if self.launch_scheme(rung) == "split_k_gemm":
             return SPLIT_K_FAMILY.launch_notes(SPLIT_K, self.gemm_view(problem), out)
         plan = self.plan_for(rung, problem)
         first = plan[0].knobs
@@ -374,7 +379,7 @@ class DecodeFamily(Family):
         the "TN" B operand) for bf16, which cupy.matmul cannot take without ml_dtypes, and for the rest."""
         import cupy as cp
 
-        from lab.families.gemm_tc import _cublas_gemm_ex
+        from lab.tools.library_gemm import gemm_ex
 
         p = problem.params
         x = problem.inputs["X"][set_index % len(problem.inputs["X"])]
@@ -384,7 +389,7 @@ class DecodeFamily(Family):
             return
         gemm = {"dtype": p["dtype"], "layout": "TN", "alpha": 1.0, "beta": 0.0, "M": p["M"], "N": p["N"],
                 "K": p["K"], "lda": p["ldx"], "ldb": p["ldw"], "ldc": p["ldy"]}
-        _cublas_gemm_ex(gemm, x, w, out)
+        gemm_ex(gemm, x, w, out)
 
     def block_resources(self, rung: Rung) -> tuple[int, int]:
         """(THREADS, 0) at the rung's default knobs (the M <= 8 build); the partial tiles are static shared
@@ -453,9 +458,9 @@ def knob_study(forces=STUDY_FORCES, tokens=(1, 8, 16), sides=(4096, 8192), dtype
     indent=1))"."""
     import cupy as cp
 
-    from lab import timing
-    from lab.bench import ROTATION_BUDGET
-    from lab.verify import check_case
+    from lab.measure import timing
+    from lab.measure.bench import ROTATION_BUDGET
+    from lab.measure.verify import check_case
 
     flusher = timing.L2Flusher()
     rows = []

@@ -6,9 +6,10 @@ Every rung has one signature:
     sgemm_<name>(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
                  float beta, float* C, int ldc)
 and one launch geometry: 1-D blocks of THREADS threads, grid (ceil(N / BN), ceil(M / BM)). The
-knobs below are passed as -D defines, so the launcher and the kernel always agree. Rungs with a
-VEC knob get VEC=4 (16-byte accesses) only when every leading dimension is a multiple of 4 and every
-pointer 16-byte aligned, VEC=1 otherwise: both variants are correct on any shape.
+knobs below are passed as -D defines, so the launcher and the kernel always agree. Each rung names its
+launch scheme: "tiles", that geometry as the knobs give it, or "tiles_vec", the same with VEC=4 (16-byte
+accesses) when every leading dimension is a multiple of 4 and every pointer 16-byte aligned, VEC=1
+otherwise: both variants are correct on any shape.
 
 STATUS: verified by tests/test_gpu_gemm.py on the H200, 12 passed at commit 7ce5624.
 """
@@ -19,9 +20,9 @@ import dataclasses
 
 import numpy as np
 
-from lab import shapes
-from lab.build import KernelSpec
-from lab.ladder import Family, Problem, Rung
+from lab.core.build import KernelSpec
+from lab.core.ladder import Family, Problem, Rung
+from lab.measure import shapes
 
 DEFAULT_SMEM_LIMIT = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
 # Rungs 01-03 (seconds per launch at 8192^3) leave a sweep past this side, and past the second one in a
@@ -30,8 +31,9 @@ SLOW_RUNGS_MAX_SIDE = 4096
 SLOW_RUNGS_MAX_SIDE_QUICK = 2048
 
 
-def _rung(key: str, entry: str, title: str, **knobs: int) -> Rung:
-    return Rung("gemm_fp32", key, KernelSpec(f"gemm_fp32/{key}.cu", entry, tuple(sorted(knobs.items()))), title)
+def _rung(key: str, entry: str, title: str, *, launch: str, **knobs: int) -> Rung:
+    return Rung("gemm_fp32", key, KernelSpec(f"gemm_fp32/{key}.cu", entry, tuple(sorted(knobs.items()))), title,
+                launch)
 
 
 def _knobs(rung: Rung) -> dict:
@@ -78,23 +80,30 @@ class GemmFp32Family(Family):
     ceiling_title = "cuBLAS SGEMM"
     sweep_figure = "throughput"  # compute-bound: TFLOP/s against the side, not GB/s against bytes
     profile_figure = "dram_bytes"  # tiling shows in DRAM bytes against the minimum
+    launches = ("tiles", "tiles_vec")  # `geometry` maps them
     rungs = (
-        _rung("01_naive", "sgemm_naive", "one thread per output, rows across threads", BM=32, BN=32, THREADS=1024),
-        _rung("02_coalesced", "sgemm_coalesced", "one thread per output, columns across threads",
+        # Launch "tiles" (01-05): grid (ceil(N / BN), ceil(M / BM)) of THREADS threads, the build as defined here.
+        _rung("01_naive", "sgemm_naive", "one thread per output, rows across threads", launch="tiles",
               BM=32, BN=32, THREADS=1024),
-        _rung("03_smem_tiled", "sgemm_smem_tiled", "shared-memory tiles", BM=32, BN=32, BK=32, THREADS=1024),
-        _rung("04_register_tile_1d", "sgemm_register_tile_1d", "each thread a column of TM outputs",
+        _rung("02_coalesced", "sgemm_coalesced", "one thread per output, columns across threads", launch="tiles",
+              BM=32, BN=32, THREADS=1024),
+        _rung("03_smem_tiled", "sgemm_smem_tiled", "shared-memory tiles", launch="tiles",
+              BM=32, BN=32, BK=32, THREADS=1024),
+        _rung("04_register_tile_1d", "sgemm_register_tile_1d", "each thread a column of TM outputs", launch="tiles",
               BM=64, BN=64, BK=8, TM=8, THREADS=512),
-        _rung("05_register_tile_2d", "sgemm_register_tile_2d", "each thread a TM x TN block",
+        _rung("05_register_tile_2d", "sgemm_register_tile_2d", "each thread a TM x TN block", launch="tiles",
               BM=128, BN=128, BK=8, TM=8, TN=8, THREADS=256),
-        _rung("06_vectorized", "sgemm_vectorized", "16-byte loads, A transposed in shared memory",
+        # Launch "tiles_vec" (06-08): the same tile grid, built with VEC=4 where 16-byte vectors fit (vectors_fit),
+        # else VEC=1.
+        _rung("06_vectorized", "sgemm_vectorized", "16-byte loads, A transposed in shared memory", launch="tiles_vec",
               BM=128, BN=128, BK=8, TM=8, TN=8, THREADS=256),
-        _rung("07_warp_tiled", "sgemm_warp_tiled", "block tile -> warp tile -> thread tile",
+        _rung("07_warp_tiled", "sgemm_warp_tiled", "block tile -> warp tile -> thread tile", launch="tiles_vec",
               BM=128, BN=128, BK=16, THREADS=256),
-        _rung("08_multistage", "sgemm_multistage", "STAGES-deep cp.async pipeline",
+        # Also STAGES-deep dynamic shared memory (dynamic_smem_bytes), opted in above 48 KB.
+        _rung("08_multistage", "sgemm_multistage", "STAGES-deep cp.async pipeline", launch="tiles_vec",
               BM=64, BN=128, BK=16, WM=32, WN=64, TM=8, TN=8, STAGES=4, MINB=3, FRAG_DB=1, ORDER=1, THREADS=128),
     )
-    VEC_RUNGS = ("06_vectorized", "07_warp_tiled", "08_multistage")
+    VEC_RUNGS = tuple(r.key for r in rungs if r.launch == "tiles_vec")  # for the lessons and scripts
 
     def dynamic_smem_bytes(self, rung: Rung) -> int:
         return dynamic_smem_bytes(rung)
@@ -105,7 +114,7 @@ class GemmFp32Family(Family):
         """A, B (and C when beta != 0) with leading dimensions width + pad."""
         import cupy as cp
 
-        from lab.check import random_array
+        from lab.measure.check import random_array
 
         lda, ldb, ldc = K + pad, N + pad, N + pad
         a_sets = [random_array((M, lda), np.float32, seed + 11 * s, dist) for s in range(sets)]
@@ -135,8 +144,8 @@ class GemmFp32Family(Family):
         return padded(product(*self._operands(problem), p["alpha"], p["beta"]), p["ldc"])
 
     def error_bound(self, problem: Problem, reference: np.ndarray) -> np.ndarray:
-        """lab.bounds.matmul_bound with fp32 accumulation and fp32 output; 0 in the padding columns."""
-        from lab.bounds import matmul_bound
+        """lab.measure.bounds.matmul_bound with fp32 accumulation and fp32 output; 0 in the padding columns."""
+        from lab.measure.bounds import matmul_bound
 
         p = problem.params
         a, b, c0 = self._operands(problem)
@@ -148,7 +157,7 @@ class GemmFp32Family(Family):
         p = problem.params
         a = problem.inputs["A"][set_index % len(problem.inputs["A"])]
         b = problem.inputs["B"][set_index % len(problem.inputs["B"])]
-        if rung.key in self.VEC_RUNGS:
+        if self.launch_scheme(rung) == "tiles_vec":
             rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(VEC=4 if vectors_fit(problem, out, 4) else 1))
         rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(**self.extra_knobs(problem)))
         self._launch_kernel(rung, p["M"], p["N"], p["K"], p["alpha"], a, p["lda"], b, p["ldb"], p["beta"], out,
@@ -162,16 +171,20 @@ class GemmFp32Family(Family):
         """Kernel arguments a subclass appends per problem (the fused epilogue's); none here."""
         return ()
 
-    def _launch_kernel(self, rung: Rung, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, extra: tuple = ()) -> None:
-        from lab.build import get_kernel
-
+    @staticmethod
+    def geometry(rung: Rung, M: int, N: int) -> tuple[tuple[int, int], tuple[int], int]:
+        """(grid, block, dynamic shared memory) of a built rung on an M x N output: both launch schemes share it."""
         k = _knobs(rung)
+        return ((N + k["BN"] - 1) // k["BN"], (M + k["BM"] - 1) // k["BM"]), (k["THREADS"],), dynamic_smem_bytes(rung)
+
+    def _launch_kernel(self, rung: Rung, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, extra: tuple = ()) -> None:
+        from lab.core.build import get_kernel
+
         kernel = get_kernel(rung.spec)
-        smem = dynamic_smem_bytes(rung)
+        grid, block, smem = self.geometry(rung, M, N)
         if smem > DEFAULT_SMEM_LIMIT:
             kernel.max_dynamic_shared_size_bytes = smem
-        grid = ((N + k["BN"] - 1) // k["BN"], (M + k["BM"] - 1) // k["BM"])
-        kernel(grid, (k["THREADS"],),
+        kernel(grid, block,
                (np.int32(M), np.int32(N), np.int32(K), np.float32(alpha), a, np.int32(lda), b, np.int32(ldb),
                 np.float32(beta), c, np.int32(ldc)) + extra, shared_mem=smem)
 

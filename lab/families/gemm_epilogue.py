@@ -1,5 +1,6 @@
 """GEMMs with a fused epilogue: the best tensor-core rung (gemm_tc 06) and the FP32 ladder's last rung (08) built
-with the epilogue chain of kernels/common/lab_epilogue.cuh (lab/epilogue.py names the ops), checked against float64
+with the epilogue chain of kernels/common/lab_epilogue.cuh (lab/families/epilogue.py names the ops), checked against
+float64
 and timed against the same rung without the epilogue, so the figure is what fusing costs.
 
 A problem names its epilogue as params: `epilogue` ("bias+gelu_tanh": ops joined by '+'), `out` ("same", "int8",
@@ -24,11 +25,11 @@ import dataclasses
 
 import numpy as np
 
-from lab.epilogue import ChainInputs, Epilogue, decode_e4m3, kernel_params, output_reference, storage_dtype
-from lab.errors import LabError
+from lab.core.errors import LabError
+from lab.core.ladder import Problem, Rung
+from lab.families.epilogue import ChainInputs, Epilogue, decode_e4m3, kernel_params, output_reference, storage_dtype
 from lab.families.gemm import GemmFp32Family, padded, product
 from lab.families.gemm_tc import BFLOAT16, GemmTcFamily, to_float32, to_storage
-from lab.ladder import Problem, Rung
 
 # Checks: every op alone, the chains the lessons use, each output type, on tiles' tails (N odd: no 2-byte pair
 # stores; N not a multiple of 4 or 16: int8 rows that end inside a vector) and at partial tiles.
@@ -53,7 +54,7 @@ class _FusedEpilogue:
     with its bounds (computed once per problem), and quantized outputs' values."""
 
     def _draw_chain_inputs(self, problem: Problem, epi: Epilogue, seed: int, dist: str, xp, residual) -> None:
-        from lab.check import random_array
+        from lab.measure.check import random_array
 
         p = problem.params
         M, N, ldc = p["M"], p["N"], p["ldc"]
@@ -100,7 +101,7 @@ class _FusedEpilogue:
                               q_out=out if quantized else None, ld_q=p["ldc"], clamp=p["clamp"]),)
 
     def _host_chain_inputs(self, problem: Problem) -> ChainInputs:
-        from lab.check import to_numpy
+        from lab.measure.check import to_numpy
 
         p, arrays = problem.params, problem.inputs["epilogue"]
 
@@ -122,7 +123,7 @@ class _FusedEpilogue:
     def expected(self, problem: Problem, rounded_product: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(reference, bound), padded to ldc. `rounded_product`: for a path that stores the product in the GEMM's
         type before its epilogue reads it back (the library baselines), one more rounding of v."""
-        from lab.bounds import half_subnormal_spacing, unit_roundoff
+        from lab.measure.bounds import half_subnormal_spacing, unit_roundoff
 
         p = problem.params
         v, b = self._accumulators(problem)
@@ -140,7 +141,7 @@ class _FusedEpilogue:
 
     def output_values(self, out):
         if out.dtype == np.uint8:  # e4m3 codes
-            from lab.check import to_numpy
+            from lab.measure.check import to_numpy
 
             return decode_e4m3(to_numpy(out))
         if out.dtype == np.int8:
@@ -181,17 +182,20 @@ class GemmTcEpilogueFamily(_FusedEpilogue, GemmTcFamily):
     _item_bytes = 2
     PLAIN = GemmTcFamily.rungs[5]
     # Exercise 08's rung: rung 06 storing through a functor in a plugin header (lab_epilogue_plugin.cuh, or a
-    # student's file in its place) instead of its own chain. The functor is bias + GELU -> int8 only: on any other
-    # epilogue this rung runs as rung 06 (variant), and the benchmarks time it only where it applies (rungs_for).
+    # student's file in its place: its spec's `plugin`) instead of its own chain. The functor is bias + GELU -> int8
+    # only: on any other epilogue this rung builds rung 06's kernel with its chain (variant), and the benchmarks time
+    # it only where it applies (rungs_for).
     PLUGIN_RUNG = "08_functor_plugin"
     PLUGIN_EPILOGUE = Epilogue(("bias", "gelu_tanh"), "int8")  # per tensor; per row (q_per_row) too
+    # Both launch "persistent" (GemmTcFamily.grid): a 1-D grid of min(tiles, SMs) blocks, A and B through TMA maps,
+    # the chain's parameters (kernel_params) after the plain GEMM's arguments.
     rungs = (Rung("gemm_tc_epilogue", "06_persistent", PLAIN.spec,
-                  "rung 06, the epilogue chain fused into its stores"),
+                  "rung 06, the epilogue chain fused into its stores", "persistent"),
              Rung("gemm_tc_epilogue", PLUGIN_RUNG,
                   dataclasses.replace(PLAIN.spec.with_knobs(EPI_PLUGIN=1, EPI_OUT=1),
                                       plugin="common/lab_epilogue_plugin.cuh"),
-                  "rung 06 with exercise 08's functor (a plugin header)"))
-    PERSISTENT_RUNGS = (*GemmTcFamily.PERSISTENT_RUNGS, PLUGIN_RUNG)
+                  "rung 06 with exercise 08's functor (a plugin header)", "persistent"))
+    PERSISTENT_RUNGS = (*GemmTcFamily.PERSISTENT_RUNGS, PLUGIN_RUNG)  # by key, for other layers
 
     def make_problem(self, seed: int = 0, dist: str = "normal", M: int = 64, N: int = 64, K: int = 64,
                      alpha: float = 1.0, beta: float = 0.0, pad: int = 0, layout: str = "TN", dtype: str = "float16",
@@ -221,7 +225,7 @@ class GemmTcEpilogueFamily(_FusedEpilogue, GemmTcFamily):
         return BFLOAT16 if params["dtype"] == BFLOAT16 else np.float16
 
     def _accumulators(self, problem: Problem) -> tuple[np.ndarray, np.ndarray]:
-        from lab.bounds import tensor_core_accumulation_bound
+        from lab.measure.bounds import tensor_core_accumulation_bound
 
         p = problem.params
         a, b, c0 = self._operands(problem)
@@ -233,28 +237,34 @@ class GemmTcEpilogueFamily(_FusedEpilogue, GemmTcFamily):
         """Rung 06 itself, without the epilogue, on the same operands."""
         GemmTcFamily.launch(GemmTcFamily(), self.PLAIN, problem, self._plain_output(problem, out), set_index)
 
+    @staticmethod
+    def takes_plugin(rung: Rung) -> bool:
+        """Whether `rung` stores through a plugin header's functor (its spec names one: the plugin rung, or a
+        student's functor in its place) rather than the chain."""
+        return bool(rung.spec.plugin)
+
     def plugin_applies(self, params: dict) -> bool:
         """Whether the plugin rung's functor computes this problem's epilogue (bias + GELU -> int8)."""
         epi = _epilogue(params)
         return (epi.ops, epi.out) == (self.PLUGIN_EPILOGUE.ops, self.PLUGIN_EPILOGUE.out)
 
     def variant(self, rung: Rung, problem: Problem, out=None) -> Rung:
-        """The plugin rung on an epilogue its functor does not compute is rung 06 with its own chain (same key,
-        so it launches the same way): every check case of the family runs on every rung."""
-        if rung.key == self.PLUGIN_RUNG and not self.plugin_applies(problem.params):
+        """The plugin rung on an epilogue its functor does not compute is rung 06 with its own chain (its launch,
+        "persistent", unchanged): every check case of the family runs on every rung."""
+        if self.takes_plugin(rung) and not self.plugin_applies(problem.params):
             rung = dataclasses.replace(rung, spec=self.PLAIN.spec)
         return super().variant(rung, problem, out)
 
     def launch_notes(self, rung: Rung, problem: Problem, out) -> dict:
         notes = super().launch_notes(rung, problem, out)
-        if rung.key == self.PLUGIN_RUNG:
+        if self.takes_plugin(rung):
             notes["epilogue"] = "plugin" if self.plugin_applies(problem.params) else "rung 06's chain"
         return notes
 
     def rungs_for(self, kind: str, params: dict, quick: bool = False) -> tuple[Rung, ...]:
         """The plugin rung is timed only where its functor applies."""
         rungs = super().rungs_for(kind, params, quick)
-        return tuple(r for r in rungs if r.key != self.PLUGIN_RUNG or self.plugin_applies(params))
+        return tuple(r for r in rungs if not self.takes_plugin(r) or self.plugin_applies(params))
 
     def baselines(self) -> dict:
         return {"cupy_ops": _library_path, "cupy_fused": _graph_fused_path}
@@ -294,8 +304,10 @@ class GemmFp32EpilogueFamily(_FusedEpilogue, GemmFp32Family):
     profile_figure = None
     _item_bytes = 4
     PLAIN = GemmFp32Family.rungs[7]
+    # Launch "tiles_vec" (GemmFp32Family): grid (ceil(N / BN), ceil(M / BM)) of THREADS threads, VEC=4 where 16-byte
+    # vectors fit (else 1), STAGES-deep dynamic shared memory, the chain's parameters after the GEMM's arguments.
     rungs = (Rung("gemm_fp32_epilogue", "08_multistage", PLAIN.spec,
-                  "rung 08, the epilogue chain fused into its stores"),)
+                  "rung 08, the epilogue chain fused into its stores", "tiles_vec"),)
 
     def make_problem(self, seed: int = 0, dist: str = "normal", M: int = 64, N: int = 64, K: int = 64,
                      alpha: float = 1.0, beta: float = 0.0, pad: int = 0, sets: int = 1,
@@ -317,7 +329,7 @@ class GemmFp32EpilogueFamily(_FusedEpilogue, GemmFp32Family):
         return np.float32
 
     def _accumulators(self, problem: Problem) -> tuple[np.ndarray, np.ndarray]:
-        from lab.bounds import matmul_bound
+        from lab.measure.bounds import matmul_bound
 
         p = problem.params
         a, b, c0 = self._operands(problem)

@@ -12,8 +12,8 @@ A problem may name its split factor (`splits`; 0 lets `choose_splits` pick it); 
 
 STATUS: tests/test_gpu_split_k.py passed on the H200 at 8b8c2d1 (every check case of every rung, the deterministic
 modes bit-identical run to run and to each other); compute-sanitizer memcheck clean on every rung
-(results/h200/sanitize_issue12/, 5355749). Records: results/h200/gemm_split_k.json, split_k_factors.json,
-split_k_ncu.json. Racecheck and synccheck not yet run on rung 08.
+(results/h200/sanitize_split_k_decode_grouped/, 5355749). Records: results/h200/gemm_split_k.json,
+split_k_factors.json, split_k_ncu.json. Racecheck and synccheck not yet run on rung 08.
 """
 
 from __future__ import annotations
@@ -22,12 +22,11 @@ import dataclasses
 
 import numpy as np
 
-from lab.build import KernelSpec
-from lab.errors import LabError
+from lab.core.build import KernelSpec
+from lab.core.errors import LabError
+from lab.core.ladder import Problem, Rung
 from lab.families.gemm_tc import HOPPER_ARCH, GemmTcFamily, dynamic_smem_bytes
-from lab.ladder import Problem, Rung
 
-SPLIT_MODES = {"08_split_k": 0, "08_split_k_in_kernel": 1, "08_split_k_atomic": 2}
 MODE_NAMES = {0: "workspace + reduction kernel", 1: "in-kernel after a grid barrier", 2: "fp32 atomics in L2"}
 MIN_K_TILES_PER_SPLIT = 4  # a split shorter than this spends more on its pipeline fill and partial tile than it saves
 MAX_WORKSPACE_BYTES = 1 << 30
@@ -38,12 +37,19 @@ NARROW_N = 128  # at or below this N every rung uses 128 x 128 tiles
 FEW_TILES = 8  # at or below this many 128 x 256 tiles, too (narrow_tiles)
 
 
-def _split_rung(key: str, title: str) -> Rung:
+def _split_rung(key: str, mode: int, title: str) -> Rung:
+    """A rung of kernels/gemm_tc/08_split_k.cu built with reduction `mode` (MODE_NAMES), launched "split_k"."""
     spec = KernelSpec("gemm_tc/08_split_k.cu", "gemm_tc_split_k",
                       tuple(sorted(dict(BF16=0, TN=1, BM=128, BN=256, BK=64, STAGES=4, RASTER=2, GROUP_M=8,
-                                        SPLIT_MODE=SPLIT_MODES[key], SPLIT_INTERLEAVE=0, THREADS=384).items())),
+                                        SPLIT_MODE=mode, SPLIT_INTERLEAVE=0, THREADS=384).items())),
                       min_arch=HOPPER_ARCH, arch_suffix="a")
-    return Rung("gemm_split_k", key, spec, title)
+    return Rung("gemm_split_k", key, spec, title, "split_k")
+
+
+def split_mode(rung: Rung) -> int | None:
+    """How a split-K rung sums its splits (its build's SPLIT_MODE knob, MODE_NAMES: 0 a workspace and a reduction
+    kernel, 1 in-kernel after a grid barrier, 2 fp32 atomics); None for a rung that does not launch "split_k"."""
+    return dict(rung.spec.knobs)["SPLIT_MODE"] if rung.launch == "split_k" else None
 
 
 def _address(x) -> int:
@@ -108,12 +114,21 @@ class GemmSplitKFamily(GemmTcFamily):
     name = "gemm_split_k"
     title = "Split-K GEMM for K-heavy shapes with few output tiles (fp16/bf16, fp32 accumulation)"
     PLAIN = GemmTcFamily.rungs[5]
-    rungs = (Rung("gemm_split_k", "06_persistent", PLAIN.spec, "rung 06: one block per tile, data-parallel"),
-             _split_rung("08_split_k", "split-K: fp32 slices, then a reduction kernel (deterministic)"),
-             _split_rung("08_split_k_in_kernel", "split-K: slices reduced in-kernel after a grid barrier "
-                                                 "(deterministic)"),
-             _split_rung("08_split_k_atomic", "split-K: fp32 atomics in L2, the last split stores C "
-                                              "(not deterministic)"))
+    launches = ("persistent", "split_k")
+    rungs = (
+        # Launch "persistent" (GemmTcFamily's launcher, with this family's tile choice: variant): a 1-D grid of
+        # min(tiles, SMs) blocks.
+        Rung("gemm_split_k", "06_persistent", PLAIN.spec, "rung 06: one block per tile, data-parallel", "persistent"),
+        # Launch "split_k" (_plan): a 1-D grid of min(tiles x S, SMs) blocks over the (tile, split) units, with S, a
+        # workspace and its counters as arguments (split_k_workspace); the build's SPLIT_MODE says how the splits are
+        # summed: mode 0 launches the reduction kernel (REDUCE_ENTRY) after it, mode 1 is a cooperative launch (its
+        # grid barrier), mode 2 adds into a zeroed accumulator with fp32 atomics.
+        _split_rung("08_split_k", 0, "split-K: fp32 slices, then a reduction kernel (deterministic)"),
+        _split_rung("08_split_k_in_kernel", 1, "split-K: slices reduced in-kernel after a grid barrier "
+                                               "(deterministic)"),
+        _split_rung("08_split_k_atomic", 2, "split-K: fp32 atomics in L2, the last split stores C "
+                                            "(not deterministic)"),
+    )
     sweep_figure = "throughput"
     profile_figure = None
 
@@ -122,7 +137,7 @@ class GemmSplitKFamily(GemmTcFamily):
         self._plans: dict = {}  # _plan's, by rung, params and operand addresses
 
     def companion_entries(self, rung: Rung) -> tuple[str, ...]:
-        return (REDUCE_ENTRY,) if SPLIT_MODES.get(rung.key) == 0 else ()
+        return (REDUCE_ENTRY,) if split_mode(rung) == 0 else ()
 
     def make_problem(self, seed: int = 0, dist: str = "normal", M: int = 64, N: int = 64, K: int = 64,
                      alpha: float = 1.0, beta: float = 0.0, pad: int = 0, layout: str = "TN", dtype: str = "float16",
@@ -149,20 +164,19 @@ class GemmSplitKFamily(GemmTcFamily):
     def splits_for(self, rung: Rung, problem: Problem) -> int:
         """The split factor a launch of `rung` uses: the problem's, else choose_splits', clamped to [1, k-tiles]
         and to MAX_WORKSPACE_BYTES of slices."""
-        from lab import device
+        from lab.core import device
 
         p = problem.params
         k = dict(self.variant(rung, problem).spec.knobs)
         k_tiles = -(-p["K"] // k["BK"])
         s = p.get("splits") or choose_splits(p["M"], p["N"], p["K"], k["BM"], k["BN"], device.current().sm_count)
         s = max(1, min(s, k_tiles))
-        if SPLIT_MODES[rung.key] in (0, 1):
+        if split_mode(rung) in (0, 1):
             s = min(s, max(1, MAX_WORKSPACE_BYTES // (4 * workspace_floats(0, p["M"], p["N"], 1))))
         return s
 
     def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
-        if rung.key not in SPLIT_MODES:
-            # Rung 06 under its own key: GemmTcFamily's launcher, with this family's tile choice.
+        if self.launch_scheme(rung) == "persistent":  # GemmTcFamily's launcher, with this family's tile choice
             return super().launch(rung, problem, out, set_index)
         p = problem.params
         a = problem.inputs["A"][set_index % len(problem.inputs["A"])]
@@ -183,15 +197,15 @@ class GemmSplitKFamily(GemmTcFamily):
         """Everything a launch decides from the rung, the problem's params and the operands' addresses, decided
         once: a timed launch's host work must stay inside the spin kernel in front of it (measured at ~130 us per
         launch when it was all redone each time, more than the spin and the flush cover)."""
-        from lab import device, tma
-        from lab.build import get_kernel
+        from lab.core import device, tma
+        from lab.core.build import get_kernel
 
         p = problem.params
         key = (rung.spec, tuple(sorted(p.items())), _address(a), _address(b))
         plan = self._plans.get(key)
         if plan is not None:
             return plan
-        mode = SPLIT_MODES[rung.key]
+        mode = split_mode(rung)
         built = self.variant(rung, problem)
         k = dict(built.spec.knobs)
         splits = self.splits_for(rung, problem)
@@ -219,9 +233,9 @@ class GemmSplitKFamily(GemmTcFamily):
         notes = super().launch_notes(rung, problem, out)
         k = dict(self.variant(rung, problem, out).spec.knobs)
         notes["tile"] = f"{k['BM']}x{k['BN']}"
-        if rung.key in SPLIT_MODES:
+        if self.launch_scheme(rung) == "split_k":
             notes["splits"] = self.splits_for(rung, problem)
-            notes["reduction"] = MODE_NAMES[SPLIT_MODES[rung.key]]
+            notes["reduction"] = MODE_NAMES[split_mode(rung)]
         return notes
 
     def rungs_for(self, kind: str, params: dict, quick: bool = False) -> tuple[Rung, ...]:
@@ -229,7 +243,7 @@ class GemmSplitKFamily(GemmTcFamily):
 
     def reproducible(self, rung: Rung) -> bool:
         """The atomic reduction adds the splits in the order they arrive: its low bits change from run to run."""
-        return SPLIT_MODES.get(rung.key) != 2
+        return split_mode(rung) != 2
 
     # --- shape families -------------------------------------------------------------------------
     def check_cases(self) -> list[dict]:
@@ -250,7 +264,7 @@ class GemmSplitKFamily(GemmTcFamily):
         return [s | {"layout": "TN", "dtype": dtype} for dtype in ("float16", "bfloat16") for s in shapes]
 
     def sweep_params(self, max_bytes: int = 0) -> list[dict]:
-        return []  # the split-factor sweep is lab.split_k.split_factor_study (TFLOP/s against S)
+        return []  # the split-factor sweep is lab.studies.split_k.split_factor_study (TFLOP/s against S)
 
     def tail_params(self) -> list[dict]:
         return []
@@ -258,6 +272,9 @@ class GemmSplitKFamily(GemmTcFamily):
     def in_readme(self, params: dict) -> bool:
         return params.get("dtype") == "float16"
 
+
+# Each split rung's reduction by key (its SPLIT_MODE), for the studies, scripts and tests.
+SPLIT_MODES = {r.key: split_mode(r) for r in GemmSplitKFamily.rungs if r.launch == "split_k"}
 
 _WORKSPACES: dict = {}  # (device, stream, mode) -> (workspace, sync), grown as needed
 
@@ -304,4 +321,4 @@ def run_to_run_bits(family: GemmSplitKFamily, rung: Rung, problem: Problem, runs
         max_ulps = max(max_ulps, int(diff.max()))
     return {"rung": rung.key, "runs": runs, "elements": int(first.size), "differing_per_run": differing,
             "runs_with_differences": sum(1 for d in differing if d), "max_ulps": max_ulps,
-            "splits": family.splits_for(rung, problem) if rung.key in SPLIT_MODES else 1}
+            "splits": family.splits_for(rung, problem) if rung.launch == "split_k" else 1}

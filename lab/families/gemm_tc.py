@@ -10,18 +10,19 @@ ties to even). The kernels see raw 16-bit values either way and take the type as
 Every rung has one signature:
     gemm_tc_<name>(int M, int N, int K, float alpha, const uint16* A, int lda, const uint16* B, int ldb,
                    float beta, uint16* C, int ldc)
-and 1-D blocks of THREADS threads on a grid (ceil(N / BN), ceil(M / BM)). The launcher passes BF16 and TN
-(the layout) as knobs, and VEC=8 (16-byte loads) to the rungs that take it only when every leading
-dimension is a multiple of 8 and every pointer 16-byte aligned, VEC=1 otherwise: both are correct on any
-shape.
+and 1-D blocks of THREADS threads on a grid (ceil(N / BN), ceil(M / BM)) (launch scheme "tiles"). The launcher
+passes BF16 and TN (the layout) as knobs, and VEC=8 (16-byte loads) to the rungs that take it (scheme
+"tiles_vec") only when every leading dimension is a multiple of 8 and every pointer 16-byte aligned, VEC=1
+otherwise: both are correct on any shape. Rungs 06 and 07 run a 1-D grid of at most one block per SM instead
+("persistent", "stream_k": `grid`).
 
-The error bound is lab.bounds.tensor_core_matmul_bound: the FP32 family's bound with fp32 accumulation and
-the output type's rounding, widened for the truncating accumulation of tensor cores (see lab/bounds.py).
+The error bound is lab.measure.bounds.tensor_core_matmul_bound: the FP32 family's bound with fp32 accumulation and
+the output type's rounding, widened for the truncating accumulation of tensor cores (see lab/measure/bounds.py).
 
 The Hopper rungs (04 on, sm_90a) read A and B through TMA tensor maps instead of pointers:
     gemm_tc_<name>(TensorMap map_a, TensorMap map_b, int M, int N, int K, float alpha, float beta, uint16* C,
                    int ldc)
-TMA needs 16-byte-aligned bases and leading dimensions that are multiples of 8 elements (lab/tma.py). An
+TMA needs 16-byte-aligned bases and leading dimensions that are multiples of 8 elements (lab/core/tma.py). An
 operand that breaks this (4095 x 4095 with no padding, say) is first repacked into a scratch buffer with
 its leading dimension rounded up to a multiple of 8, inside the launch and so inside the timing: that is
 the generic fallback, and `launch_notes` says which path a launch took (benchmarks store it in each
@@ -43,12 +44,13 @@ import dataclasses
 
 import numpy as np
 
-from lab import shapes, tma
-from lab.bounds import BFLOAT16
-from lab.build import KernelSpec
-from lab.errors import LabError
+from lab.core import tma
+from lab.core.build import KernelSpec
+from lab.core.errors import LabError
+from lab.core.ladder import Family, Problem, Rung
 from lab.families.gemm import DEFAULT_SMEM_LIMIT, padded, product, vectors_fit
-from lab.ladder import Family, Problem, Rung
+from lab.measure import shapes
+from lab.measure.bounds import BFLOAT16
 
 DTYPES = ("float16", BFLOAT16)
 LAYOUTS = ("NN", "TN")
@@ -58,10 +60,11 @@ HOPPER_ARCH = 90  # TMA, wgmma and setmaxnreg; the last two only in the arch-spe
 SLOW_RUNGS_MAX_SIDE = 4096  # rung 01 (scalar fragment loads) leaves sweep sizes past this side and the tail
 
 
-def _rung(key: str, entry: str, title: str, min_arch: int = MIN_ARCH, arch_suffix: str = "", **knobs: int) -> Rung:
+def _rung(key: str, entry: str, title: str, *, launch: str, min_arch: int = MIN_ARCH, arch_suffix: str = "",
+          **knobs: int) -> Rung:
     spec = KernelSpec(f"gemm_tc/{key}.cu", entry, tuple(sorted(knobs.items())), min_arch=min_arch,
                       arch_suffix=arch_suffix)
-    return Rung("gemm_tc", key, spec, title)
+    return Rung("gemm_tc", key, spec, title, launch)
 
 
 def uses_tma(rung: Rung) -> bool:
@@ -146,35 +149,50 @@ class GemmTcFamily(Family):
     ceiling_title = "cuBLAS (same type and layout)"
     sweep_figure = "throughput"
     profile_figure = "bank_conflicts"  # ldmatrix against padded (and, from rung 03, swizzled) tiles
+    launches = ("tiles", "tiles_vec", "persistent", "stream_k")  # `grid` maps them
     rungs = (
+        # Launch "tiles": grid (ceil(N / BN), ceil(M / BM)) of THREADS threads (BM x BN = 16 WARPS_M x 16 WARPS_N),
+        # A and B by pointer.
         _rung("01_mma_global", "gemm_tc_mma_global", "mma.sync, fragments loaded from global memory",
-              BF16=0, TN=0, WARPS_M=2, WARPS_N=2, THREADS=128),
+              launch="tiles", BF16=0, TN=0, WARPS_M=2, WARPS_N=2, THREADS=128),
+        # Launch "tiles_vec": the tile grid, built with VEC=8 where 16-byte vectors fit every operand, else VEC=1.
         _rung("02_ldmatrix_smem", "gemm_tc_ldmatrix_smem", "padded shared-memory tiles read with ldmatrix",
-              BF16=0, TN=0, BM=128, BN=128, BK=32, WM=64, WN=32, PAD=8, VEC=8, THREADS=256),
+              launch="tiles_vec", BF16=0, TN=0, BM=128, BN=128, BK=32, WM=64, WN=32, PAD=8, VEC=8, THREADS=256),
+        # Launch "tiles_vec", with STAGES-deep dynamic shared memory (dynamic_smem_bytes), opted in above 48 KB.
         _rung("03_swizzled_multistage", "gemm_tc_swizzled_multistage",
               "swizzled shared memory, STAGES-deep cp.async pipeline",
-              BF16=0, TN=0, BM=128, BN=128, BK=32, WM=64, WN=64, STAGES=4, VEC=8, THREADS=128),
+              launch="tiles_vec", BF16=0, TN=0, BM=128, BN=128, BK=32, WM=64, WN=64, STAGES=4, VEC=8, THREADS=128),
+        # Launch "tiles": the tile grid, A and B through TMA maps (repacked first where TMA cannot read them), dynamic
+        # shared memory for the stages.
         _rung("04_tma_wgmma", "gemm_tc_tma_wgmma", "TMA into swizzled shared memory, mbarrier pipeline, wgmma",
-              min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=128, BK=64, STAGES=4, THREADS=256),
+              launch="tiles", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=128, BK=64, STAGES=4,
+              THREADS=256),
+        # Launch "tiles": the grid of 128 x 256 tiles, A and B through TMA maps (repacked first where TMA cannot read
+        # them), dynamic shared memory for the stages.
         _rung("05_warp_specialized", "gemm_tc_warp_specialized",
               "warp-specialized: a TMA producer, two wgmma consumers (setmaxnreg), 128 x 256 tiles",
-              min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64, STAGES=4, GROUP_M=8,
-              THREADS=384),
+              launch="tiles", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64, STAGES=4,
+              GROUP_M=8, THREADS=384),
+        # Launch "persistent": a 1-D grid of min(tiles, SMs) blocks that walk the tiles, A and B through TMA maps,
+        # dynamic shared memory for the stages.
         _rung("06_persistent", "gemm_tc_persistent",
               "persistent: one block per SM, the next tile's loads during the stores",
-              min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64, STAGES=4, RASTER=2,
-              GROUP_M=8, THREADS=384),
+              launch="persistent", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64,
+              STAGES=4, RASTER=2, GROUP_M=8, THREADS=384),
+        # Launch "stream_k": k-tiles as the unit of work, a 1-D grid of min(tiles x k-tiles, SMs) blocks, and a
+        # workspace (a partial tile's slot and a flag per block: stream_k_workspace) after the TMA rungs' arguments.
         _rung("07_stream_k", "gemm_tc_stream_k",
               "stream-K: the last partial wave split along K over every SM, a deterministic fix-up",
-              min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64, STAGES=4, RASTER=2,
-              GROUP_M=8, SK_WAVES=1, THREADS=384),
+              launch="stream_k", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64,
+              STAGES=4, RASTER=2, GROUP_M=8, SK_WAVES=1, THREADS=384),
     )
-    PERSISTENT_RUNGS = ("06_persistent", "07_stream_k")  # a 1-D grid of at most one block per SM
-    STREAM_K_RUNGS = ("07_stream_k",)  # k-tiles as the unit of work: grid min(SMs, tiles * k_tiles), a workspace
-    VEC_RUNGS = ("02_ldmatrix_smem", "03_swizzled_multistage")
+    # The rungs of each kind by key, for the lessons, scripts and tests (the launcher reads each rung's launch).
+    PERSISTENT_RUNGS = tuple(r.key for r in rungs if r.launch in ("persistent", "stream_k"))  # <= 1 block per SM
+    STREAM_K_RUNGS = tuple(r.key for r in rungs if r.launch == "stream_k")
+    VEC_RUNGS = tuple(r.key for r in rungs if r.launch == "tiles_vec")
 
     def __init__(self, accumulation_scale: float = 1.0):
-        # The share of the statistical part of the error bound a check allows (lab.bounds.
+        # The share of the statistical part of the error bound a check allows (lab.measure.bounds.
         # tensor_core_matmul_bound): 1 for the checks, 0.5 for the GPU test of the bound's margin.
         self.accumulation_scale = accumulation_scale
 
@@ -192,7 +210,7 @@ class GemmTcFamily(Family):
         """A (M x K), B (K x N for NN, N x K for TN) and, when beta != 0, C0, in `dtype`, with leading
         dimensions width + pad. Random values are drawn in float32 and rounded to the type; the reference
         uses the rounded values."""
-        from lab.check import random_array
+        from lab.measure.check import random_array
 
         xp = self._xp()
         _validate(M, N, K, pad, layout, dtype)
@@ -220,7 +238,7 @@ class GemmTcFamily(Family):
     def _operands(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """A (M x K), B (K x N, whichever way it is stored) and, when beta != 0, C0 (M x N), as float64
         values of the stored (rounded) inputs, without the padding."""
-        from lab.check import to_numpy
+        from lab.measure.check import to_numpy
 
         p = problem.params
         dtype = p["dtype"]
@@ -235,9 +253,9 @@ class GemmTcFamily(Family):
         return padded(product(*self._operands(problem), p["alpha"], p["beta"]), p["ldc"])
 
     def error_bound(self, problem: Problem, reference: np.ndarray) -> np.ndarray:
-        """lab.bounds.tensor_core_matmul_bound (fp32 accumulation on tensor cores, output rounded to the
+        """lab.measure.bounds.tensor_core_matmul_bound (fp32 accumulation on tensor cores, output rounded to the
         input type); 0 in the padding columns."""
-        from lab.bounds import tensor_core_matmul_bound
+        from lab.measure.bounds import tensor_core_matmul_bound
 
         p = problem.params
         a, b, c0 = self._operands(problem)
@@ -257,7 +275,7 @@ class GemmTcFamily(Family):
         """The rung built for this problem: its type and layout, and VEC from the alignment where it has one."""
         p = problem.params
         knobs = {"BF16": int(p["dtype"] == BFLOAT16), "TN": int(p["layout"] == "TN")}
-        if rung.key in self.VEC_RUNGS and out is not None:
+        if self.launch_scheme(rung) == "tiles_vec" and out is not None:
             knobs["VEC"] = 8 if vectors_fit(problem, out, 8) else 1
         return dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs, **self.extra_knobs(problem)))
 
@@ -270,19 +288,13 @@ class GemmTcFamily(Family):
         return ()
 
     def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
-        from lab.build import get_kernel
+        from lab.core.build import get_kernel
 
         p = problem.params
         a = problem.inputs["A"][set_index % len(problem.inputs["A"])]
         b = problem.inputs["B"][set_index % len(problem.inputs["B"])]
         rung = self.variant(rung, problem, out)
-        bm, bn = block_tile(rung)
-        grid = ((p["N"] + bn - 1) // bn, (p["M"] + bm - 1) // bm)
-        if rung.key in self.PERSISTENT_RUNGS:
-            from lab import device
-
-            work = grid[0] * grid[1] * (-(-p["K"] // _knobs(rung)["BK"]) if rung.key in self.STREAM_K_RUNGS else 1)
-            grid = (min(work, device.current().sm_count),)
+        grid = self.grid(rung, p)
         kernel = get_kernel(rung.spec)
         smem = dynamic_smem_bytes(rung)
         if smem > DEFAULT_SMEM_LIMIT:  # above 48 KB a kernel must opt in to more dynamic shared memory
@@ -291,12 +303,28 @@ class GemmTcFamily(Family):
             (map_a, map_b), a, b = self._tensor_maps(rung, p, a, b)  # a, b: what the maps point at
             args = (map_a, map_b, np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]),
                     np.float32(p["beta"]), out, np.int32(p["ldc"]))
-            if rung.key in self.STREAM_K_RUNGS:
+            if self.launch_scheme(rung) == "stream_k":
                 args += stream_k_workspace(grid[0], *block_tile(rung))
         else:
             args = (np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]), a,
                     np.int32(p["lda"]), b, np.int32(p["ldb"]), np.float32(p["beta"]), out, np.int32(p["ldc"]))
         kernel(grid, (_knobs(rung)["THREADS"],), args + self.extra_args(problem, out), shared_mem=smem)
+
+    def grid(self, rung: Rung, p: dict) -> tuple[int, ...]:
+        """The grid of a built rung (`variant`'s) on a problem of params p, by its launch scheme: the tiles of C,
+        (ceil(N / BN), ceil(M / BM)), for "tiles" and "tiles_vec"; one block per SM at most, a 1-D grid of
+        min(tiles, SMs) for "persistent" and min(tiles x k-tiles, SMs) for "stream_k"."""
+        bm, bn = block_tile(rung)
+        grid = ((p["N"] + bn - 1) // bn, (p["M"] + bm - 1) // bm)
+        scheme = self.launch_scheme(rung)
+        if scheme in ("tiles", "tiles_vec"):
+            return grid
+        if scheme not in ("persistent", "stream_k"):
+            raise LabError(f"{self.name} rung {rung.key}: launch {scheme!r} has no grid here (GemmTcFamily.grid).")
+        from lab.core import device
+
+        work = grid[0] * grid[1] * (-(-p["K"] // _knobs(rung)["BK"]) if scheme == "stream_k" else 1)
+        return (min(work, device.current().sm_count),)
 
     def _tensor_maps(self, rung: Rung, p: dict, a, b):
         """TMA maps of A (M x K, k contiguous; boxes BK x BM) and B (TN: N x K, boxes BK x BN; NN: K x N, boxes
@@ -326,24 +354,24 @@ class GemmTcFamily(Family):
             if not repacked:
                 return {"path": "tma"}
             return {"path": "repack+tma", "repacked": repacked}
-        if rung.key in self.VEC_RUNGS:
+        if self.launch_scheme(rung) == "tiles_vec":
             vec = _knobs(self.variant(rung, problem, out))["VEC"]
             return {"path": "element loads" if vec == 1 else
                     "cp.async 16-byte" if "STAGES" in _knobs(rung) else "16-byte loads"}
         return {"path": "fragments from global memory"}
 
     def launch_ceiling(self, problem: Problem, out, set_index: int = 0) -> None:
-        """The library in the same type and layout, fp32 accumulation end to end (lab.library_gemm): cuBLASLt with a
-        workspace and its heuristic's algorithm where nvmath-python is installed, else cublasGemmEx. Shapes with
-        alpha, beta or padding other than 1, 0, 0 (check cases, never timed) call cublasGemmEx with them as given
-        (beta = 0 never reads C, as in BLAS)."""
-        from lab.library_gemm import library_call
+        """The library in the same type and layout, fp32 accumulation end to end (lab.tools.library_gemm):
+        cuBLASLt with a workspace and its heuristic's algorithm where nvmath-python is installed, else cublasGemmEx.
+        Shapes with alpha, beta or padding other than 1, 0, 0 (check cases, never timed) call cublasGemmEx with them
+        as given (beta = 0 never reads C, as in BLAS)."""
+        from lab.tools.library_gemm import gemm_ex, library_call
 
         p = problem.params
         a = problem.inputs["A"][set_index % len(problem.inputs["A"])]
         b = problem.inputs["B"][set_index % len(problem.inputs["B"])]
         if (p["alpha"], p["beta"]) != (1, 0):
-            _cublas_gemm_ex(p, a, b, out)
+            gemm_ex(p, a, b, out)
             return
         key = (a.data.ptr, b.data.ptr, out.data.ptr, p["M"], p["N"], p["K"], p["dtype"], p["layout"], p["lda"],
                p["ldb"], p["ldc"])
@@ -360,12 +388,12 @@ class GemmTcFamily(Family):
     def baselines(self) -> dict:
         """torch.mm on the same memory (DLPack, zero-copy), where PyTorch with CUDA is installed: the call a PyTorch
         user makes (cuBLASLt with PyTorch's workspace and heuristic)."""
-        from lab.library_gemm import torch_mm_available
+        from lab.tools.library_gemm import torch_mm_available
 
         return {"torch_mm": self._launch_torch} if torch_mm_available() else {}
 
     def _launch_torch(self, problem: Problem, out, set_index: int = 0) -> None:
-        from lab.library_gemm import torch_mm
+        from lab.tools.library_gemm import torch_mm
 
         p = problem.params
         a = problem.inputs["A"][set_index % len(problem.inputs["A"])]
@@ -437,7 +465,7 @@ def tma_operand(x, rows: int, cols: int, ld: int):
         return x, ld
     import cupy as cp
 
-    from lab.build import get_kernel
+    from lab.core.build import get_kernel
 
     ld8 = -(-cols // 8) * 8
     packed = cp.empty((rows, ld8), dtype=x.dtype)
@@ -468,8 +496,3 @@ def stream_k_workspace(blocks: int, bm: int, bn: int) -> tuple:
 
 # --- the ceiling's cuBLAS call -------------------------------------------------------------------
 
-def _cublas_gemm_ex(p: dict, a, b, out) -> None:
-    """cublasGemmEx with fp32 compute and reduced-precision split-K reductions disallowed (lab.library_gemm)."""
-    from lab.library_gemm import gemm_ex
-
-    gemm_ex(p, a, b, out)

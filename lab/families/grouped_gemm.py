@@ -32,11 +32,11 @@ one per non-empty group, into the output's slices: what a user writes without a 
 "cublas_batched" (cublasGemmStridedBatchedEx with fp32 compute, in both types) only where every group has
 the same shape (`baselines_for`). Metric TFLOP/s of sum 2 M_g N_g K_g.
 
-The error bound is lab.bounds.tensor_core_matmul_bound, per group (each group's K, inputs and outputs).
+The error bound is lab.measure.bounds.tensor_core_matmul_bound, per group (each group's K, inputs and outputs).
 
 STATUS: tests/test_gpu_grouped_gemm.py passed on the H200 at 8b8c2d1; compute-sanitizer memcheck clean
-(results/h200/sanitize_issue12/, 27d1d24). In the catalogue. Records: results/h200/grouped_gemm.json (8b8c2d1),
-grouped_table_cost.json (a03e279).
+(results/h200/sanitize_split_k_decode_grouped/, 27d1d24). In the catalogue. Records:
+results/h200/grouped_gemm.json (8b8c2d1), grouped_table_cost.json (a03e279).
 """
 
 from __future__ import annotations
@@ -49,13 +49,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from lab import tma
-from lab.bounds import BFLOAT16
-from lab.build import KernelSpec
-from lab.errors import LabError
+from lab.core import tma
+from lab.core.build import KernelSpec
+from lab.core.errors import LabError
+from lab.core.ladder import Family, Problem, Rung
 from lab.families.gemm import DEFAULT_SMEM_LIMIT
 from lab.families.gemm_tc import STORAGE, bfloat16_bits_to_float32, input_scale, to_float32, to_storage
-from lab.ladder import Family, Problem, Rung
+from lab.measure.bounds import BFLOAT16
 
 DTYPES = ("float16", BFLOAT16)
 CASES = ("moe", "uniform", "small")
@@ -245,7 +245,7 @@ def tile_counts(groups: Sequence[Shape], bm: int, bn: int) -> tuple[np.ndarray, 
 
 
 def _encode_uncached(spec: tma.TensorMap2D) -> np.ndarray:
-    # The table is cached whole (problem.derived); its maps would only crowd lab.tma.encode's cache.
+    # The table is cached whole (problem.derived); its maps would only crowd lab.core.tma.encode's cache.
     return tma.encode.__wrapped__(spec)
 
 
@@ -278,8 +278,8 @@ def block_walk(table: np.ndarray, blocks: int, bm: int = 128, bn: int = 256, ord
                group_m: int = 8) -> list[list[tuple[int, int, int]]]:
     """The kernel's walk, restated for lessons and tests: for each of `blocks` blocks, the (group, row0, col0) of
     every tile it computes, in order. Block b takes global tiles b, b + blocks, ...; a cursor moves forward
-    through the table (seek_group in the kernel) and a group's own tiles go in `order` (lab.schedule.tile_of)."""
-    from lab.schedule import tile_of
+    through the table (seek_group in the kernel) and a group's own tiles go in `order` (lab.core.tile_order.tile_of)."""
+    from lab.core.tile_order import tile_of
 
     total = int(table["first_tile"][-1] + table["tiles"][-1]) if len(table) else 0
     walks = []
@@ -326,10 +326,10 @@ def table_build_cost(case: str = "moe", repeats: int = 5, bm: int = 128, bn: int
 
 # --- the family ---------------------------------------------------------------------------------------
 
-def _rung(key: str, entry: str, title: str, **knobs: int) -> Rung:
+def _rung(key: str, entry: str, title: str, *, launch: str, **knobs: int) -> Rung:
     spec = KernelSpec(f"grouped/{key}.cu", entry, tuple(sorted(knobs.items())), min_arch=HOPPER_ARCH,
                       arch_suffix="a")
-    return Rung("grouped_gemm", key, spec, title)
+    return Rung("grouped_gemm", key, spec, title, launch)
 
 
 def _knobs(rung: Rung) -> dict:
@@ -355,10 +355,13 @@ class GroupedGemmFamily(Family):
     ceiling_title = "a Python loop of cuBLAS calls, one per non-empty group"
     sweep_figure = "throughput"
     profile_figure = None
+    launches = ("persistent",)
     rungs = (
+        # Launch "persistent": a 1-D grid of min(total tiles, SMs or max_blocks) blocks of THREADS threads walking
+        # the tiles of every group, the problem table (tensor maps per group) as an argument, dynamic shared memory.
         _rung("01_grouped_persistent", "grouped_gemm_persistent",
               "gemm_tc rung 06's persistent kernel over a device-side table of groups",
-              BF16=0, BM=128, BN=256, BK=64, STAGES=4, RASTER=2, GROUP_M=8, THREADS=384),
+              launch="persistent", BF16=0, BM=128, BN=256, BK=64, STAGES=4, RASTER=2, GROUP_M=8, THREADS=384),
     )
 
     def __init__(self, max_blocks: int | None = None):
@@ -378,7 +381,7 @@ class GroupedGemmFamily(Family):
                      dtype: str = "float16", sets: int = 1, **case_args: int) -> Problem:
         """The groups of `case` (with its arguments) or the explicit `groups`, with random A and B (drawn in
         float32, scaled per group as gemm_tc scales its inputs, rounded to `dtype`) in the family's layout."""
-        from lab.check import random_array
+        from lab.measure.check import random_array
 
         _validate_dtype(dtype)
         if groups is not None and (case not in (None, "custom") or case_args):
@@ -487,7 +490,7 @@ class GroupedGemmFamily(Family):
 
     def _operands(self, problem: Problem, g: int, host: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
         """A_g (M x K) and B_g^T (K x N) as float64 values of the stored inputs (set 0)."""
-        from lab.check import to_numpy
+        from lab.measure.check import to_numpy
 
         lay, dtype = self.layout_of(problem), problem.params["dtype"]
         a_buf, b_buf = host or (to_numpy(problem.inputs["A"][0]), to_numpy(problem.inputs["B"][0]))
@@ -496,7 +499,7 @@ class GroupedGemmFamily(Family):
         return a, b.T
 
     def _per_group(self, problem: Problem, fill: Callable[[int, np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-        from lab.check import to_numpy
+        from lab.measure.check import to_numpy
 
         lay = self.layout_of(problem)
         host = (to_numpy(problem.inputs["A"][0]), to_numpy(problem.inputs["B"][0]))
@@ -511,8 +514,9 @@ class GroupedGemmFamily(Family):
         return self._per_group(problem, lambda g, a, b: a @ b)
 
     def error_bound(self, problem: Problem, reference: np.ndarray) -> np.ndarray:
-        """lab.bounds.tensor_core_matmul_bound for each group (its own K and inputs), flattened like the output."""
-        from lab.bounds import tensor_core_matmul_bound
+        """lab.measure.bounds.tensor_core_matmul_bound for each group (its own K and inputs), flattened like the
+        output."""
+        from lab.measure.bounds import tensor_core_matmul_bound
 
         lay = self.layout_of(problem)
         out_dtype = BFLOAT16 if problem.params["dtype"] == BFLOAT16 else np.float16
@@ -554,14 +558,15 @@ class GroupedGemmFamily(Family):
         return problem.derived[key]
 
     def blocks(self, total_tiles: int) -> int:
-        from lab import device
+        from lab.core import device
 
         limit = device.current().sm_count if self.max_blocks is None else self.max_blocks
         return max(1, min(total_tiles, limit))
 
     def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
-        from lab.build import get_kernel
+        from lab.core.build import get_kernel
 
+        self.launch_scheme(rung)  # "persistent", the family's one scheme: the grid is `blocks`
         rung = self.variant(rung, problem)
         device_table, host_table, total = self.table(problem, rung, set_index)
         kernel = get_kernel(rung.spec)
@@ -586,7 +591,7 @@ class GroupedGemmFamily(Family):
         ld = K through cupy.matmul (as a CuPy user writes it), the rest through cublasGemmEx (fp32 compute)."""
         import cupy as cp
 
-        from lab.families.gemm_tc import _cublas_gemm_ex
+        from lab.tools.library_gemm import gemm_ex
 
         lay, dtype = self.layout_of(problem), problem.params["dtype"]
         a_buf = problem.inputs["A"][set_index % len(problem.inputs["A"])]
@@ -600,7 +605,7 @@ class GroupedGemmFamily(Family):
             else:
                 p = {"M": M, "N": N, "K": K, "dtype": dtype, "layout": "TN", "alpha": 1.0, "beta": 0.0,
                      "lda": lay.ld[g], "ldb": lay.ld[g], "ldc": N}
-                _cublas_gemm_ex(p, a, b, c)
+                gemm_ex(p, a, b, c)
 
     def baselines(self) -> dict:
         return {"cublas_batched": self.launch_batched}
@@ -680,7 +685,7 @@ _CUBLAS_OP_N, _CUBLAS_OP_T = 0, 1
 
 
 def _cublas_gemm_strided_batched(dtype: str, G: int, M: int, N: int, K: int, ld: int, a, b, out) -> None:
-    """G products C_g = A_g @ B_g^T in cuBLAS's column-major terms (as gemm_tc's _cublas_gemm_ex): C_g^T (N x M) =
+    """G products C_g = A_g @ B_g^T in cuBLAS's column-major terms (as lab.tools.library_gemm.gemm_ex): C_g^T (N x M) =
     B_g (N x K row-major, column-major K x N transposed) @ A_g^T; strides from one group to the next: N * ld of B,
     M * ld of A, M * N of C."""
     import cupy as cp

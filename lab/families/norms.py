@@ -37,12 +37,12 @@ import math
 
 import numpy as np
 
-from lab import shapes
-from lab.bounds import BFLOAT16, SAFETY, half_subnormal_spacing, unit_roundoff
-from lab.build import KernelSpec
-from lab.errors import LabError
+from lab.core.build import KernelSpec
+from lab.core.errors import LabError
+from lab.core.ladder import Family, Problem, Rung
 from lab.families.gemm_tc import STORAGE, bfloat16_bits_to_float32, to_float32, to_storage
-from lab.ladder import Family, Problem, Rung
+from lab.measure import shapes
+from lab.measure.bounds import BFLOAT16, SAFETY, half_subnormal_spacing, unit_roundoff
 
 DTYPES = ("float16", BFLOAT16)
 # How a problem's x is drawn: the distribution's values ("random"); each row one value repeated ("constant":
@@ -60,17 +60,22 @@ REQUIRED_N = (1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1023, 1024, 1025, 409
 
 
 def _rungs(family: str) -> tuple[Rung, ...]:
-    def rung(key: str, title: str, **knobs: int) -> Rung:
+    def rung(key: str, title: str, *, launch: str, **knobs: int) -> Rung:
         entry = f"{family}_{key.split('_', 1)[1]}"
         return Rung(family, key, KernelSpec(f"norms/{key}.cu", entry, tuple(sorted(knobs.items())), min_arch=MIN_ARCH),
-                    title)
+                    title, launch)
 
     return (
-        rung("01_two_read", "a block per row, statistics then a second read, 2-byte accesses", BF16=0, THREADS=256),
-        rung("02_single_read", "the row read once into registers, 16-byte packs", BF16=0, THREADS=256, VEC=8,
-             ELEMS=32),
-        rung("03_specialized", "a warp per short row, a block sized to a long one", BF16=0, VEC=8, ELEMS=32,
-             WARP_ROW=0, WARPS=4),
+        # Launch "block_per_row" (geometry): a grid of one block per row, THREADS threads each.
+        rung("01_two_read", "a block per row, statistics then a second read, 2-byte accesses",
+             launch="block_per_row", BF16=0, THREADS=256),
+        rung("02_single_read", "the row read once into registers, 16-byte packs", launch="block_per_row", BF16=0,
+             THREADS=256, VEC=8, ELEMS=32),
+        # Launch "warp_or_block_per_row": built with WARP_ROW = 1 where a row fits a warp's registers (n <= 32 ELEMS),
+        # then blocks of WARPS warps striding over the rows, at most as many blocks as the GPU holds at once; else a
+        # block per row of min(1024, 32 ceil(n / (32 ELEMS))) threads (`threads`).
+        rung("03_specialized", "a warp per short row, a block sized to a long one", launch="warp_or_block_per_row",
+             BF16=0, VEC=8, ELEMS=32, WARP_ROW=0, WARPS=4),
     )
 
 
@@ -119,13 +124,14 @@ def norm_fp32_error_bound(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, ep
 
     `x` (rows x n), `w`, `b` (n, or None) are the stored values in float64, `eps` the fp32 value the kernel gets,
     `centered` True for LayerNorm. With u the fp32 unit roundoff (2^-24) and g = safety * u * sqrt(n), the
-    statistical growth of an n-term fp32 sum with lab.bounds' argument and margin (safety = SAFETY = 8): rounding
+    statistical growth of an n-term fp32 sum with lab.measure.bounds' argument and margin (safety = SAFETY = 8):
+    rounding
     errors that behave like independent variables. That holds for the kernels' sums (runs of at most n / threads
     terms per thread, then a tree) on any rows, and for any order on varied rows; it does not for one sequence of
     thousands of equal terms (a constant row's x^2 summed by a single thread), whose errors do not cancel.
 
     Row statistics. The mean: mu = sum(x) / n, computed with |mu^ - mu| <= E_mu = g * (|sum x| + sqrt(sum x^2)) /
-    n + 4u|mu| (the sum's drift and spread, as lab.bounds' |P| + S; the division, __fdividef, errs 2 ulp = 4u).
+    n + 4u|mu| (the sum's drift and spread, as lab.measure.bounds' |P| + S; the division, __fdividef, errs 2 ulp = 4u).
     RMSNorm has no mean: mu = 0, E_mu = 0. The second moment about it: v = sum((x - mu)^2) / n (RMSNorm: the
     mean square), computed from fp32 deviations d_j = x_j - mu^ whose squares are summed:
         E_v = (g + 6u) * v + 5 E_mu^2 + (g |mu| + 4 E_mu) * sqrt(v)
@@ -197,7 +203,8 @@ class NormFamily(Family):
     metric = "GB/s"
     ceiling_name = "cupy_device_copy"
     ceiling_title = "the device copy"
-    WARP_ROW_RUNGS = ("03_specialized",)
+    launches = ("block_per_row", "warp_or_block_per_row")  # `geometry` maps them
+    WARP_ROW_RUNGS = tuple(r.key for r in _rungs("rmsnorm") if r.launch == "warp_or_block_per_row")  # by key
 
     def _xp(self):
         if self.array_module is not None:
@@ -213,7 +220,7 @@ class NormFamily(Family):
         """x (`sets` input sets, each shifted `x_offset` elements from its allocation's start), w (|w| in
         [0.5, 2), random signs: never ones, which would hide a missing multiply) and, for LayerNorm, b (normal),
         drawn in float32 and rounded to `dtype`; the reference uses the rounded values."""
-        from lab.check import random_array
+        from lab.measure.check import random_array
 
         _validate(rows, n, dtype, eps, values, x_offset, out_offset)
         xp = self._xp()
@@ -249,7 +256,7 @@ class NormFamily(Family):
     def _operands(self, problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, float]:
         """x (set 0), w, b (None for RMSNorm) as float64 values of the stored inputs, and eps as the kernel sees it
         (rounded to fp32)."""
-        from lab.check import to_numpy
+        from lab.measure.check import to_numpy
 
         dtype = problem.params["dtype"]
 
@@ -293,7 +300,7 @@ class NormFamily(Family):
         defaults = _knobs(rung)
         if "VEC" in defaults:
             knobs["VEC"] = self.vector_width(problem, out, set_index)
-        if "WARP_ROW" in defaults:
+        if self.launch_scheme(rung) == "warp_or_block_per_row":
             knobs["WARP_ROW"] = int(problem.params["n"] <= 32 * defaults["ELEMS"])
         return dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs))
 
@@ -316,22 +323,29 @@ class NormFamily(Family):
         group = 32 if k.get("WARP_ROW") else NormFamily.threads(built, n)  # the threads that share a row
         return n <= group * k["ELEMS"]
 
+    def geometry(self, built: Rung, rows: int, n: int) -> tuple[tuple[int], tuple[int]]:
+        """(grid, block) of a built variant (`variant`'s) on rows x n, by its launch scheme: a block per row, or
+        for "warp_or_block_per_row" built with WARP_ROW, warps striding over the rows, as many blocks as are
+        resident at once, at most."""
+        threads = self.threads(built, n)
+        k = _knobs(built)
+        grid = rows
+        if self.launch_scheme(built) == "warp_or_block_per_row" and k["WARP_ROW"]:
+            grid = min(-(-rows // k["WARPS"]), _resident_blocks(built.spec, threads))
+        return (grid,), (threads,)
+
     def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
-        from lab.build import get_kernel
+        from lab.core.build import get_kernel
 
         p = problem.params
         rows, n = p["rows"], p["n"]
         x = problem.inputs["x"][set_index % len(problem.inputs["x"])]
         built = self.variant(rung, problem, out, set_index)
         kernel = get_kernel(built.spec)
-        threads = self.threads(built, n)
-        k = _knobs(built)
-        grid = rows
-        if k.get("WARP_ROW"):  # warps stride over the rows: as many blocks as are resident at once, at most
-            grid = min(-(-rows // k["WARPS"]), _resident_blocks(built.spec, threads))
+        grid, block = self.geometry(built, rows, n)
         args = (x, problem.inputs["w"]) + ((problem.inputs["b"],) if self.centered else ())
         args += (out, np.int32(rows), np.int32(n), np.float32(p.get("eps", DEFAULT_EPS)))
-        kernel((grid,), (threads,), args)
+        kernel(grid, block, args)
 
     def launch_notes(self, rung: Rung, problem: Problem, out) -> dict:
         """How a launch of `rung` on `problem` runs: the path (a warp or a block per row, one read or two), the
@@ -424,9 +438,9 @@ class NormFamily(Family):
 
 @functools.lru_cache(maxsize=64)
 def _resident_blocks_on(spec: KernelSpec, threads: int, device_id: int) -> int:
-    """Blocks of `threads` threads of `spec` that the whole GPU holds at once (lab.occupancy's arithmetic)."""
-    from lab import device, occupancy
-    from lab.build import get_kernel
+    """Blocks of `threads` threads of `spec` that the whole GPU holds at once (lab.core.occupancy's arithmetic)."""
+    from lab.core import device, occupancy
+    from lab.core.build import get_kernel
 
     gpu = device.current()
     kernel = get_kernel(spec)

@@ -32,11 +32,11 @@ import dataclasses
 
 import numpy as np
 
-from lab import shapes
-from lab.bounds import SAFETY, unit_roundoff
-from lab.build import KernelSpec
-from lab.errors import LabError
-from lab.ladder import Family, Problem, Rung
+from lab.core.build import KernelSpec
+from lab.core.errors import LabError
+from lab.core.ladder import Family, Problem, Rung
+from lab.measure import shapes
+from lab.measure.bounds import SAFETY, unit_roundoff
 
 DTYPES = ("float32", "float16")
 MASKS = ("none", "lengths")
@@ -48,7 +48,7 @@ SPECIAL_ROW_LENGTHS = (1, 2, 33, 1000, 4097)
 HEADLINE_BYTES = 256 << 20  # each array of a headline or tail problem: past the H200's L2 several times over
 HEADLINE_ROW_LENGTHS = (4096, 1024, 32768)  # the targets' sizes (the README's rows), then the contrast below
 CONTRAST_ROW_LENGTHS = (128, 512)
-# One row length for the bytes sweep: lab.plots.bandwidth_vs_bytes draws each rung as one line over bytes, so
+# One row length for the bytes sweep: lab.lessons.plots.bandwidth_vs_bytes draws each rung as one line over bytes, so
 # a second length (or dtype) would interleave with the first along the same line.
 SWEEP_ROW_LENGTH, SWEEP_DTYPE = 4096, "float16"
 TAIL_BASES = (1024, 2048, 4096)  # the tail steps n by 1 across each of these (fp16: 8-element vectors)
@@ -60,9 +60,9 @@ NORMALIZE_ULPS = 4.0  # rcp.approx (1 ulp) and the product e * (1/sum) (half an 
 FTZ_FLOOR = 2.0 ** -126  # exponentials below fp32's smallest normal are flushed to 0 (ex2.approx.ftz)
 
 
-def _rung(key: str, entry: str, title: str, **knobs: int) -> Rung:
+def _rung(key: str, entry: str, title: str, *, launch: str, **knobs: int) -> Rung:
     spec = KernelSpec(f"softmax/{key}.cu", entry, tuple(sorted(({"HALF": 0} | knobs).items())))
-    return Rung("softmax", key, spec, title)
+    return Rung("softmax", key, spec, title, launch)
 
 
 def _knobs(rung: Rung) -> dict:
@@ -184,15 +184,28 @@ class SoftmaxFamily(Family):
     name = "softmax"
     title = "Softmax over rows (fp32 or fp16 in and out, fp32 statistics)"
     profile_figure = "dram_bytes"  # rungs 01-02 re-read x; 03-04 read it once
+    # The launch schemes (Rung.launch) launch_plan maps to a kernel, a grid and a block, and the path the records name
+    # for each scheme that has one.
+    launches = ("three_pass", "two_pass", "registers", "specialized")
+    PATHS = {"three_pass": "block per row, three reads", "two_pass": "block per row, two reads",
+             "registers": "block per row, registers"}
     rungs = (
-        _rung("01_three_pass", "softmax_three_pass", "block per row: max, sum, output (three reads)", THREADS=256),
+        # Launch "three_pass": a block of THREADS threads per row (grid: rows).
+        _rung("01_three_pass", "softmax_three_pass", "block per row: max, sum, output (three reads)",
+              launch="three_pass", THREADS=256),
+        # Launch "two_pass": a block of THREADS threads per row (grid: rows).
         _rung("02_online_two_pass", "softmax_online_two_pass", "online max and sum in one read, then the output",
-              THREADS=256),
+              launch="two_pass", THREADS=256),
+        # Launch "registers": a block of THREADS threads per row (grid: rows) where the row fits its registers
+        # (row_capacity) and x and y agree mod 16; else the "two_pass" rung's kernel and block.
         _rung("03_single_pass", "softmax_single_pass", "the row in registers, 16-byte vectors: one read",
-              THREADS=256, VECS=8),
+              launch="registers", THREADS=256, VECS=8),
+        # Launch "specialized": by n, one of the source's three kernels (SPECIALIZED_ENTRIES): a warp per row
+        # (WARP_ROWS rows a block, ceil(rows / WARP_ROWS) blocks), a block per row sized to hold it in registers
+        # (block_threads), or a two-read block of LONG_THREADS per row.
         _rung("04_specialized", "softmax_specialized_warp",
               "specialized by n: warp per row, block per row, or two reads for long rows",
-              WARP_ROWS=8, WARP_VECS=8, BLOCK_VECS=8, LONG_THREADS=1024),
+              launch="specialized", WARP_ROWS=8, WARP_VECS=8, BLOCK_VECS=8, LONG_THREADS=1024),
     )
     # Rung 04's kernels, by path: all in its one source file.
     SPECIALIZED_ENTRIES = {"warp": "softmax_specialized_warp", "block": "softmax_specialized_block",
@@ -216,7 +229,7 @@ class SoftmaxFamily(Family):
         """x (rows x n, `dtype`, random of `dist`), a length per row when mask="lengths", and with special=1
         the top rows overwritten with SPECIAL_KINDS. x_offset shifts x's start by that many elements from a
         16-byte boundary (the output stays aligned): x and y then differ mod 16."""
-        from lab.check import random_array
+        from lab.measure.check import random_array
 
         xp = self._xp()
         _validate(rows, n, dtype, mask)
@@ -253,7 +266,7 @@ class SoftmaxFamily(Family):
             reach exp(z) as exp(x - m_t) * exp(m_t - shift), two such factors with |x - m_t| + |m_t - shift|
             = |z|. Hence (EXP_CONST + EXP_SLOPE * |z|) u, with EXP_CONST = 8 and EXP_SLOPE = 4.
         S: its terms carry those errors, weighted by their share y_k of the sum: sum_k (8 + 4|z_k|) u y_k.
-            Summing n positive terms in fp32 adds rounding errors that grow like sqrt(n) u (lab.bounds'
+            Summing n positive terms in fp32 adds rounding errors that grow like sqrt(n) u (lab.measure.bounds'
             probabilistic argument, with its SAFETY = 8). The online rescales are roundings of the same kind,
             at most n / threads per thread, which 8 sqrt(n) covers for n up to 4 threads^2 even on a sorted row.
         1/S and the product e * (1/S): rcp.approx (1 ulp) and one rounding: NORMALIZE_ULPS = 4 (u).
@@ -301,18 +314,18 @@ class SoftmaxFamily(Family):
     def launch_plan(self, rung: Rung, rows: int, n: int, dtype: str, together: bool = True) -> dict:
         """How `rung` runs on a rows x n problem: the kernel (`spec`, with HALF set), `grid`, `block`, and the
         `path` taken, a short name the records keep. `together`: x and y agree mod 16 (vectors serve both)."""
-        key = rung.key
+        scheme = self.launch_scheme(rung)
         k = _knobs(rung)
-        if key == "03_single_pass" and not (together and n <= row_capacity(rung, dtype)):
-            rung = self.rung("02")  # too long for the registers, or no common vector alignment
+        if scheme == "registers" and not (together and n <= row_capacity(rung, dtype)):
+            # Too long for the registers, or no common vector alignment: the two-pass rung's kernel.
+            rung = next(r for r in self.rungs if r.launch == "two_pass")
             k = _knobs(rung)
-            path = "rung 02's kernel (row longer than registers hold)" if together else \
-                "rung 02's kernel (x and y differ mod 16)"
+            path = f"rung {rung.number:02d}'s kernel (row longer than registers hold)" if together else \
+                f"rung {rung.number:02d}'s kernel (x and y differ mod 16)"
             return {"spec": self._variant(rung, dtype).spec, "grid": (rows,), "block": (k["THREADS"],), "path": path}
-        if key != "04_specialized":
-            path = {"01_three_pass": "block per row, three reads", "02_online_two_pass": "block per row, two reads",
-                    "03_single_pass": "block per row, registers"}[key]
-            return {"spec": self._variant(rung, dtype).spec, "grid": (rows,), "block": (k["THREADS"],), "path": path}
+        if scheme != "specialized":
+            return {"spec": self._variant(rung, dtype).spec, "grid": (rows,), "block": (k["THREADS"],),
+                    "path": self.PATHS[scheme]}
         spec = self._variant(rung, dtype).spec
         if together and n <= warp_capacity(rung, dtype):
             return {"spec": dataclasses.replace(spec, entry=self.SPECIALIZED_ENTRIES["warp"]),
@@ -333,7 +346,7 @@ class SoftmaxFamily(Family):
         return xs[set_index % len(xs)], problem.inputs.get("lengths")
 
     def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
-        from lab.build import get_kernel
+        from lab.core.build import get_kernel
 
         p = problem.params
         x, lengths = self._inputs(problem, set_index)

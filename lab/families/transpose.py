@@ -4,30 +4,35 @@ from __future__ import annotations
 
 import numpy as np
 
-from lab import shapes
-from lab.build import KernelSpec
-from lab.ladder import Family, Problem, Rung
+from lab.core.build import KernelSpec
+from lab.core.ladder import Family, Problem, Rung
+from lab.measure import shapes
 
 # Default knobs per rung, chosen by scripts/knob_sweep.py on the H200 at 8192x8192 (cold L2); its
 # output is results/h200/knobs.json. 64-wide tiles give DRAM 256-byte runs in both directions.
 
 
-def _rung(key: str, entry: str, title: str, tile: int, block_rows: int) -> Rung:
+def _rung(key: str, entry: str, title: str, tile: int, block_rows: int, *, launch: str) -> Rung:
     spec = KernelSpec(f"transpose/{key}.cu", entry, (("BLOCK_ROWS", block_rows), ("TILE", tile)))
-    return Rung("transpose", key, spec, title)
+    return Rung("transpose", key, spec, title, launch)
 
 
 class TransposeFamily(Family):
     name = "transpose"
     title = "Transpose (out = in.T), float32"
     profile_figure = "bank_conflicts"  # the padded and swizzled rungs are about shared-memory banks
+    # Launch "tiles": grid (ceil(cols / TILE), ceil(rows / TILE)) of TILE x BLOCK_ROWS threads, arguments (x, out,
+    # rows, cols); "tiles_out_offset": the same, plus the output's offset in floats from a 32-byte boundary.
+    launches = ("tiles", "tiles_out_offset")
     rungs = (
-        _rung("01_naive", "transpose_naive", "straight from global memory", 32, 8),
-        _rung("02_smem_tiled", "transpose_smem_tiled", "shared-memory tile (bank conflicts)", 64, 4),
-        _rung("03_padded", "transpose_padded", "padded tile, conflict-free", 64, 4),
-        # BLOCK_ROWS as rung 03's, so that 03 -> 04 changes the tile layout alone.
-        _rung("04_swizzled", "transpose_swizzled", "XOR-swizzled tile, conflict-free", 64, 4),
-        _rung("05_sector_aligned", "transpose_sector_aligned", "sector-aligned writes for any row length", 64, 4),
+        _rung("01_naive", "transpose_naive", "straight from global memory", 32, 8, launch="tiles"),
+        _rung("02_smem_tiled", "transpose_smem_tiled", "shared-memory tile (bank conflicts)", 64, 4, launch="tiles"),
+        _rung("03_padded", "transpose_padded", "padded tile, conflict-free", 64, 4, launch="tiles"),
+        # BLOCK_ROWS as rung 03's, so that 03 -> 04 changes the tile layout alone; launched on the same tile grid.
+        _rung("04_swizzled", "transpose_swizzled", "XOR-swizzled tile, conflict-free", 64, 4, launch="tiles"),
+        # The tile grid, and the output's offset from a 32-byte boundary (floats), to which it aligns its writes.
+        _rung("05_sector_aligned", "transpose_sector_aligned", "sector-aligned writes for any row length", 64, 4,
+              launch="tiles_out_offset"),
     )
 
     def check_cases(self) -> list[dict]:
@@ -39,25 +44,29 @@ class TransposeFamily(Family):
 
     def make_problem(self, seed: int = 0, dist: str = "normal", rows: int = 1, cols: int = 1,
                      sets: int = 1, out_offset: int = 0) -> Problem:
-        from lab.check import random_array
+        from lab.measure.check import random_array
 
         xs = [random_array((rows, cols), np.float32, seed + s, dist) for s in range(sets)]
         params = {"rows": rows, "cols": cols} | ({"out_offset": out_offset} if out_offset else {})
         label = f"{rows}x{cols}" + (f" out+{out_offset}" if out_offset else "")
         return Problem(label, {"x": xs}, (cols, rows), 2 * 4 * rows * cols, out_offset, params)
 
-    def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
-        from lab.build import get_kernel
-
-        x = problem.inputs["x"][set_index % len(problem.inputs["x"])]
+    def geometry(self, rung: Rung, x, out) -> tuple[tuple[int, int], tuple[int, int], tuple]:
+        """(grid, block, arguments) of `rung` transposing x into `out`, by its launch scheme."""
         rows, cols = x.shape
         tile = dict(rung.spec.knobs)["TILE"]
         block_rows = dict(rung.spec.knobs)["BLOCK_ROWS"]
         grid = ((cols + tile - 1) // tile, (rows + tile - 1) // tile)
         args = (x, out, np.int32(rows), np.int32(cols))
-        if rung.key == "05_sector_aligned":
+        if self.launch_scheme(rung) == "tiles_out_offset":
             args += (np.int32((out.data.ptr // 4) % 8),)  # the output's offset in floats from a 32-byte boundary
-        get_kernel(rung.spec)(grid, (tile, block_rows), args)
+        return grid, (tile, block_rows), args
+
+    def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
+        from lab.core.build import get_kernel
+
+        x = problem.inputs["x"][set_index % len(problem.inputs["x"])]
+        get_kernel(rung.spec)(*self.geometry(rung, x, out))
 
     def reference(self, problem: Problem) -> np.ndarray:
         return np.ascontiguousarray(problem.inputs["x"][0].get().astype(np.float64).T)

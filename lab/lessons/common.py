@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lab.core.ladder import Family
 from lab.families import get_family
-from lab.ladder import Family
 
 
 def family_of(family: str | Family) -> Family:
@@ -16,7 +16,7 @@ def family_of(family: str | Family) -> Family:
 
 def shown_path(path: Path) -> str:
     """A path as a reader of this repository would type it: relative to the repo root when inside it."""
-    from lab.build import REPO_ROOT
+    from lab.core.build import REPO_ROOT
 
     resolved = path.resolve()
     return str(resolved.relative_to(REPO_ROOT)) if resolved.is_relative_to(REPO_ROOT) else str(path)

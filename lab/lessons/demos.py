@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from lab.errors import LabError
-from lab.ladder import Family
+from lab.core.errors import LabError
+from lab.core.ladder import Family
 from lab.lessons.common import family_of
 
 
@@ -21,10 +21,10 @@ def few_cases(family: str | Family, count: int = 8) -> list[dict]:
 
 
 def check_ladder(family: str | Family, cases: list[dict]) -> dict:
-    """lab.verify.check_rung for every rung; raises LabError (stopping the notebook) if any fails."""
-    from lab import device
-    from lab.ladder import runnable_rungs
-    from lab.verify import check_rung
+    """lab.measure.verify.check_rung for every rung; raises LabError (stopping the notebook) if any fails."""
+    from lab.core import device
+    from lab.core.ladder import runnable_rungs
+    from lab.measure.verify import check_rung
 
     fam = family_of(family)
     here, skipped = runnable_rungs(fam.rungs, device.current().arch)
@@ -41,7 +41,7 @@ def check_ladder(family: str | Family, cases: list[dict]) -> dict:
 def check_summary(results: dict | None, family: str | Family, key: str) -> str:
     fam = family_of(family)
     if results is None:
-        return (f"(not run: checks need a GPU. LIVE mode runs lab.verify.check_rung on {fam.name}/"
+        return (f"(not run: checks need a GPU. LIVE mode runs lab.measure.verify.check_rung on {fam.name}/"
                 f"{fam.rung(key).key} here before anything is measured.)")
     mine = results.get(fam.rung(key).key)
     if mine is None:
@@ -50,7 +50,8 @@ def check_summary(results: dict | None, family: str | Family, key: str) -> str:
     lines = [r.line() for r in mine]
     passed = sum(r.passed for r in mine)
     worst = max(mine, key=lambda r: r.worst_ratio, default=None)
-    margin = (f" Every element within its own error bound (lab.bounds): the closest came to {worst.worst_ratio:.2g} "
+    margin = (" Every element within its own error bound (lab.measure.bounds): the closest came to "
+              f"{worst.worst_ratio:.2g} "
               f"of it ({worst.case}); worst normwise error {max(r.max_rel_error for r in mine):.2g}."
               if worst is not None and worst.worst_ratio else " Bit-exact." if passed == len(mine) else "")
     return "\n".join(lines) + f"\n{passed}/{len(mine)} cases passed, 3 input distributions each.{margin}"
@@ -60,7 +61,7 @@ def host_clock_versus_events(launch: Callable[[int], None]) -> str:
     """The wrong way (a host clock around an asynchronous launch) beside the right way (CUDA events)."""
     import cupy as cp
 
-    from lab import timing
+    from lab.measure import timing
 
     stream = cp.cuda.get_current_stream()
     launch(0)
@@ -83,7 +84,7 @@ def first_launch_versus_steady(launch: Callable[[int], None]) -> str:
     """Events around the very first launch (module load, first touch, clocks ramping) vs the warm median."""
     import cupy as cp
 
-    from lab import timing
+    from lab.measure import timing
 
     start, end = cp.cuda.Event(), cp.cuda.Event()
     start.record()

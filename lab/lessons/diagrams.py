@@ -1,4 +1,4 @@
-"""Figures drawn from index formulas, not from records (lab.plots draws records): the mma.sync fragment
+"""Figures drawn from index formulas, not from records (lab.lessons.plots draws records): the mma.sync fragment
 layout, ldmatrix's address and receiver lanes, shared-memory bank groups of unpadded / padded / swizzled
 tile rows, a cp.async pipeline's k-tiles in flight, and a schematic warp-specialized timeline. Every cell
 is computed by lab.lessons.layouts; each function returns a matplotlib Figure (lessons.figure shows it)."""

@@ -1,15 +1,15 @@
 """The fusion lessons: notebook 06 (epilogue fusion: a GEMM that applies bias, scales, an activation, a clamp or a
 quantizer on its way to memory) and notebook 07 (softmax, RMSNorm and LayerNorm: memory-bound row reductions).
 
-What they read, all replayed from lab.records.reference_dir() (results/h200 unless LAB_REFERENCE_RESULTS):
+What they read, all replayed from lab.measure.records.reference_dir() (results/h200 unless LAB_REFERENCE_RESULTS):
 - the RecordSets of `lab bench FAMILY --json`: gemm_tc_epilogue and gemm_fp32_epilogue (06; ceiling "plain_gemm",
   the same rung without the epilogue), softmax, rmsnorm and layernorm (07; ceiling the device copy, baseline
   "cupy_composed");
-- checklist.json, the record of scripts/checklist_study.py (lab.checklist: the optimization checklist's levels).
+- checklist.json, the record of scripts/checklist_study.py (lab.studies.checklist: the optimization checklist's levels).
 In LIVE mode (a GPU here) a short plan is checked and measured now and shown first, the full records beside it.
 
-Every number printed here is computed: from records, from lab.epilogue's references, or from the sources' text.
-The targets are the issue's, named as targets; `meets` says whether a computed figure reaches one.
+Every number printed here is computed: from records, from lab.families.epilogue's references, or from the sources' text.
+The targets are the lessons' own, named as targets; `meets` says whether a computed figure reaches one.
 """
 
 from __future__ import annotations
@@ -24,25 +24,25 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lab import records
-from lab.build import REPO_ROOT
-from lab.errors import LabError
+from lab.core.build import REPO_ROOT
+from lab.core.errors import LabError
 from lab.lessons.common import Markdown, describe_provenance, md, mode_box, record_lines, shown_path
-from lab.records import Record, RecordSet, format_bytes, format_value
+from lab.measure import records
+from lab.measure.records import Record, RecordSet, format_bytes, format_value
 
 if TYPE_CHECKING:
-    from lab.ladder import Family
+    from lab.core.ladder import Family
     from lab.lessons.mode import Mode
 
 EPILOGUE_FAMILIES = ("gemm_tc_epilogue", "gemm_fp32_epilogue")
 ROW_FAMILIES = ("softmax", "rmsnorm", "layernorm")
-CHECKLIST = "checklist"  # results/h200/checklist.json (lab.checklist.STUDY_FILE)
+CHECKLIST = "checklist"  # results/h200/checklist.json (lab.studies.checklist.STUDY_FILE)
 EPILOGUE_HEADER = "common/lab_epilogue.cuh"
 PLAIN = "plain_gemm"  # the epilogue families' ceiling: the same rung without the epilogue
 OPS_PATH, GRAPH_PATH = "cupy_ops", "cupy_fused"  # cuBLAS + one CuPy op per op; cuBLAS + one elementwise kernel
 COMPOSED = "cupy_composed"  # the row ladders' baseline: CuPy's operations as a user composes them
 
-# The issue's targets (what the lessons set out to show), not measurements.
+# The lessons' targets (what they set out to show), not measurements.
 TARGETS = {"fused_over_plain": 1.05, "fused_sides": (4096, 8192), "ops_speedup": 1.35, "ops_side": 4096,
            "copy_fraction": 0.90, "copy_min_n": 1024}
 
@@ -127,7 +127,7 @@ def banner(current: Mode, names: Iterable[str], checklist: bool = False) -> str:
     record file with its provenance, or NO RECORDED RESULTS and the command that records it."""
     live = []
     if current.live:
-        from lab import device
+        from lab.core import device
 
         gpu = device.current()
         live = [f"LIVE MODE: a SHORT plan is checked and measured now on this machine's {gpu.name}",
@@ -150,10 +150,10 @@ def banner(current: Mode, names: Iterable[str], checklist: bool = False) -> str:
 # ----------------------------------------------------------------------------------------------
 
 def live_plan(name: str):
-    """The lab.bench plan a LIVE notebook runs for family `name`: the epilogue GEMMs at their first headline
+    """The lab.measure.bench plan a LIVE notebook runs for family `name`: the epilogue GEMMs at their first headline
     problem only (quick: 4096^3, shorter timings); the row ladders at every headline row length and every tail
     length, with a shorter minimum time."""
-    from lab.bench import BenchPlan
+    from lab.measure.bench import BenchPlan
 
     if name in EPILOGUE_FAMILIES:
         return BenchPlan(kinds=("headline",), quick=True)
@@ -185,7 +185,7 @@ def live_refusal(current: Mode, name: str) -> str | None:
     fam = ladder(name)
     if fam is None:
         return not_in_catalogue(name)
-    from lab import device
+    from lab.core import device
     from lab.lessons.mode import runs_on
 
     arch = device.current().arch
@@ -200,8 +200,8 @@ def live_records(current: Mode, name: str) -> RecordSet | None:
     live_plan(name). None in REPLAY, or where live_refusal says why not."""
     if not current.live or live_refusal(current, name):
         return None
-    from lab import bench
     from lab.lessons.demos import check_ladder, few_cases
+    from lab.measure import bench
 
     fam = ladder(name)
     start = time.perf_counter()
@@ -251,7 +251,7 @@ def _one(rs: RecordSet, kind: str, rung: str, params: dict) -> Record | None:
 
 
 def _problems(rs: RecordSet, kind: str = "headline") -> list[dict]:
-    from lab.records import describe_params
+    from lab.measure.records import describe_params
 
     return list({describe_params(r.params): r.params for r in rs.records if r.kind == kind}.values())
 
@@ -279,12 +279,13 @@ def header_codes() -> list[dict]:
 
 
 def ops_table() -> Markdown:
-    """The chain's ops and output types as the header defines them, beside lab.epilogue's names for them (the two
+    """The chain's ops and output types as the header defines them, beside lab.families.epilogue's names for them (the
+    two
     must agree: the Python side builds the -D knobs from its own table)."""
-    from lab import epilogue
+    from lab.families import epilogue
 
     python = {"op": epilogue.OPS, "out": epilogue.OUTS}
-    lines = ["| knob value | kind | `LAB_EPI_*` in the header | lab.epilogue | what the header says |",
+    lines = ["| knob value | kind | `LAB_EPI_*` in the header | lab.families.epilogue | what the header says |",
              "|---:|---|---|---|---|"]
     for row in header_codes():
         if row["kind"] == "op" and row["name"] == "none":
@@ -357,7 +358,7 @@ def header_behaviour() -> str:
 @dataclass(frozen=True)
 class Build:
     label: str
-    report: object  # lab.build.CompileReport
+    report: object  # lab.core.build.CompileReport
 
 
 def _family_spec(fam: Family):
@@ -372,9 +373,9 @@ def _family_spec(fam: Family):
 
 def compile_builds(name: str, arch: int, chains: Iterable[tuple[str, str, bool]]) -> list[Build]:
     """Compile reports of family `name`'s rung without an epilogue, then with each chain of `chains` ((ops, out,
-    per row) as lab.epilogue.Epilogue.parse takes them), for `arch` (or the arch the rung needs)."""
-    from lab.build import compile_report, report_arch
-    from lab.epilogue import Epilogue
+    per row) as lab.families.epilogue.Epilogue.parse takes them), for `arch` (or the arch the rung needs)."""
+    from lab.core.build import compile_report, report_arch
+    from lab.families.epilogue import Epilogue
 
     fam = ladder(name)
     if fam is None:
@@ -391,7 +392,7 @@ def compile_builds(name: str, arch: int, chains: Iterable[tuple[str, str, bool]]
 
 def compile_table(builds: list[Build]) -> Markdown:
     """Registers, shared memory, spills and the notable SASS opcodes of each build."""
-    from lab.report import smem_text
+    from lab.studies.report import smem_text
 
     lines = ["| build | arch | registers | smem B | spills B | notable SASS (static counts) |",
              "|---|---|---:|---:|---:|---|"]
@@ -439,7 +440,7 @@ def check_coverage(name: str) -> str:
     beta = sum(1 for c in cases if c.get("beta"))
     return "\n".join([
         f"{name}: {len(cases)} check cases, each on three input distributions, outputs NaN-poisoned first "
-        "(lab.verify.check_rung)",
+        "(lab.measure.verify.check_rung)",
         f"  chains ({len(chains)}): {', '.join(chains)}",
         f"  outputs: {', '.join(outs)}; types and layouts: {', '.join(kinds)}",
         f"  {odd_n} cases with N odd (no paired stores at the row's end), {partial} with M or N off a multiple of "
@@ -447,15 +448,15 @@ def check_coverage(name: str) -> str:
 
 
 def bounds_doc() -> str:
-    """lab.epilogue's account of its error bounds (the module docstring from 'Bounds.')."""
-    from lab import epilogue
+    """lab.families.epilogue's account of its error bounds (the module docstring from 'Bounds.')."""
+    from lab.families import epilogue
 
     doc = epilogue.__doc__ or ""
     at = doc.find("Bounds.")
-    return " ".join(doc[at:].split()) if at >= 0 else "(lab.epilogue states no bounds)"
+    return " ".join(doc[at:].split()) if at >= 0 else "(lab.families.epilogue states no bounds)"
 
 
-# (value, what it shows): the quantizers' decided cases. The codes beside them are computed by lab.epilogue.
+# (value, what it shows): the quantizers' decided cases. The codes beside them are computed by lab.families.epilogue.
 QUANTIZER_VALUES = (
     (0.5, "tie: round to even"), (1.5, "tie: round to even"), (2.5, "tie: round to even"),
     (-2.5, "tie, negative"), (127.5, "int8: rounds past 127, saturates"), (-128.5, "int8: saturates at -128"),
@@ -467,9 +468,9 @@ QUANTIZER_VALUES = (
 
 
 def quantizer_demo(scale: float = 1.0) -> Markdown:
-    """The int8 and e4m3 codes lab.epilogue's references give for QUANTIZER_VALUES (the kernels are checked bit
+    """The int8 and e4m3 codes lab.families.epilogue's references give for QUANTIZER_VALUES (the kernels are checked bit
     for bit against these on the GPU): ties, saturation, infinities, NaN, subnormals."""
-    from lab.epilogue import decode_e4m3, quantize_e4m3, quantize_int8
+    from lab.families.epilogue import decode_e4m3, quantize_e4m3, quantize_int8
 
     values = np.array([v for v, _ in QUANTIZER_VALUES], dtype=np.float32)
     q8 = quantize_int8(values, np.float32(scale))
@@ -599,7 +600,7 @@ def _at_side(rows: list[EpilogueRow], side: int, out: str = "same") -> EpilogueR
 
 
 def epilogue_targets(tc: RecordSet | None, fp32: RecordSet | None = None) -> str:
-    """The issue's targets against the records: the fused rung within TARGETS["fused_over_plain"] of the plain
+    """The epilogue lesson's targets against the records: the fused rung within TARGETS["fused_over_plain"] of the plain
     one at each of TARGETS["fused_sides"] (fp16 output; int8 shown beside), and at least TARGETS["ops_speedup"]
     times faster than the cupy_ops path at TARGETS["ops_side"]."""
     lines = []
@@ -737,7 +738,7 @@ def fused_prediction_check(rs: RecordSet | None, name: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# Notebook 06: the optimization checklist (lab.checklist's record)
+# Notebook 06: the optimization checklist (lab.studies.checklist's record)
 # ----------------------------------------------------------------------------------------------
 
 _CHECKLIST_COLUMNS = (("size", "size"), ("level", "level"), ("status", "status"), ("median_ms", "median ms"),
@@ -746,9 +747,9 @@ _CHECKLIST_COLUMNS = (("size", "size"), ("level", "level"), ("status", "status")
 
 
 def checklist_table(record: dict | None) -> Markdown:
-    """lab.checklist.summary_rows as a Markdown table: time, its spread, multiple of the plain GEMM, kernels per
+    """lab.studies.checklist.summary_rows as a Markdown table: time, its spread, multiple of the plain GEMM, kernels per
     call, DRAM bytes against the minimum and the lines of code of each level."""
-    from lab import checklist
+    from lab.studies import checklist
 
     if record is None:
         return md(missing(CHECKLIST))
@@ -762,7 +763,7 @@ def checklist_table(record: dict | None) -> Markdown:
 def checklist_bytes(record: dict | None) -> str:
     """Per size: the minimum DRAM bytes of the operation, then each level's bytes as a multiple of it, and the
     unfused (library) path's bytes over the fused levels'."""
-    from lab import checklist
+    from lab.studies import checklist
 
     if record is None:
         return missing(CHECKLIST)
@@ -789,8 +790,8 @@ def checklist_bytes(record: dict | None) -> str:
 
 
 def checklist_verdicts(record: dict | None) -> str:
-    """lab.checklist.verdicts: sentences derived from the record's numbers, one per finding and size."""
-    from lab import checklist
+    """lab.studies.checklist.verdicts: sentences derived from the record's numbers, one per finding and size."""
+    from lab.studies import checklist
 
     if record is None:
         return missing(CHECKLIST)
@@ -799,7 +800,7 @@ def checklist_verdicts(record: dict | None) -> str:
 
 
 def show_checklist(fn: Callable, record: dict | None, **kwargs) -> None:
-    """lab.plots.<fn>(record) shown inline, or the sentence saying the record is missing."""
+    """lab.lessons.plots.<fn>(record) shown inline, or the sentence saying the record is missing."""
     from lab.lessons.views import figure
 
     if record is None:
@@ -831,7 +832,7 @@ def exercise_pointer(number: str | None = None, families: Iterable[str] = ()) ->
         return "\n".join(found)
     if number:
         return (f"Exercise {number} is coming: there is no exercises/{number}_* in this checkout yet. Until then, "
-                "kernels/common/lab_epilogue.cuh and lab/epilogue.py are the places to start.")
+                "kernels/common/lab_epilogue.cuh and lab/families/epilogue.py are the places to start.")
     return f"No exercise on {', '.join(sorted(families))} in this checkout yet."
 
 
@@ -921,7 +922,7 @@ def bandwidth_table(rs: RecordSet | None, name: str) -> Markdown:
 
 
 def copy_targets(rs: RecordSet | None, name: str) -> str:
-    """The issue's memory-bound target against the records: the ladder's last rung at >= TARGETS["copy_fraction"]
+    """The memory-bound ladders' target against the records: the ladder's last rung at >= TARGETS["copy_fraction"]
     of the device copy at every headline row length n >= TARGETS["copy_min_n"]; the composed baseline beside it."""
     fam = ladder(name)
     if fam is None or rs is None:
@@ -1194,7 +1195,7 @@ def special_rows_demo(n: int = 8) -> Markdown:
 
 
 def show(fn: Callable, rs: RecordSet | None, name: str, **kwargs) -> None:
-    """lab.plots.<fn>(rs, name, ...) shown inline, or the sentence saying why there is nothing to show."""
+    """lab.lessons.plots.<fn>(rs, name, ...) shown inline, or the sentence saying why there is nothing to show."""
     from lab.lessons.views import figure
 
     if rs is None or ladder(name) is None:

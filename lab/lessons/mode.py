@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from lab import device
-from lab.errors import LabError
-from lab.ladder import Family, Rung
+from lab.core import device
+from lab.core.errors import LabError
+from lab.core.ladder import Family, Rung
 from lab.lessons.common import box, describe_provenance, family_of
 from lab.lessons.views import reference, reference_path
-from lab.records import RecordSet, format_bytes
+from lab.measure.records import RecordSet, format_bytes
 
 MODE_VARIABLE = "LAB_NOTEBOOK_MODE"
 
@@ -48,11 +48,11 @@ def mode() -> Mode:
 
 def compile_arch(current: Mode | None = None) -> int:
     """The arch compile reports are made for: this GPU's (as the build would load it), else the
-    reference GPU's (lab.device.REFERENCE_ARCH)."""
+    reference GPU's (lab.core.device.REFERENCE_ARCH)."""
     current = current or mode()
     if not current.live:
         return device.REFERENCE_ARCH
-    from lab import nvrtc
+    from lab.core import nvrtc
 
     arch = device.current().arch
     supported = nvrtc.supported_archs()
@@ -62,7 +62,7 @@ def compile_arch(current: Mode | None = None) -> int:
 def runs_on(rung: Rung, arch: int) -> bool:
     """Whether a GPU of compute capability `arch` can run the rung: at least its min_arch, and exactly it
     for arch-specific code (sm_90a's wgmma and setmaxnreg run on sm_90 only, not on later archs)."""
-    from lab.build import arch_refusal
+    from lab.core.build import arch_refusal
 
     return arch_refusal(rung.spec, arch) is None
 
@@ -132,11 +132,11 @@ def mode_banner(*family_names: str, current: Mode | None = None) -> str:
 
 
 def describe_gpu(current: Mode, rs: RecordSet | None = None) -> str:
-    """LIVE: what lab.device reads from the driver. REPLAY: the GPU the records were made on."""
+    """LIVE: what lab.core.device reads from the driver. REPLAY: the GPU the records were made on."""
     if current.live:
         gpu = device.current()
         rows = gpu.as_dict() | {"datasheet_bandwidth_gbs": round(gpu.datasheet_bandwidth_gbs, 1)}
-        return "This machine's GPU (lab.device.current()):\n" + "\n".join(
+        return "This machine's GPU (lab.core.device.current()):\n" + "\n".join(
             f"  {k:22s} {v}" for k, v in rows.items())
     lines = [f"REPLAY: {current.reason}."]
     if rs is None:

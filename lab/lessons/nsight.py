@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lab import profile, records
-from lab.ladder import Family
+from lab.core.ladder import Family
 from lab.lessons.common import Markdown, describe_provenance, family_of, md, shown_path
 from lab.lessons.views import figure, one_record
-from lab.records import RecordSet, describe_params
+from lab.measure import records
+from lab.measure.records import RecordSet, describe_params
+from lab.studies import profile
 
 if TYPE_CHECKING:
     from lab.lessons.mode import Mode
@@ -43,7 +44,7 @@ def profile_status(prof: dict | None, family: str) -> str:
     line = (f"{loud}Nsight Compute counters at {describe_params(prof.get('params') or {})} for {len(prof['rows'])} "
             f"rungs, {describe_provenance(prof.get('provenance', {}))}.")
     skipped = prof.get("skipped") or []
-    if skipped:  # rungs the profiling GPU could not run (lab.profile lists them with the reason)
+    if skipped:  # rungs the profiling GPU could not run (lab.studies.profile lists them with the reason)
         line += " Not profiled: " + "; ".join(f"{s['rung']} ({s['reason']})" for s in skipped) + "."
     return line
 
@@ -79,7 +80,7 @@ def conflict_metrics(prof: dict | None) -> list[str]:
 
 
 def profile_plot(prof: dict | None, family: str, metric: str = "smem_bank_conflicts_ld") -> None:
-    from lab import plots
+    from lab.lessons import plots
 
     if prof is None:
         print(profile_status(None, family))
@@ -186,7 +187,7 @@ def dram_table(prof: dict | None, family: str | Family) -> Markdown:
 
 
 def dram_plot(prof: dict | None, family: str | Family) -> None:
-    from lab import plots
+    from lab.lessons import plots
 
     fam = family_of(family)
     if prof is None:

@@ -1,21 +1,21 @@
 """The lesson of notebook 08: shape specialization and dispatch, measured on a serving trace.
 
-What it reads, from lab.records.reference_dir() (results/h200 unless LAB_REFERENCE_RESULTS), each exactly as
-lab.ops_study writes it (`python -m lab.ops_study DIR tune trace overhead latency` on a GPU):
+What it reads, from lab.measure.records.reference_dir() (results/h200 unless LAB_REFERENCE_RESULTS), each exactly as
+lab.studies.ops_study writes it (`python -m lab.studies.ops_study DIR tune trace overhead latency` on a GPU):
     ops_trace.json      the trace: GPU time per step and method, lab.ops's decisions and counters, the checks, the hot
                         shape's choice forced everywhere, the decode boundary swept in M
     ops_tune.json       every bucket the trace touches, autotuned: each candidate's time or why it was rejected
     ops_latency.json    first-request latency of fresh processes: empty caches, warm caches, a warm-up manifest
     ops_overhead.json   host microseconds per call: lab.ops against its own launches replayed raw, and cupy.matmul
-and the compile study's record, results/cpu/compile_variants.json (lab.compile_study: NVRTC on the development
+and the compile study's record, results/cpu/compile_variants.json (lab.studies.compile_study: NVRTC on the development
 machine's CPU, no GPU).
 
-The trace's steps are regenerated here (lab.serving_trace.make_trace with the record's seed: CPU-only and
+The trace's steps are regenerated here (lab.studies.serving_trace.make_trace with the record's seed: CPU-only and
 deterministic) and checked against the record's summary: the record keeps each distinct step's time, not how many
 steps of each size the trace holds, and every GPU-time share below needs both.
 
 Every number printed is computed, from these records or from the lab's own code (the dispatch table, the trace).
-The targets are the runtime's, named as targets. The data shaping lives here; the figures are in lab.plots.
+The targets are the runtime's, named as targets. The data shaping lives here; the figures are in lab.lessons.plots.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab import records
-from lab.errors import LabError
+from lab.core.errors import LabError
 from lab.lessons.common import Markdown, describe_provenance, md, mode_box, record_lines, replayed_record, shown_path
+from lab.measure import records
 
 if TYPE_CHECKING:
     from lab.lessons.mode import Mode
@@ -54,7 +54,7 @@ TARGETS = {"x_generic": 1.3, "x_cublas": 1.1, "warm_first_ms": 50.0, "warm_compi
 HOT_TIME_SHARE = 0.5
 
 METHODS = ("lab_ops", "lab_ops_table", "cublas", "generic", "persistent", "hot_forced")
-# The two "one generic kernel" baselines of the trace (lab.serving_trace's methods).
+# The two "one generic kernel" baselines of the trace (lab.studies.serving_trace's methods).
 ONE_KERNEL = {"generic": "gemm_tc rung 03 (cp.async + mma.sync, sm_80 on) for every GEMM, epilogue after: lab.ops's "
                          "own generic fallback path",
               "persistent": "gemm_tc rung 06 (TMA + wgmma, persistent, 128 x 256 tiles) for every GEMM, epilogue "
@@ -83,8 +83,8 @@ def record_path(name: str) -> Path:
 def recorded_by(name: str) -> str:
     """The command that records file `name`."""
     if name == COMPILE:
-        return f"python -m lab.compile_study {shown_path(compile_record_path())}"
-    return f"python -m lab.ops_study {shown_path(records.reference_dir())} {_STUDY[name]}"
+        return f"python -m lab.studies.compile_study {shown_path(compile_record_path())}"
+    return f"python -m lab.studies.ops_study {shown_path(records.reference_dir())} {_STUDY[name]}"
 
 
 def missing(name: str) -> str:
@@ -97,7 +97,7 @@ def missing(name: str) -> str:
 def load(name: str) -> dict | None:
     """Record `name` of FILES, marked replayed; None when absent or unreadable."""
     if name == COMPILE:
-        from lab import compile_study
+        from lab.studies import compile_study
 
         try:
             return compile_study.load(record_path(name))
@@ -135,7 +135,7 @@ def banner(current: Mode, files: dict[str, dict | None]) -> str:
     record file with its provenance, or NO RECORDED RESULTS and the command that records it."""
     live = []
     if current.live:
-        from lab import device
+        from lab.core import device
 
         gpu = device.current()
         live = [f"LIVE MODE: section 1 runs lab.ops now on this machine's {gpu.name} ({gpu.sm}).",
@@ -146,7 +146,8 @@ def banner(current: Mode, files: dict[str, dict | None]) -> str:
         role = " (host CPU, no GPU)" if name == COMPILE else ""
         body += record_lines(name + role, None if item is None else item["provenance"], record_path(name),
                              f"Recorded by `{recorded_by(name)}`")
-    body.append("Computed here, no GPU: the trace's shapes (lab.serving_trace) and the dispatch table's choices.")
+    body.append("Computed here, no GPU: the trace's shapes (lab.studies.serving_trace) and the dispatch table's "
+                "choices.")
     return mode_box(current.live, current.reason, live, body)
 
 
@@ -159,8 +160,8 @@ class Gpu:
 
 def gpu_of(files: dict[str, dict | None]) -> Gpu:
     """The GPU the dispatch table is evaluated for: the ops records' (their provenance), else the reference H200 as
-    lab.device and lab.ops.shapes assume it."""
-    from lab import device
+    lab.core.device and lab.ops.shapes assume it."""
+    from lab.core import device
     from lab.ops.shapes import GemmShape
 
     for name in PAYLOADS:
@@ -176,7 +177,7 @@ def gpu_of(files: dict[str, dict | None]) -> Gpu:
 # Small formatting helpers
 # ----------------------------------------------------------------------------------------------
 
-def _table(head: list[str], rows: list[list[str]]) -> str:
+def md_table(head: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     return "\n".join(lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
 
@@ -187,7 +188,7 @@ def _us(value: float | None) -> str:
     return f"{value:,.1f}" if value < 1e4 else f"{value:,.0f}"
 
 
-def _x(value: float | None) -> str:
+def as_x(value: float | None) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.2f}x"
 
 
@@ -238,7 +239,7 @@ def usage_inputs(seed: int = 0):
     import cupy as cp
     import numpy as np
 
-    from lab.check import random_array
+    from lab.measure.check import random_array
 
     m, n, k = USAGE_SHAPE["M"], USAGE_SHAPE["N"], USAGE_SHAPE["K"]
 
@@ -288,7 +289,7 @@ def stats_text(stats: dict) -> str:
 
 @dataclass(frozen=True)
 class Trace:
-    steps: tuple  # lab.serving_trace.Step, in order
+    steps: tuple  # lab.studies.serving_trace.Step, in order
     seed: int
     note: str  # where the steps come from, and whether they match the record's summary
     matches: bool | None  # None: no record to compare with
@@ -303,12 +304,12 @@ class Trace:
 
 
 def layer_gemms() -> Markdown:
-    """The layer's GEMMs as lab.serving_trace defines them (activations M x K times a weight N x K)."""
-    from lab import serving_trace as st
+    """The layer's GEMMs as lab.studies.serving_trace defines them (activations M x K times a weight N x K)."""
+    from lab.studies import serving_trace as st
 
     rows = [[name, f"M × {n} × {k}", epi] for name, n, k, epi in st.GEMMS]
     return md(f"Hidden size {st.HIDDEN}, intermediate {st.INTERMEDIATE}, fused QKV width {st.QKV}; two RMSNorms "
-              "per layer besides.\n\n" + _table(["GEMM", "M × N × K", "epilogue (fused where the path can)"], rows))
+              "per layer besides.\n\n" + md_table(["GEMM", "M × N × K", "epilogue (fused where the path can)"], rows))
 
 
 def _plain(value):
@@ -319,15 +320,15 @@ def _plain(value):
 def trace_of(record: dict | None) -> Trace:
     """The trace's steps, regenerated with the record's seed and length (the study's own constants without one),
     and compared with the record's summary."""
-    from lab import ops_study
-    from lab import serving_trace as st
+    from lab.studies import ops_study
+    from lab.studies import serving_trace as st
 
     summary = (record or {}).get("trace") or {}
     seed, n = int(summary.get("seed", ops_study.TRACE_SEED)), int(summary.get("steps", ops_study.TRACE_STEPS))
     share = float(summary.get("prefill_share", ops_study.TRACE_PREFILL_SHARE))
     skew = float(summary.get("skew", ops_study.TRACE_SKEW))
     steps = tuple(st.make_trace(seed, n, share, skew))
-    made = f"lab.serving_trace.make_trace(seed={seed}, steps={n}, prefill_share={share:g}, skew={skew:g})"
+    made = f"lab.studies.serving_trace.make_trace(seed={seed}, steps={n}, prefill_share={share:g}, skew={skew:g})"
     if record is None:
         return Trace(steps, seed, f"regenerated here: {made}, the study's own constants (no {TRACE} record to "
                                   "check it against)", None)
@@ -339,7 +340,7 @@ def trace_of(record: dict | None) -> Trace:
     if same:
         note = f"regenerated here: {made}; its summary matches the {TRACE} record's exactly"
     else:
-        note = (f"regenerated here: {made}; its summary DOES NOT MATCH the {TRACE} record's (lab.serving_trace "
+        note = (f"regenerated here: {made}; its summary DOES NOT MATCH the {TRACE} record's (lab.studies.serving_trace "
                 "changed since the record was made): step counts below are the regenerated trace's, times the "
                 "record's")
     return Trace(steps, seed, note, same)
@@ -347,7 +348,7 @@ def trace_of(record: dict | None) -> Trace:
 
 def trace_summary(trace: Trace) -> str:
     """Steps, distinct steps, the decode share, the decode M quantiles, the prefill buckets, the most common M."""
-    from lab import serving_trace as st
+    from lab.studies import serving_trace as st
 
     s = st.summarize(list(trace.steps))
     per_m = trace.calls_per_m()
@@ -426,7 +427,7 @@ def time_table(buckets: list[dict] | None) -> Markdown:
              f"{r['share']:.1%}"] for r in buckets]
     unknown = sum(r["unknown"] for r in buckets)
     note = f"\n\n{unknown} steps have no time in the record." if unknown else ""
-    return md(_table(["M bucket", "decode steps", "prefill steps", "share of steps", "lab.ops us (all its steps)",
+    return md(md_table(["M bucket", "decode steps", "prefill steps", "share of steps", "lab.ops us (all its steps)",
                       "share of lab.ops time"], rows) + note)
 
 
@@ -460,8 +461,8 @@ def table_decision(table: Table, shape, arch: int) -> tuple[str, dict, str]:
 
 def trace_shapes(trace: Trace, gpu: Gpu, gemms=None):
     """(GemmShape, gemm name, calls) for every GEMM of every distinct M of the trace."""
-    from lab import serving_trace as st
     from lab.ops.shapes import GemmShape
+    from lab.studies import serving_trace as st
 
     for m, n_steps in sorted(trace.calls_per_m().items()):
         for name, n, k, epi in gemms or st.GEMMS:
@@ -490,7 +491,7 @@ def dispatch_table(trace: Trace, gpu: Gpu, table: Table | None = None) -> Markdo
                      f"{_share(taken['fallback'], total):.1%}"])
     head = ["#", "when", "path", "config", "why (the rule's note)", "trace calls, table alone"]
     return md(f"`{table.source}` (first match wins; evaluated for sm_{gpu.arch}, {gpu.sm_count} SMs: "
-              f"{gpu.where})\n\n" + _table(head, rows))
+              f"{gpu.where})\n\n" + md_table(head, rows))
 
 
 def decision_rows(record: dict | None, trace: Trace) -> list[dict] | None:
@@ -522,7 +523,7 @@ def decisions_by_family(record: dict | None, trace: Trace) -> Markdown:
     table = [[fam, path, cfg or "-", g["shapes"], g["calls"], f"{_share(g['calls'], total):.1%}",
               ", ".join(f"{s} {n}" for s, n in g["sources"].most_common())]
              for (fam, path, cfg), g in sorted(groups.items(), key=lambda kv: -kv[1]["calls"])]
-    return md(_table(["shape family", "path", "config", "distinct shapes", "calls in the trace", "share of calls",
+    return md(md_table(["shape family", "path", "config", "distinct shapes", "calls in the trace", "share of calls",
                       "decided by (shapes)"], table))
 
 
@@ -539,7 +540,7 @@ def decision_map(record: dict | None) -> Markdown:
     buckets = sorted({b for b, _ in cells})
     rows = [[bucket_label(b)] + [" / ".join(c for c, _ in cells.get((b, g), Counter()).most_common()) or "-"
                                  for g in gemms] for b in buckets]
-    return md(_table(["M bucket", *gemms], rows))
+    return md(md_table(["M bucket", *gemms], rows))
 
 
 def counters_table(record: dict | None, trace: Trace) -> Markdown:
@@ -557,7 +558,7 @@ def counters_table(record: dict | None, trace: Trace) -> Markdown:
     rows = [[k, counted[k], implied[k] if k.startswith("matmul:") else "-",
              f"{_share(implied[k], total):.1%}" if k.startswith("matmul:") else "-"] for k in keys]
     counts = c.get("counts") or {}
-    lines = [_table(["operation:path", "counted", "calls the decisions imply", "share of GEMM calls"], rows), "",
+    lines = [md_table(["operation:path", "counted", "calls the decisions imply", "share of GEMM calls"], rows), "",
              "counts: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "(none)")]
     uncounted = total - sum(v for k, v in counted.items() if k.startswith("matmul:"))
     if uncounted > 0:
@@ -609,8 +610,8 @@ def parse_bucket(text: str) -> dict | None:
 
 
 def gemm_name(n: int, k: int, epilogue: str, gemms=None) -> str:
-    """The layer's GEMM with these sizes and epilogue (lab.serving_trace.GEMMS), else 'N x K epilogue'."""
-    from lab import serving_trace as st
+    """The layer's GEMM with these sizes and epilogue (lab.studies.serving_trace.GEMMS), else 'N x K epilogue'."""
+    from lab.studies import serving_trace as st
 
     for name, gn, gk, ge in gemms or st.GEMMS:
         if (gn, gk, ge) == (n, k, epilogue):
@@ -653,13 +654,13 @@ def tune_table(record: dict | None) -> Markdown:
         second = timed[1] if len(timed) > 1 else None
         best = r["winner_us"]
         table.append([r["gemm"], bucket_label(r["m_bucket"]), r["tuned_M"], r["winner"], _us(best),
-                      f"{second[0]} {_x(second[1] / best) if best else '-'}" if second else "-",
-                      _x(r["candidates"]["cublas"] / best) if best and "cublas" in r["candidates"] else "-",
-                      _x(r["candidates"]["generic"] / best) if best and "generic" in r["candidates"] else "-",
+                      f"{second[0]} {as_x(second[1] / best) if best else '-'}" if second else "-",
+                      as_x(r["candidates"]["cublas"] / best) if best and "cublas" in r["candidates"] else "-",
+                      as_x(r["candidates"]["generic"] / best) if best and "generic" in r["candidates"] else "-",
                       "; ".join(f"{k}: {v}" for k, v in r["rejected"].items()) or "-"])
     head = ["GEMM", "bucket", "tuned at M", "winner", "winner us", "runner-up (its time / winner's)",
             "cublas / winner", "generic / winner", "rejected (why)"]
-    return md(_table(head, table))
+    return md(md_table(head, table))
 
 
 def tune_wins(record: dict | None) -> str:
@@ -752,7 +753,7 @@ def latency_table(record: dict | None) -> Markdown:
     head = ["scenario", "first request ms", "p50 ms", "p99 ms", "compiles by the first result",
             "of them in the first request", "compiles in all", "warm-up", "process start to first result, s"]
     return md(f"{record.get('requests', '?')} requests per process (one layer each, M from the trace's shorter steps); "
-              f"the manifest lists {record.get('manifest_shapes', '?')} shapes.\n\n" + _table(head, table))
+              f"the manifest lists {record.get('manifest_shapes', '?')} shapes.\n\n" + md_table(head, table))
 
 
 def warm_target(record: dict | None) -> dict | None:
@@ -791,7 +792,7 @@ def latency_target(record: dict | None) -> str:
     empty = next((r for r in rows if r["scenario"] == "empty_caches" and "error" not in r), None)
     if empty:
         lines.append(f"for contrast, empty caches: first request {empty['first_ms']:.0f} ms "
-                     f"({_x(empty['first_ms'] / warm['first_ms'])} the warm one), {empty['compiled']} compiles "
+                     f"({as_x(empty['first_ms'] / warm['first_ms'])} the warm one), {empty['compiled']} compiles "
                      f"({empty['compile_s']:.1f} s of NVRTC)")
     return "\n".join(lines)
 
@@ -812,12 +813,12 @@ def totals_table(record: dict | None) -> Markdown:
     totals, ratios, what = record.get("totals_us") or {}, record.get("time_over_lab_ops") or {}, \
         record.get("methods") or {}
     rows = [[f"`{m}`", what.get(m, ""), _us(totals[m].get("total_us")), _us(totals[m].get("decode_us")),
-             _us(totals[m].get("prefill_us")), _x(ratios.get(m))] for m in _methods(record)]
+             _us(totals[m].get("prefill_us")), as_x(ratios.get(m))] for m in _methods(record)]
     checks = record.get("checks") or []
     failed = record.get("checks_failed", sum(1 for c in checks if c.get("bad")))
     head = ["method", "what", "total us", "decode steps us", "prefill steps us", "time / lab_ops"]
     return md(f"Checked first: {len(checks)} distinct GEMMs of the trace through lab.ops against float64, "
-              f"{failed} with elements outside the bound.\n\n" + _table(head, rows))
+              f"{failed} with elements outside the bound.\n\n" + md_table(head, rows))
 
 
 def trace_targets(record: dict | None) -> str:
@@ -829,12 +830,12 @@ def trace_targets(record: dict | None) -> str:
     lines = []
     for method, what in ONE_KERNEL.items():
         ratio = ratios.get(method)
-        lines.append(f"{method} / lab_ops = {_x(ratio)} -> {_meets(ratio, TARGETS['x_generic'])}   ({what})")
+        lines.append(f"{method} / lab_ops = {as_x(ratio)} -> {_meets(ratio, TARGETS['x_generic'])}   ({what})")
     ratio = ratios.get("cublas")
-    lines.append(f"cublas / lab_ops = {_x(ratio)} -> {_meets(ratio, TARGETS['x_cublas'])}   (cuBLAS for every GEMM, "
+    lines.append(f"cublas / lab_ops = {as_x(ratio)} -> {_meets(ratio, TARGETS['x_cublas'])}   (cuBLAS for every GEMM, "
                  "one CuPy elementwise kernel per epilogue)")
     if "lab_ops_table" in ratios:
-        lines.append(f"lab_ops_table / lab_ops = {_x(ratios['lab_ops_table'])}: what the tune cache adds over the "
+        lines.append(f"lab_ops_table / lab_ops = {as_x(ratios['lab_ops_table'])}: what the tune cache adds over the "
                      "dispatch table alone")
     return "\n".join(lines)
 
@@ -849,7 +850,7 @@ def gemm_share(gemms: dict | None, record: dict | None) -> str:
     if not lab or not cub:
         return f"{GEMMS_ONLY}: no lab_ops and cublas totals in the record"
     line = (f"the GEMMs alone (epilogues included, RMSNorms left out): cuBLAS {_us(cub)} us, lab.ops {_us(lab)} us, "
-            f"cublas / lab_ops = {_x(cub / lab)} ({_meets(cub / lab, TARGETS['x_cublas'])} on the GEMMs alone)")
+            f"cublas / lab_ops = {as_x(cub / lab)} ({_meets(cub / lab, TARGETS['x_cublas'])} on the GEMMs alone)")
     whole = ((record or {}).get("totals_us") or {})
     if whole.get("lab_ops") and whole.get("cublas"):
         norms_lab = whole["lab_ops"]["total_us"] - lab
@@ -938,15 +939,15 @@ def hot_cold_table(record: dict | None, trace: Trace) -> Markdown:
     rows = []
     for k, t in hc["kinds"].items():
         if t["lab_ops"]:
-            rows.append([f"{k} steps", _us(t["lab_ops"]), _us(t["hot_forced"]), _x(t["hot_forced"] / t["lab_ops"])])
+            rows.append([f"{k} steps", _us(t["lab_ops"]), _us(t["hot_forced"]), as_x(t["hot_forced"] / t["lab_ops"])])
     for g in ("hot", "cold"):
         t = hc["groups"][g]
         if t.get("lab_ops"):
             what = f"M = {hc['hot_M']}" if g == "hot" else f"M != {hc['hot_M']}"
             rows.append([f"{g} steps ({what}, {hc['steps'][g]} steps)", _us(t["lab_ops"]), _us(t["hot_forced"]),
-                         _x(t["hot_forced"] / t["lab_ops"])])
+                         as_x(t["hot_forced"] / t["lab_ops"])])
     return md(f"The hot shape: M = {hc['hot_M']}, the most common step; its choice: {hc['choice']} (cuBLAS where "
-              "that path cannot serve a shape).\n\n" + _table(["steps", "lab_ops us", "hot_forced us",
+              "that path cannot serve a shape).\n\n" + md_table(["steps", "lab_ops us", "hot_forced us",
                                                                "hot_forced / lab_ops"], rows))
 
 
@@ -1058,7 +1059,7 @@ def overhead_table(record: dict | None) -> Markdown:
     head = ["path", "M×N×K", "launches per call", *(f"{c} us (min-max)" for c in OVERHEAD_COLUMNS),
             "overhead us (lab_ops - raw_replay)", "target"]
     return md(f"Medians of {record.get('trials', '?')} trials of {record.get('calls_per_trial', '?')} calls each, "
-              "host time per call (the GPU work is tiny, so the host is the bottleneck).\n\n" + _table(head, table))
+              "host time per call (the GPU work is tiny, so the host is the bottleneck).\n\n" + md_table(head, table))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1101,9 +1102,9 @@ def checklist_rows(files: dict[str, dict | None], trace: Trace) -> list[list[str
         over = {m: _share(_sum_method(hot, m), lab) for m in ("cublas", "generic", "persistent")}
         ratios = (trace_rec or {}).get("time_over_lab_ops") or {}
         rows.append(["The default implementation is clearly slower on the hot shapes",
-                     f"in the hot buckets: cuBLAS / lab.ops {_x(over['cublas'])}, rung 03 / lab.ops "
-                     f"{_x(over['generic'])}, rung 06 / lab.ops {_x(over['persistent'])}; whole trace: cuBLAS "
-                     f"{_x(ratios.get('cublas'))}, rung 03 {_x(ratios.get('generic'))}",
+                     f"in the hot buckets: cuBLAS / lab.ops {as_x(over['cublas'])}, rung 03 / lab.ops "
+                     f"{as_x(over['generic'])}, rung 06 / lab.ops {as_x(over['persistent'])}; whole trace: cuBLAS "
+                     f"{as_x(ratios.get('cublas'))}, rung 03 {as_x(ratios.get('generic'))}",
                      f"cuBLAS {_meets(ratios.get('cublas'), TARGETS['x_cublas'])}; one generic kernel (rung 03) "
                      f"{_meets(ratios.get('generic'), TARGETS['x_generic'])}"])
     else:
@@ -1188,7 +1189,7 @@ def checklist_rows(files: dict[str, dict | None], trace: Trace) -> list[list[str
                    f"the hot shape's choice ({hc['choice']}) is no slower on the cold steps: here a per-shape table "
                    "buys nothing over it")
         rows.append(["Specializing for the hot shape does not hurt the cold ones",
-                     f"the hot shape's choice forced on the cold steps: {_x(ratio)} lab.ops's time there", reading])
+                     f"the hot shape's choice forced on the cold steps: {as_x(ratio)} lab.ops's time there", reading])
     else:
         rows.append(["Specializing for the hot shape does not hurt the cold ones", f"NO RECORDS for {TRACE}", "-"])
 
@@ -1223,7 +1224,7 @@ def _met_word(target: dict | None) -> str:
 
 
 def checklist(files: dict[str, dict | None], trace: Trace) -> Markdown:
-    return md(_table(["the seed's point", "the trace's numbers", "reading"], checklist_rows(files, trace)))
+    return md(md_table(["the seed's point", "the trace's numbers", "reading"], checklist_rows(files, trace)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1231,7 +1232,7 @@ def checklist(files: dict[str, dict | None], trace: Trace) -> Markdown:
 # ----------------------------------------------------------------------------------------------
 
 def show(fn: Callable, data, name: str, **kwargs) -> None:
-    """lab.plots.<fn>(data, ...) shown inline, or the sentence saying record `name` is missing."""
+    """lab.lessons.plots.<fn>(data, ...) shown inline, or the sentence saying record `name` is missing."""
     from lab.lessons.views import figure
 
     if data is None:

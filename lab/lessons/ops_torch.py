@@ -1,23 +1,27 @@
 """Notebook 08, section 11: lab.ops against PyTorch, read from records (nothing here measures).
 
-What it reads, from lab.records.reference_dir() (results/h200 unless LAB_REFERENCE_RESULTS), each exactly as its
+What it reads, from lab.measure.records.reference_dir() (results/h200 unless LAB_REFERENCE_RESULTS), each exactly as its
 study writes it on a GPU:
-    ops_sweep.json          `lab tune --table` (lab.ops_sweep): per shape class, every path lab.ops has against the
+    ops_sweep.json          `lab tune --table` (lab.studies.ops_sweep): per shape class, every path lab.ops has
+    against the
                             library (cuBLASLt) and PyTorch on sample shapes; the class's winner ("choices"), the
                             dispatch table written from them ("table"); lab.ops under that table against PyTorch per
                             sample ("final", "summary": per-round ratios, cold L2 and back to back)
-    ops_host_cost.json      `python -m lab.ops_sweep DIR --host`: host microseconds per call, lab.ops replaying each
+    ops_host_cost.json      `python -m lab.studies.ops_sweep DIR --host`: host microseconds per call, lab.ops
+    replaying each
                             path's recorded call against torch.mm and F.linear, lab.ops.rmsnorm against F.rms_norm
     ops_vs_torch_<model>_<dtype>.json
-                            `python -m lab.ops_compare DIR --model M --dtype D`: one transformer layer per step of a
+                            `python -m lab.studies.ops_compare DIR --model M --dtype D`: one transformer layer per
+                            step of a
                             serving trace, lab.ops and PyTorch, eager and as CUDA graphs, in interleaved rounds; each
                             op kind alone over the trace; host time per call of a few single ops
-    rowops_study.json       `python -m lab.rowops_study DIR`: the row ops (rmsnorm, layernorm, softmax) timed several
+    rowops_study.json       `python -m lab.studies.rowops_study DIR`: the row ops (rmsnorm, layernorm, softmax) timed
+    several
                             ways in interleaved rounds, beside PyTorch's kernels and the device copy
 
 Every ratio is PyTorch's time over lab.ops's (above 1: lab.ops is faster), taken per round within one process, so
 the spread across rounds is part of the reading. TARGETS are the runtime's targets, named as targets; whether each
-is met is computed here from the records. The figure is lab.plots.ops_torch_ratios.
+is met is computed here from the records. The figure is lab.lessons.plots.ops_torch_ratios.
 """
 
 from __future__ import annotations
@@ -28,10 +32,10 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from lab import records
-from lab.errors import LabError
+from lab.core.errors import LabError
 from lab.lessons.common import Markdown, describe_provenance, md, replayed_record, shown_path
-from lab.lessons.ops import _table, _x, candidate_label, label, table_decision
+from lab.lessons.ops import as_x, candidate_label, label, md_table, table_decision
+from lab.measure import records
 
 SWEEP, HOST = "ops_sweep", "ops_host_cost"
 MODELS = ("llama3_8b", "qwen25_7b")
@@ -76,11 +80,11 @@ def recorded_by(name: str) -> str:
     if name == SWEEP:
         return f"lab tune --table --out {where} --write"
     if name == HOST:
-        return f"python -m lab.ops_sweep {where} --host"
+        return f"python -m lab.studies.ops_sweep {where} --host"
     if name == ROWOPS:
-        return f"python -m lab.rowops_study {where}"
+        return f"python -m lab.studies.rowops_study {where}"
     model, dtype = _trace_args(name)
-    return f"python -m lab.ops_compare {where} --model {model} --dtype {dtype}"
+    return f"python -m lab.studies.ops_compare {where} --model {model} --dtype {dtype}"
 
 
 def missing(name: str) -> str:
@@ -130,7 +134,7 @@ def _span(values) -> str:
     values = [v for v in values or [] if v is not None]
     if not values:
         return "-"
-    return f"{_x(statistics.median(values))} ({min(values):.2f}-{max(values):.2f})"
+    return f"{as_x(statistics.median(values))} ({min(values):.2f}-{max(values):.2f})"
 
 
 def _ms(stat: dict | None) -> str:
@@ -174,14 +178,15 @@ def _params(record: dict) -> dict[str, dict]:
 # ----------------------------------------------------------------------------------------------
 
 def _rules_by_class(record: dict) -> dict[str, dict]:
-    """The record's table rules by class (each rule's note starts with its class's name), else lab.ops_sweep's."""
+    """The record's table rules by class (each rule's note starts with its class's name), else
+    lab.studies.ops_sweep's."""
     rules = (record.get("table") or {}).get("rules") or []
     out = {}
     for choice, rule in zip(record.get("choices", []), rules, strict=False):
         if str(rule.get("note", "")).startswith(f"{choice['class']}:"):
             out[choice["class"]] = rule
     if len(out) < len(record.get("choices", [])):
-        from lab import ops_sweep
+        from lab.studies import ops_sweep
 
         for name, when, _, _ in ops_sweep.CLASSES:
             out.setdefault(name, {"when": when})
@@ -198,17 +203,17 @@ def sweep_choices(record: dict | None) -> Markdown:
     rows = []
     for c in record.get("choices", []):
         others = sorted(((m, s) for m, s in (c.get("scores") or {}).items() if m != c["method"]), key=lambda kv: -kv[1])
-        losses = "; ".join(f"{loss['sample']}: {loss['faster']} {_x(loss['by'])} faster" for loss in c["losses"])
+        losses = "; ".join(f"{loss['sample']}: {loss['faster']} {as_x(loss['by'])} faster" for loss in c["losses"])
         rows.append([c["class"], f"`{_when(rules.get(c['class'], {}).get('when', {}))}`",
-                     candidate_label(c["path"], c.get("config")), _x(c["score"]),
-                     ", ".join(f"{m} {_x(s)}" for m, s in others) or "-", losses or "none"])
+                     candidate_label(c["path"], c.get("config")), as_x(c["score"]),
+                     ", ".join(f"{m} {as_x(s)}" for m, s in others) or "-", losses or "none"])
     head = ["class", "rule's conditions", "path chosen", "score (library time / path time)",
             "other paths' scores", "samples where another path was faster"]
     margin = record.get("win_margin")
     note = (f"A lab path takes a class from the library only when its score is at least {margin:g} "
             f"(the sweep's margin); {record.get('rounds', '?')} interleaved rounds, library: "
             f"{record.get('library', '?')}, PyTorch {record.get('torch', '?')}.") if margin else ""
-    return md(_table(head, rows) + ("\n\n" + note if note else "") + "\n\n" + table_in_force(record))
+    return md(md_table(head, rows) + ("\n\n" + note if note else "") + "\n\n" + table_in_force(record))
 
 
 def table_in_force(record: dict | None) -> str:
@@ -270,7 +275,7 @@ def per_sample(record: dict | None) -> Markdown:
     b2b = record.get("back_to_back", "?")
     return md(f"Cold L2: each call timed alone after an L2 flush, GPU time. Back to back: {b2b} calls issued by the "
               "host between one pair of events, no flush (what a serving loop sees when the host's cost per call "
-              "is near the GPU's). Above 1, lab.ops is faster.\n\n" + _table(head, table))
+              "is near the GPU's). Above 1, lab.ops is faster.\n\n" + md_table(head, table))
 
 
 def class_summary(record: dict | None) -> Markdown:
@@ -292,11 +297,12 @@ def class_summary(record: dict | None) -> Markdown:
     head = ["class", "samples", "lab.ops's path", "PyTorch / lab.ops, cold: median (min-max over rounds)",
             "back to back: median (min-max)", "samples lab.ops loses (median cold below 1)",
             "samples where PyTorch left the bound"]
-    return md(_table(head, table))
+    return md(md_table(head, table))
 
 
 def ratio_rows(record: dict | None) -> list[dict] | None:
-    """For lab.plots.ops_torch_ratios: per sample its class, label, per-round cold ratios, lab.ops's path and whether
+    """For lab.lessons.plots.ops_torch_ratios: per sample its class, label, per-round cold ratios, lab.ops's path and
+    whether
     PyTorch's result left the bound."""
     rows = sample_rows(record)
     if rows is None:
@@ -327,7 +333,7 @@ def host_rows(record: dict | None, sweep: dict | None = None) -> list[dict] | No
     sweep's table picks for the shape (fp16, TN, no epilogue) and its median beside torch.mm's."""
     if record is None:
         return None
-    from lab import ops_sweep
+    from lab.studies import ops_sweep
 
     table, _ = _sweep_table(sweep)
     arch = int(str(record["provenance"].get("arch", "sm_90")).removeprefix("sm_") or 90)
@@ -368,7 +374,7 @@ def host_table(record: dict | None, sweep: dict | None = None) -> Markdown:
                       r["path"], diff])
     head = ["M×N×K (fp16, TN)", *(f"{c} us" for c in HOST_COLUMNS), f"path {which} picks",
             "its us - torch.mm's"]
-    text = _table(head, table)
+    text = md_table(head, table)
     norms = {r["method"]: r for r in record.get("rows", []) if len(r["shape"]) == 2}
     if norms:
         lab, ref = norms.get("lab_ops:rmsnorm"), norms.get("F.rms_norm")
@@ -397,7 +403,7 @@ def trace_host_table(files: dict[str, dict | None]) -> Markdown:
                           f"{ref['wall_us']:.1f} ({ref['bottleneck']})", f"{ref['gpu_us']:.1f}"])
     head = ["trace", "op", "lab.ops wall us per call (bottleneck)", "lab.ops GPU us", "PyTorch wall us per call "
             "(bottleneck)", "PyTorch GPU us"]
-    text = _table(head, table) if table else ""
+    text = md_table(head, table) if table else ""
     return md("\n\n".join([text] + absent) if text else "\n".join(absent))
 
 
@@ -433,7 +439,7 @@ def trace_table(files: dict[str, dict | None]) -> Markdown:
         head_note = (f"{first['trace']['steps']} steps, one layer each, {len(first.get('rounds', []))} rounds; "
                      "GPU ms over the trace (median, min-max over rounds). Graphs' gain: eager time over graphed "
                      "time, median (min-max).\n\n")
-    text = _table(head, table) if table else ""
+    text = md_table(head, table) if table else ""
     return md(head_note + "\n\n".join(p for p in [text, "\n".join(absent)] if p))
 
 
@@ -443,15 +449,15 @@ def per_kind_table(files: dict[str, dict | None], name: str = TRACES[0]) -> Mark
     if record is None:
         return md(missing(name))
     pk = record.get("per_kind") or {}
-    rows = [[kind, v["calls_per_layer"], f"{v['lab_ms']:.2f}", f"{v['torch_ms']:.2f}", _x(v["torch_over_lab"]),
+    rows = [[kind, v["calls_per_layer"], f"{v['lab_ms']:.2f}", f"{v['torch_ms']:.2f}", as_x(v["torch_over_lab"]),
              f"{v['lab_share']:.1%}", f"{v['torch_share']:.1%}"] for kind, v in (pk.get("kinds") or {}).items()]
     if pk:
-        rows.append(["all", "-", f"{pk['lab_ms']:.2f}", f"{pk['torch_ms']:.2f}", _x(pk["torch_over_lab"]), "-", "-"])
+        rows.append(["all", "-", f"{pk['lab_ms']:.2f}", f"{pk['torch_ms']:.2f}", as_x(pk["torch_over_lab"]), "-", "-"])
     head = ["op kind", "calls per layer", "lab.ops ms", "PyTorch ms", "PyTorch / lab.ops", "share of lab.ops's time",
             "share of PyTorch's time"]
     how = (record.get("timing") or {}).get("ops_alone", "")
     return md(f"{record['model']['name']} {record['dtype']}, each op kind alone at every M of the trace, weighted by "
-              f"the steps at each M ({how}); PyTorch's residual: `{_residual(record)}`.\n\n" + _table(head, rows))
+              f"the steps at each M ({how}); PyTorch's residual: `{_residual(record)}`.\n\n" + md_table(head, rows))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -505,13 +511,13 @@ def rowops_table(record: dict | None) -> Markdown:
         table.append([r["case"], "yes" if r["fits_l2"] else "no", varying, "; ".join(r["hints"]) or "-",
                       f"{r['lowest'][0]:.3f} ({r['lowest'][1]})" if r["lowest"] else "-",
                       f"{r['widest'][0]:.1%} ({r['widest'][1]})" if r["widest"] else "-",
-                      f"{_x(r['vs_torch'][0])} ({r['vs_torch'][1]})" if r["vs_torch"] else "-"])
+                      f"{as_x(r['vs_torch'][0])} ({r['vs_torch'][1]})" if r["vs_torch"] else "-"])
     head = ["case", "fits the L2", f"methods varying by more than {threshold:.0%} between rounds",
             "the study's reading", "steady lab.ops: lowest fraction of the copy", "steady lab.ops: widest spread",
             "lab.ops / PyTorch, same timing: lowest"]
     return md(f"{record['study'].get('rounds', '?')} rounds; fractions of the device copy timed in the same round. "
               f"Steady lab.ops methods: every lab.ops method but `{AFTER_IDLE}` (one call after the GPU idled)."
-              "\n\n" + _table(head, table))
+              "\n\n" + md_table(head, table))
 
 
 def rowops_reading(record: dict | None) -> str:
@@ -554,7 +560,7 @@ def _ratio_target(rows: list[dict], target: float, what: str) -> str:
     if worst is None:
         return f"{what}: no such sample in the record"
     below = sum(1 for r in rows if (_median(r["ratio_cold"]) or 0) < target)
-    return (f"{what}: lowest {_x3(worst[0])} ({worst[1]}); {below} of {len(rows)} below -> target >= {_x(target)}: "
+    return (f"{what}: lowest {_x3(worst[0])} ({worst[1]}); {below} of {len(rows)} below -> target >= {as_x(target)}: "
             f"{_met(worst[0] >= target)}")
 
 
@@ -609,7 +615,7 @@ def targets(files: dict[str, dict | None]) -> str:
             peer = "PyTorch eager" if pair == "eager" else "torch.cuda.graph"
             lines.append(f"trace, {'eager' if pair == 'eager' else 'graphed'} against {peer}: "
                          + ", ".join(f"{w} {_x3(v)}" for v, w in meds)
-                         + f" -> target >= {_x(t[key])}: {_met(worst[0] >= t[key])}")
+                         + f" -> target >= {as_x(t[key])}: {_met(worst[0] >= t[key])}")
     lines += _rowops_targets(files.get(ROWOPS))
     return "\n".join(lines)
 
@@ -648,7 +654,8 @@ def _rowops_targets(record: dict | None) -> list[str]:
 # ----------------------------------------------------------------------------------------------
 
 def show(fn: Callable, data, name: str, **kwargs) -> None:
-    """lab.plots.<fn>(data, ...) shown inline (lab.lessons.figure), or the line saying record `name` is missing."""
+    """lab.lessons.plots.<fn>(data, ...) shown inline (lab.lessons.figure), or the line saying record `name` is
+    missing."""
     from lab.lessons.views import figure
 
     if data is None:

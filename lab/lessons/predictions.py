@@ -8,12 +8,12 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lab import device
-from lab.ladder import Family
+from lab.core import device
+from lab.core.ladder import Family
 from lab.lessons.common import family_of
 from lab.lessons.sources import rung_header
 from lab.lessons.views import missing, one_record
-from lab.records import RecordSet, describe_params, format_value
+from lab.measure.records import RecordSet, describe_params, format_value
 
 if TYPE_CHECKING:
     from lab.lessons.mode import Mode
@@ -127,8 +127,8 @@ def prediction_check(rs: RecordSet | None, family: str | Family, key: str) -> st
 # ----------------------------------------------------------------------------------------------
 
 def fp32_peak(current: Mode, rs: RecordSet | None = None) -> device.Fp32Peak | None:
-    """LIVE: this GPU's FP32 peak (lab.device). REPLAY: the peak of the GPU the records were made on, from
-    their provenance (arch, SM count) and lab.device's per-arch clock; None when there are no records."""
+    """LIVE: this GPU's FP32 peak (lab.core.device). REPLAY: the peak of the GPU the records were made on, from
+    their provenance (arch, SM count) and lab.core.device's per-arch clock; None when there are no records."""
     if current.live:
         return device.current_fp32_peak()
     if rs is None:

@@ -1,11 +1,11 @@
-"""The scheduling lesson (notebook 04, issue 10: when and where work runs): where its records come from, what
-lab.schedule predicts before anything is measured, the short LIVE plan, and the summaries that hold issue 10's
-targets against the records.
+"""The scheduling lesson (notebook 04: when and where work runs): where its records come from, what
+lab.core.tile_order predicts before anything is measured, the short LIVE plan, and the summaries that hold the
+lesson's targets against the records.
 
 The records are JSON payloads, not RecordSets: scripts/schedule_study.py writes schedule_orders.json,
-schedule_orders_ncu.json, schedule_orders_fp32.json and schedule_stream_k.json (lab.scheduling), and
-scripts/small_items.py writes small_items.json (lab.work_queue). Every number printed here is computed from
-lab.schedule or from those payloads; the targets are the issue's, named as targets.
+schedule_orders_ncu.json, schedule_orders_fp32.json and schedule_stream_k.json (lab.studies.scheduling), and
+scripts/small_items.py writes small_items.json (lab.families.work_queue). Every number printed here is computed from
+lab.core.tile_order or from those payloads; the targets are the lesson's, named as targets.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab import records, schedule, scheduling
-from lab.errors import LabError
+from lab.core import tile_order
+from lab.core.errors import LabError
 from lab.lessons.common import describe_provenance, mode_box, record_lines, shown_path
-from lab.plots import setting_label
+from lab.lessons.plots import setting_label
+from lab.measure import records
+from lab.studies import scheduling
 
 if TYPE_CHECKING:
     from lab.lessons.mode import Mode
@@ -34,7 +36,7 @@ _RECORDED_BY = {
     "schedule_stream_k": "python3 scripts/schedule_study.py {dir} streamk",
     "small_items": "python3 scripts/small_items.py {dir}/small_items.json",
 }
-# Issue 10's targets (what the lesson sets out to show), not measurements.
+# The lesson's targets (what it sets out to show), not measurements.
 TARGETS = {"order_speedup": 1.3, "order_dram": 0.6, "queue_speedup": 5.0, "queue_item_us": 10.0,
            "persistent": 1.0, "wave-quantized": 1.15, "well-quantized": 0.98}
 TARGET_SHAPE = scheduling.ORDER_SHAPES[0]  # where the order targets are stated: 4096 x 32768 x 8192
@@ -74,7 +76,7 @@ def load(name: str) -> dict | None:
     """The reference GPU's payload `name` (one of PAYLOADS), marked replayed; None when absent or unreadable."""
     path = payload_path(name)
     if name == "small_items":
-        from lab import work_queue
+        from lab.families import work_queue
 
         try:
             return work_queue.load_payload(path)
@@ -90,7 +92,8 @@ def load(name: str) -> dict | None:
 
 
 def replayed() -> dict[str, dict | None]:
-    """Every payload of the lesson from lab.records.reference_dir() (results/h200 unless LAB_REFERENCE_RESULTS)."""
+    """Every payload of the lesson from lab.measure.records.reference_dir() (results/h200 unless
+    LAB_REFERENCE_RESULTS)."""
     return {name: load(name) for name in PAYLOADS}
 
 
@@ -114,7 +117,7 @@ def banner(current: Mode, payloads: dict[str, dict | None]) -> str:
     then each record file with its provenance, or NO RECORDED RESULTS."""
     live = []
     if current.live:
-        from lab import device
+        from lab.core import device
 
         gpu = device.current()
         live = [f"LIVE MODE: a SHORT plan is measured now on this machine's {gpu.name} ({gpu.sm},",
@@ -126,7 +129,7 @@ def banner(current: Mode, payloads: dict[str, dict | None]) -> str:
         payload = payloads.get(name)
         body += record_lines(name, None if payload is None else payload["provenance"], payload_path(name),
                              f"Recorded on a GPU by `{recorded_by(name)}`")
-    body.append("Predictions (tile orders, wave footprints, rounds) ARE computed here, from lab.schedule.")
+    body.append("Predictions (tile orders, wave footprints, rounds) ARE computed here, from lab.core.tile_order.")
     return mode_box(current.live, current.reason, live, body)
 
 
@@ -147,7 +150,7 @@ def gpu_facts(current: Mode, payloads: dict[str, dict | None]) -> Gpu:
     """LIVE: this GPU. REPLAY: the GPU the records were made on (their provenance), else the gemm_tc records',
     else ASSUMED_GPU."""
     if current.live:
-        from lab import device
+        from lab.core import device
 
         gpu = device.current()
         return Gpu(gpu.sm_count, gpu.l2_bytes, f"this GPU, {gpu.name}")
@@ -202,7 +205,7 @@ def tile_knobs(rung: str = TC_RUNG) -> Tile:
 
 
 # ----------------------------------------------------------------------------------------------
-# Predictions (lab.schedule; no GPU, no records)
+# Predictions (lab.core.tile_order; no GPU, no records)
 # ----------------------------------------------------------------------------------------------
 
 def shape_label(shape: dict) -> str:
@@ -215,7 +218,7 @@ def wave_zero(shape: dict, settings: Iterable[tuple[str, int]], tile: Tile, gpu:
              f"{tile.tiles(shape)} tiles, {gpu.sm_count} in flight at once (one persistent block per SM)",
              f"  {'order':12s} {'A panels':>9s} {'B panels':>9s} {'wave 0 reads':>14s} {'x L2':>6s}"]
     for order, group in settings:
-        w = schedule.wave_footprints(shape["M"], shape["N"], shape["K"], tile.bm, tile.bn, gpu.sm_count, order,
+        w = tile_order.wave_footprints(shape["M"], shape["N"], shape["K"], tile.bm, tile.bn, gpu.sm_count, order,
                                      group)[0]
         lines.append(f"  {setting_label(order, group):12s} {w.a_panels:9d} {w.b_panels:9d} "
                      f"{w.bytes / 1e6:11.0f} MB {w.bytes / gpu.l2_bytes:6.2f}")
@@ -228,7 +231,7 @@ def _wave_panels(shape: dict, tile: Tile, workers: int, order: str, group: int) 
     waves = []
     for start in range(0, total, workers):
         stop = min(start + workers, total)
-        coords = [schedule.tile_of(i, tiles_m, tiles_n, order, group) for i in range(start, stop)]
+        coords = [tile_order.tile_of(i, tiles_m, tiles_n, order, group) for i in range(start, stop)]
         waves.append(({m for m, _ in coords}, {n for _, n in coords}))
     return waves
 
@@ -273,7 +276,7 @@ def footprint_table(shapes: Iterable[dict], settings: Iterable[tuple[str, int]],
         lines.append(f"{shape_label(shape)}: minimum reads {min_reads(shape) / 1e6:.0f} MB")
         lines.append(f"  {'order':12s} {'wave MB':>9s} {'x L2':>6s} {'reads x min':>12s}")
         for order, group in settings:
-            waves = schedule.wave_footprints(shape["M"], shape["N"], shape["K"], tile.bm, tile.bn, gpu.sm_count,
+            waves = tile_order.wave_footprints(shape["M"], shape["N"], shape["K"], tile.bm, tile.bn, gpu.sm_count,
                                              order, group)
             typical = statistics.median(w.bytes for w in waves)
             reads = predicted_reads(shape, tile, gpu, order, group)
@@ -288,16 +291,17 @@ def predicted_order_ratio(shape: dict, tile: Tile, gpu: Gpu, settings: Iterable[
     best = min(reads, key=reads.get)
     row = reads.get(("row", 0)) or predicted_reads(shape, tile, gpu, "row", 0)
     return (f"model at {shape_label(shape)}: fewest DRAM reads in order {setting_label(*best)}, "
-            f"{reads[best] / row:.2f} of the row order's (issue 10's target for the measured bytes: <= "
+            f"{reads[best] / row:.2f} of the row order's (the lesson's target for the measured bytes: <= "
             f"{TARGETS['order_dram']})")
 
 
 def rounds(shape: dict, tile: Tile, sm_count: int) -> dict:
-    """Rung 06's rounds of tiles (ceil(tiles / SMs)) against rung 07's busiest block (lab.schedule.stream_k_rounds,
+    """Rung 06's rounds of tiles (ceil(tiles / SMs)) against rung 07's busiest block
+    (lab.core.tile_order.stream_k_rounds,
     without the fix-up), and the speed-up that predicts."""
     tiles, k_tiles = tile.tiles(shape), tile.k_tiles(shape)
     dp = -(-tiles // min(tiles, sm_count))
-    sk = schedule.stream_k_rounds(tiles, k_tiles, min(sm_count, tiles * k_tiles))
+    sk = tile_order.stream_k_rounds(tiles, k_tiles, min(sm_count, tiles * k_tiles))
     return {"tiles": tiles, "k_tiles": k_tiles, "waves": tiles / sm_count, "dp_rounds": dp, "sk_rounds": sk,
             "predicted": dp / sk, "dp_efficiency": tiles / (sm_count * dp), "sk_efficiency": tiles / (sm_count * sk)}
 
@@ -314,7 +318,7 @@ def rounds_table(shapes: Iterable[dict], tile: Tile, sm_count: int, kinds: dict 
 
 
 def named_kinds() -> dict[str, str]:
-    """The stream-K study's named shapes by kind (lab.scheduling)."""
+    """The stream-K study's named shapes by kind (lab.studies.scheduling)."""
     kinds = {shape_label(s): "wave-quantized" for s in scheduling.WAVE_QUANTIZED}
     kinds |= {shape_label(s): "well-quantized" for s in scheduling.WELL_QUANTIZED}
     return kinds | {shape_label(s): "square" for s in scheduling.SQUARES}
@@ -373,7 +377,7 @@ def _meets(value: float, target: float, at_least: bool = True) -> str:
 
 
 def order_targets(orders: dict | None, ncu: dict | None, shape: dict = TARGET_SHAPE) -> str:
-    """Issue 10's two order targets at `shape`: the best order's speed over row-major, and its DRAM reads over
+    """The lesson's two order targets at `shape`: the best order's speed over row-major, and its DRAM reads over
     row-major's (Nsight Compute)."""
     if orders is None:
         return missing("schedule_orders")
@@ -488,7 +492,7 @@ def persistent_rounds(payload: dict | None, name: str = "schedule_stream_k") -> 
 def stream_k_ratios(payload: dict | None, tile: Tile, name: str = "schedule_stream_k") -> str:
     """Rung 07 over rung 06 on each named shape (median over its rounds) beside the prediction, the variant that
     splits every partial wave (SK_MIN_GAIN = 0) where the record has it, and per kind whether every shape meets
-    issue 10's target (the squares have none: they show what the model chose)."""
+    the lesson's target (the squares have none: they show what the model chose)."""
     if payload is None:
         return missing(name)
     sm_count = sm_count_of(payload, Gpu(ASSUMED_GPU["sm_count"], ASSUMED_GPU["l2_bytes"], ""))
@@ -577,7 +581,7 @@ def hopper_refusal(current: Mode) -> str | None:
     """Why this GPU cannot run the Hopper rungs (None when it can, or in REPLAY)."""
     if not current.live:
         return None
-    from lab import device
+    from lab.core import device
     from lab.families import get_family
     from lab.lessons.mode import runs_on
 
@@ -614,16 +618,16 @@ def live_fp32(current: Mode) -> dict | None:
 def live_small_items(current: Mode) -> dict | None:
     if not current.live:
         return None
-    from lab import work_queue
+    from lab.families import work_queue
 
     rows = _timed("small items", lambda: {"rows": work_queue.measure(LIVE_ITEM_SIZES, LIVE_ITEMS)})["rows"]
     return work_queue.make_payload(rows, records.provenance())
 
 
 def _check_rungs(keys: Iterable[str], cases: Iterable[dict]) -> None:
-    """lab.verify.check_rung on fp16 TN cases; stops the notebook on a failure (correct before timed)."""
+    """lab.measure.verify.check_rung on fp16 TN cases; stops the notebook on a failure (correct before timed)."""
     from lab.families import get_family
-    from lab.verify import check_rung
+    from lab.measure.verify import check_rung
 
     fam = get_family(TC_FAMILY)
     cases = [dict(c, layout="TN", dtype="float16") for c in cases]
@@ -708,7 +712,7 @@ def live_note(payload: dict | None, current: Mode, name: str) -> str:
 # ----------------------------------------------------------------------------------------------
 
 def show(fn: Callable, payload: dict | None, name: str, **kwargs) -> None:
-    """lab.plots.<fn>(payload, ...) shown inline, or the sentence saying the payload is missing."""
+    """lab.lessons.plots.<fn>(payload, ...) shown inline, or the sentence saying the payload is missing."""
     from lab.lessons.views import figure
 
     if payload is None:
@@ -735,7 +739,7 @@ def sawtooth_summary(predicted: list[dict]) -> str:
 
 def item_sizes() -> str:
     """The small-items study's tables before anything runs: each length's bytes per item and item count."""
-    from lab import work_queue
+    from lab.families import work_queue
 
     lines = [f"{'length':>8s} {'bytes/item':>11s} {'items':>6s}"]
     for length in work_queue.SIZES:

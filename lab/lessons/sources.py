@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import difflib
 
-from lab.build import read_source
-from lab.ladder import Family, Rung
+from lab.core.build import read_source
+from lab.core.ladder import Family, Rung
 from lab.lessons.common import Markdown, family_of, md
 
 
@@ -74,8 +74,8 @@ def compile_pair(family: str | Family, key: str, arch: int) -> list:
     """Compile reports of the previous rung and this one (just this one for a ladder's first rung), each
     as the family launches it (a rung with a VEC knob in its 16-byte variant when the family has one: the
     family's own VEC default, else VEC=4), with the dynamic shared memory its launch asks for, and for the
-    arch it needs where `arch` cannot run it (lab.build.report_arch)."""
-    from lab.build import compile_report, report_arch
+    arch it needs where `arch` cannot run it (lab.core.build.report_arch)."""
+    from lab.core.build import compile_report, report_arch
 
     fam = family_of(family)
     vec_rungs = getattr(fam, "VEC_RUNGS", ())

@@ -1,17 +1,18 @@
-"""The lesson of notebook 05 (issue 12): shapes that do not fill the GPU. Split-K for long K and few output tiles,
+"""The lesson of notebook 05: shapes that do not fill the GPU. Split-K for long K and few output tiles,
 decode (a handful of tokens against a large weight), and grouped GEMM (many small GEMMs of different sizes).
 
-What it reads, all replayed from lab.records.reference_dir() (results/h200 unless LAB_REFERENCE_RESULTS):
-- JSON payloads (loaded as lab.lessons.scheduling loads its own): split_k_factors.json (lab.split_k, `lab study
+What it reads, all replayed from lab.measure.records.reference_dir() (results/h200 unless LAB_REFERENCE_RESULTS):
+- JSON payloads (loaded as lab.lessons.scheduling loads its own): split_k_factors.json (lab.studies.split_k, `lab study
   splitk`), split_k_ncu.json (scripts/split_k_ncu.py: the raw Nsight Compute CSV rows of the split kernels) and
-  grouped_table_cost.json (`measure_table_costs` below: the host time to build the grouped problem table);
+  grouped_table_cost.json (lab.studies.grouped_table_cost, `lab study grouped-table-cost`: the host time to build
+  the grouped problem table);
 - the RecordSets of `lab bench FAMILY --json`: gemm_split_k, decode, grouped_gemm;
 - for the predictions: the copy records (the device copy's time against bytes) and the gemm_tc records (rung 06's
   time per k-step of one tile).
 In LIVE mode (a GPU here) a short plan is checked and measured now and shown first, the full records beside it.
 
 Every number printed is computed: from the shapes and the families' own launch arithmetic (predictions), or from
-records (measurements). The targets are issue 12's, named as targets.
+records (measurements). The targets are the lesson's, named as targets.
 """
 
 from __future__ import annotations
@@ -20,22 +21,21 @@ import functools
 import json
 import math
 import statistics
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab import ncu as nsight_compute
-from lab import records
-from lab.errors import LabError
+from lab.core.errors import LabError
 from lab.lessons import scheduling as _payloads  # its loader reads any {"provenance": ...} payload
 from lab.lessons.common import describe_provenance, mode_box, record_lines, shown_path
-from lab.records import Record, RecordSet, format_bytes
+from lab.measure import records
+from lab.measure.records import Record, RecordSet, format_bytes
+from lab.tools import ncu as nsight_compute
 
 if TYPE_CHECKING:
-    from lab.ladder import Family
+    from lab.core.ladder import Family
     from lab.lessons.mode import Mode
     from lab.lessons.scheduling import Gpu
 
@@ -48,16 +48,16 @@ FILES = (SPLIT_FACTORS, SPLIT_FAMILY, SPLIT_NCU, DECODE_FAMILY, GROUPED_FAMILY, 
 _RECORDED_BY = {
     SPLIT_FACTORS: "lab study splitk --out {dir}",
     SPLIT_NCU: "python3 scripts/split_k_ncu.py {dir}",
-    TABLE_COST: "python3 -m lab.lessons.underfill {dir}",
+    TABLE_COST: "lab study grouped-table-cost --out {dir}",
 }
 
-# Issue 12's targets (what the lesson sets out to show), not measurements.
+# The lesson's targets (what it sets out to show), not measurements.
 TARGETS = {"split_x_cublas": 1.0, "decode_x_copy": 0.85, "decode_x_cublas": 1.15, "decode_side": 8192,
            "decode_max_tokens": 16, "grouped_x_loop": 5.0, "grouped_min_groups": 64, "grouped_small_case": "small",
            "grouped_batched_time": 1.2}
 
-SPLIT_SHAPES = ({"M": 256, "N": 256, "K": 65536}, {"M": 128, "N": 128, "K": 131072})  # lab.split_k.SHAPES
-SPLIT_MODES = ("08_split_k", "08_split_k_in_kernel", "08_split_k_atomic")  # lab.split_k.MODES
+SPLIT_SHAPES = ({"M": 256, "N": 256, "K": 65536}, {"M": 128, "N": 128, "K": 131072})  # lab.studies.split_k.SHAPES
+SPLIT_MODES = ("08_split_k", "08_split_k_in_kernel", "08_split_k_atomic")  # lab.studies.split_k.MODES
 PLAIN_RUNG, CUBLAS = "06_persistent", "cublas"
 BK = 64  # the gemm_tc rungs' k-step
 RATE_SHAPE = {"M": 4096, "N": 4096, "K": 4096, "dtype": "float16", "layout": "TN"}  # rung 06's rate is read here
@@ -154,7 +154,7 @@ def banner(current: Mode, files: dict[str, dict | RecordSet | None]) -> str:
     record file with its provenance, or NO RECORDED RESULTS and the command that records it."""
     live = []
     if current.live:
-        from lab import device
+        from lab.core import device
 
         gpu = device.current()
         live = [f"LIVE MODE: a SHORT plan is checked and measured now on this machine's {gpu.name}",
@@ -405,12 +405,13 @@ def split_prediction_table(sm_count: int, copy: CopyModel | None, rate: TileRate
 
 def split_predicted_curves(sm_count: int, copy: CopyModel | None, rate: TileRate | None,
                            factors: Iterable[int] | None = None, payload: dict | None = None) -> dict[str, list[dict]]:
-    """split_prediction at every S of `factors` (default lab.split_k.FACTORS) per shape, for the factor figure; on
+    """split_prediction at every S of `factors` (default lab.studies.split_k.FACTORS) per shape, for the factor
+    figure; on
     the tile the payload's workspace mode ran (tile_for_splits of its 'auto' S) where a payload is given."""
     if copy is None or rate is None:
         return {}
     if factors is None:
-        from lab.split_k import FACTORS as factors
+        from lab.studies.split_k import FACTORS as factors
     ran = {(r["M"], r["N"], r["K"]): r.get(f"{SPLIT_MODES[0]}_splits") for r in _rows(payload, "auto")}
     out = {}
     for shape in SPLIT_SHAPES:
@@ -461,7 +462,7 @@ def split_auto_table(payload: dict | None, name: str = SPLIT_FACTORS) -> str:
 
 
 def split_targets(payload: dict | None, name: str = SPLIT_FACTORS) -> str:
-    """Issue 12's split-K target at each shape (unpadded rows): the fastest reduction mode, and the fastest variant
+    """The lesson's split-K target at each shape (unpadded rows): the fastest reduction mode, and the fastest variant
     of any kind, against cuBLAS in the same run."""
     if payload is None:
         return missing(name)
@@ -684,10 +685,10 @@ def decode_shapes(sm_count: int, tokens: Iterable[int] = (1, 16, 128)) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _resident(spec, arch: int) -> int:
-    """Blocks of `spec` one SM holds (lab.occupancy on the NVRTC compile report: registers and static shared
+    """Blocks of `spec` one SM holds (lab.core.occupancy on the NVRTC compile report: registers and static shared
     memory), for planning with no GPU to ask."""
-    from lab.build import compile_report
-    from lab.occupancy import occupancy
+    from lab.core.build import compile_report
+    from lab.core.occupancy import occupancy
 
     report = compile_report(spec, arch, 0)
     occ = occupancy(arch, dict(spec.knobs)["THREADS"], report.registers, report.smem_static_bytes)
@@ -787,7 +788,7 @@ def decode_table(rs: RecordSet | None, name: str = DECODE_FAMILY) -> str:
 
 
 def decode_targets(rs: RecordSet | None, name: str = DECODE_FAMILY) -> str:
-    """Issue 12's decode targets at N = K = TARGETS['decode_side'], M <= TARGETS['decode_max_tokens']: the lowest
+    """The lesson's decode targets at N = K = TARGETS['decode_side'], M <= TARGETS['decode_max_tokens']: the lowest
     ratio to the device copy and to cuBLAS of the fastest rung at each M, per type."""
     if rs is None:
         return missing(name)
@@ -914,7 +915,7 @@ def grouped_table(rs: RecordSet | None, name: str = GROUPED_FAMILY) -> str:
 
 
 def grouped_targets(rs: RecordSet | None, name: str = GROUPED_FAMILY) -> str:
-    """Issue 12's grouped targets: the speed-up over the loop on the case of many small problems (TARGETS
+    """The lesson's grouped targets: the speed-up over the loop on the case of many small problems (TARGETS
     ['grouped_small_case'], when it has at least TARGETS['grouped_min_groups'] groups), and the time against cuBLAS
     batched wherever it was timed (the uniform case)."""
     if rs is None:
@@ -932,19 +933,6 @@ def grouped_targets(rs: RecordSet | None, name: str = GROUPED_FAMILY) -> str:
             lines.append(f"{label}: {r['x_batched_time']:.3f}x cuBLAS batched's time, "
                          f"{_meets(r['x_batched_time'], TARGETS['grouped_batched_time'], at_most=True)}")
     return "\n".join(lines) or f"(no headline case in {name} that a target speaks of)"
-
-
-def measure_table_costs(repeats: int = 5) -> dict:
-    """The host time to build each case's problem table (lab.families.grouped_gemm.table_build_cost: the tensor
-    maps through the driver, and the packing), as a payload with provenance. Needs the CUDA driver and a GPU for
-    the provenance: this is what `python3 -m lab.lessons.underfill DIR` records."""
-    import cupy as cp
-
-    from lab.families.grouped_gemm import table_build_cost
-
-    cp.cuda.runtime.free(0)  # a CUDA context first: cuTensorMapEncodeTiled refuses to run without one
-    rows = [table_build_cost(case, repeats=repeats) for case in GROUPED_CASES]
-    return {"provenance": records.provenance(), "repeats": repeats, "rows": rows}
 
 
 def table_cost_table(payload: dict | None, rs: RecordSet | None, name: str = TABLE_COST) -> str:
@@ -1067,7 +1055,7 @@ def grouped_reading(rs: RecordSet | None, rate: TileRate | None, sm_count: int, 
 
 
 def show(fn: Callable, item: dict | RecordSet | None, name: str, **kwargs) -> None:
-    """lab.plots.<fn>(item, ...) shown inline, or the sentence saying the records are missing."""
+    """lab.lessons.plots.<fn>(item, ...) shown inline, or the sentence saying the records are missing."""
     from lab.lessons.views import figure
 
     if item is None:
@@ -1077,9 +1065,10 @@ def show(fn: Callable, item: dict | RecordSet | None, name: str, **kwargs) -> No
 
 
 def show_kernel_times(ncu: dict | None, factors: dict | None) -> None:
-    """lab.plots.split_kernel_times on the Nsight Compute launches, cuBLAS's time from the factor study where it was
+    """lab.lessons.plots.split_kernel_times on the Nsight Compute launches, cuBLAS's time from the factor study where
+    it was
     made on the same device."""
-    from lab import plots
+    from lab.lessons import plots
     from lab.lessons.views import figure
 
     if ncu is None:
@@ -1129,12 +1118,12 @@ def live_refusal(current: Mode, name: str) -> str | None:
     fam = ladder(name)
     if fam is None:
         return f"{name} is not in this checkout"
-    from lab import device
+    from lab.core import device
     from lab.lessons.mode import runs_on
 
     arch = device.current().arch
     if any(runs_on(r, arch) for r in fam.rungs):
-        return None  # lab.bench and the checks skip, and name, the rungs this GPU cannot run
+        return None  # lab.measure.bench and the checks skip, and name, the rungs this GPU cannot run
     spec = fam.rungs[0].spec
     return f"this GPU is sm_{arch} and {name}'s rungs need sm_{spec.min_arch}{spec.arch_suffix}"
 
@@ -1163,17 +1152,17 @@ def live_split_k(current: Mode) -> dict | None:
     def run() -> dict:
         import cupy as cp
 
-        from lab import device
+        from lab.core import device
         from lab.families.gemm_split_k import run_to_run_bits
-        from lab.scheduling import _checked, _timer
-        from lab.split_k import CHECKS
+        from lab.studies.scheduling import checked_run, event_timer
+        from lab.studies.split_k import CHECKS
 
         fam = ladder(SPLIT_FAMILY)
         rungs = {key: fam.rung(key) for key in SPLIT_MODES}
         for rung in rungs.values():
             for case in CHECKS:
-                _checked(fam, rung, case | {"layout": "TN", "dtype": "float16"})
-        timed = _timer(LIVE_MIN_TIME_MS)
+                checked_run(fam, rung, case | {"layout": "TN", "dtype": "float16"})
+        timed = event_timer(LIVE_MIN_TIME_MS)
         problem = fam.make_problem(**LIVE_SPLIT_SHAPE, layout="TN", dtype="float16")
         out = cp.empty(problem.out_shape, problem.dtype)
         flops = problem.flops
@@ -1206,7 +1195,7 @@ def live_split_k(current: Mode) -> dict | None:
 
 
 def _with_headlines(fam: Family, params: Iterable[dict]) -> Family:
-    """The family with its headline problems replaced by `params` (this instance only): lab.bench times exactly
+    """The family with its headline problems replaced by `params` (this instance only): lab.measure.bench times exactly
     the live plan's problems, each beside the ceiling and baselines in the same run."""
     chosen = [dict(p) for p in params]
     fam.headline_params = lambda: [dict(p) for p in chosen]
@@ -1218,8 +1207,8 @@ def live_bench(current: Mode, name: str, params: Iterable[dict]) -> RecordSet | 
     headline measurement on `params` only."""
     if not current.live or live_refusal(current, name):
         return None
-    from lab import bench
     from lab.lessons.demos import check_ladder, few_cases
+    from lab.measure import bench
 
     def run() -> RecordSet:
         fam = ladder(name)
@@ -1234,13 +1223,6 @@ def live_bench(current: Mode, name: str, params: Iterable[dict]) -> RecordSet | 
 def live_table_costs(current: Mode) -> dict | None:
     if not current.live or live_refusal(current, GROUPED_FAMILY):
         return None
-    return _timed("table costs", lambda: measure_table_costs(repeats=3))
+    from lab.studies import grouped_table_cost
 
-
-if __name__ == "__main__":  # python3 -m lab.lessons.underfill OUT_DIR: record grouped_table_cost.json on a GPU
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: python3 -m lab.lessons.underfill OUT_DIR")
-    target = Path(sys.argv[1]) / f"{TABLE_COST}.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(measure_table_costs(), indent=1) + "\n")
-    print(f"written: {target}")
+    return _timed("table costs", lambda: grouped_table_cost.measure(repeats=3))

@@ -11,11 +11,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lab import device, records
-from lab.errors import LabError
-from lab.ladder import Family
+from lab.core import device
+from lab.core.errors import LabError
+from lab.core.ladder import Family
 from lab.lessons.common import Markdown, family_of, md, shown_path
-from lab.records import Record, RecordSet, describe_params, format_bytes, format_value, tail_key
+from lab.measure import records
+from lab.measure.records import Record, RecordSet, describe_params, format_bytes, format_value, tail_key
 
 if TYPE_CHECKING:
     from lab.lessons.mode import Mode
@@ -44,7 +45,7 @@ def missing(family: str) -> str:
 
 
 def ladder_records(family: str | Family, current: Mode, *plans) -> RecordSet | None:
-    """LIVE: lab.bench.run on the family now, once per plan, records merged (the notebook checks first).
+    """LIVE: lab.measure.bench.run on the family now, once per plan, records merged (the notebook checks first).
 
     REPLAY: the reference GPU's records. Every record still carries the ceiling timed beside it on the
     same problem, so merging runs keeps the same-run rule.
@@ -52,7 +53,7 @@ def ladder_records(family: str | Family, current: Mode, *plans) -> RecordSet | N
     fam = family_of(family)
     if not current.live:
         return reference(fam.name)
-    from lab import bench
+    from lab.measure import bench
 
     runs = [bench.run(fam, plan) for plan in (plans or (bench.BenchPlan(quick=True),))]
     return RecordSet(runs[0].provenance, [r for rs in runs for r in rs.records])
@@ -67,8 +68,8 @@ def records_status(rs: RecordSet | None, family: str) -> str:
 
 
 def headline_table(rs: RecordSet | None, family: str) -> Markdown:
-    """lab.report's headline table of a family, as Markdown (or the sentence saying there are no records)."""
-    from lab import report
+    """lab.studies.report's headline table of a family, as Markdown (or the sentence saying there are no records)."""
+    from lab.studies import report
 
     if rs is None:
         return md(missing(family))
@@ -494,7 +495,7 @@ def figure(fig, what: str = "") -> None:
 
 
 def plot(fn: Callable, rs: RecordSet | None, family: str, **kwargs) -> None:
-    """lab.plots.<fn>(rs, family, ...) shown inline, or a sentence when there are no records for it."""
+    """lab.lessons.plots.<fn>(rs, family, ...) shown inline, or a sentence when there are no records for it."""
     if rs is None:
         print(missing(family))
         return

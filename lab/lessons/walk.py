@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lab.ladder import Family
+from lab.core.ladder import Family
 from lab.lessons.common import Markdown, md
 from lab.lessons.demos import check_summary
 from lab.lessons.mode import Mode, arch_note
@@ -24,7 +24,7 @@ from lab.lessons.sources import (
     show_source,
 )
 from lab.lessons.views import headline_summary, plot, select, so_far
-from lab.records import RecordSet
+from lab.measure.records import RecordSet
 
 
 def _show(item) -> None:
@@ -93,14 +93,14 @@ class RungWalk:
             else:
                 out.append(dram_summary(self.profile, fam, key))
         if fam.sweep_figure == "bandwidth":
-            from lab import plots
+            from lab.lessons import plots
 
             out.append(lambda: plot(plots.bandwidth_vs_bytes, select(rs, fam, [key]), fam.name))
         out += [lambda: self._climb(key), prediction_check(rs, fam, key)]
         return out
 
     def _climb(self, key: str) -> None:
-        from lab import plots
+        from lab.lessons import plots
 
         extra = {"peak": self.peak, "peak_label": self.peak_label} if self.peak else {}
         plot(plots.ladder_bars, so_far(self.records, self.family, key), self.family.name, **extra)
@@ -124,17 +124,17 @@ class RungWalk:
 
 
 def _compile_markdown(reports: list) -> str:
-    from lab import report
+    from lab.studies import report
 
     return report.compile_markdown(reports)
 
 
 def _occupancy_lines(fam: Family, key: str, reports: list) -> str:
-    """Blocks per SM of each rung in the pair at its registers and shared memory (lab.occupancy), where the
+    """Blocks per SM of each rung in the pair at its registers and shared memory (lab.core.occupancy), where the
     family says its block size and the arch is in the occupancy table; '' otherwise."""
-    from lab.device import arch_number
+    from lab.core.device import arch_number
+    from lab.core.occupancy import occupancy
     from lab.lessons.sources import rung_pair
-    from lab.occupancy import occupancy
 
     lines = []
     for rung, rep in zip(rung_pair(fam, key), reports, strict=True):
@@ -144,7 +144,7 @@ def _occupancy_lines(fam: Family, key: str, reports: list) -> str:
         threads, dynamic = resources
         try:  # at the arch each report was made for (sm_90a for a Hopper-only rung, whatever GPU is here)
             occ = occupancy(arch_number(rep.arch), threads, rep.registers, rep.smem_static_bytes + dynamic)
-        except ValueError:  # an arch lab.occupancy has no limits for
+        except ValueError:  # an arch lab.core.occupancy has no limits for
             return ""
         lines.append(f"{rung.key}: {threads} threads, {rep.registers} registers, "
                      f"{rep.smem_static_bytes + dynamic} B shared memory a block -> {occ} on {rep.arch}")

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from lab.errors import LabError
+from lab.core.errors import LabError
 from lab.ops import counters, rules
 from lab.ops.dispatch import Runtime
 from lab.ops.paths import Call
@@ -144,7 +144,7 @@ def _check_matmul(a, b, bias, activation, residual, out, out_dtype, layout, inpu
     """(kind, shape, lda, ldb) for a call never seen before, or one LabError sentence."""
     import cupy as cp
 
-    from lab import device, tma
+    from lab.core import device, tma
 
     if layout not in LAYOUTS:
         raise LabError(f"layout is \"NN\" (b is K x N) or \"TN\" (b is N x K, a linear layer's weight); got "
@@ -366,9 +366,9 @@ def _row_op_slow(rt, fkey, op: str, x, params: tuple, out, input_type, eps: floa
 
 
 def _record_row_op(op: str, x2, params, out2, dtype: str, eps):
-    from lab.build import recording
-    from lab.ladder import Problem
-    from lab.ops.dispatch import _as_address
+    from lab.core.build import recording
+    from lab.core.ladder import Problem
+    from lab.ops.dispatch import as_address
     from lab.ops.paths import family
 
     fam_name, rung_key, _ = _ROW_FAMILIES[op]
@@ -380,7 +380,7 @@ def _record_row_op(op: str, x2, params, out2, dtype: str, eps):
     spans = [(a.data.ptr, a.data.ptr + a.nbytes) for a in (x2, out2, *params)]
     with recording() as launches:
         fam.launch(fam.rung(rung_key), problem, out2)
-    return [(raw, grid, block, tuple(_as_address(arg, spans) for arg in args), smem)
+    return [(raw, grid, block, tuple(as_address(arg, spans) for arg in args), smem)
             for raw, grid, block, args, smem in launches]
 
 

@@ -44,7 +44,7 @@ STATS_SCHEMA = 1
 
 def stats() -> dict:
     """This process's counters (the build layer's compile counts included)."""
-    from lab.build import COMPILES
+    from lab.core.build import COMPILES
 
     fold()
     return {"counts": dict(COUNTS), "paths": dict(PATHS), "fallbacks": dict(FALLBACKS), "families": dict(FAMILIES),
@@ -52,7 +52,7 @@ def stats() -> dict:
 
 
 def reset_stats() -> None:
-    from lab.build import COMPILES
+    from lab.core.build import COMPILES
 
     fold()
     for c in (COUNTS, PATHS, FALLBACKS, FAMILIES, COMPILES):
@@ -60,7 +60,7 @@ def reset_stats() -> None:
 
 
 def stats_path() -> Path:
-    from lab.build import cache_dir
+    from lab.core.build import cache_dir
 
     return cache_dir() / "ops" / "stats.json"
 

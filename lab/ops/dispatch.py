@@ -6,7 +6,7 @@ dispatch table that matches and whose path serves the shape, else cuBLAS. Decisi
 is decided once per process.
 
 The first call of a decision on given addresses runs the path's launcher (the family's host work: the build, the
-grid, the tensor maps) while lab.build.recording() captures its kernel launches; later calls on the same
+grid, the tensor maps) while lab.core.build.recording() captures its kernel launches; later calls on the same
 addresses replay them, which costs a dictionary lookup and the launches themselves. Arrays the caller owns are
 kept in a recording as bare addresses (the recording never keeps the caller's memory alive); the lab's own
 scratch and workspaces stay referenced. Recordings are kept for the most recent MAX_RECORDINGS addresses.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.errors import LabError
+from lab.core.errors import LabError
 from lab.ops import counters, rules
 from lab.ops.paths import PATHS, Call, apply_epilogue
 from lab.ops.shapes import GemmShape, bucket, family
@@ -76,7 +76,7 @@ class Runtime:
     @property
     def arch(self) -> int:
         if self._arch is None:
-            from lab import device
+            from lab.core import device
 
             self._arch = device.current().arch
         return self._arch
@@ -133,9 +133,9 @@ class Runtime:
         self.last_fused, self.last_exact = replay.fused, replay.exact
 
     def _record(self, key, decision: Decision, call: Call, replay_key) -> Replay | None:
-        """Run the path once under lab.build.recording() and keep what it launched (the caller's arrays as bare
+        """Run the path once under lab.core.build.recording() and keep what it launched (the caller's arrays as bare
         addresses, so a recording never keeps them alive)."""
-        from lab.build import recording
+        from lab.core.build import recording
 
         counters.COUNTS["recordings"] += 1
         owned = [x for x in (call.a, call.b, call.out, call.bias, call.residual) if x is not None]
@@ -160,7 +160,7 @@ class Runtime:
                 apply_epilogue(call)
             return None
         self.last_fused, self.last_exact = fused, exact
-        replay = Replay([(raw, grid, block, tuple(_as_address(arg, spans) for arg in args), smem)
+        replay = Replay([(raw, grid, block, tuple(as_address(arg, spans) for arg in args), smem)
                          for raw, grid, block, args, smem in launches], decision, fused, exact,
                         "matmul:" + decision.path)
         self.recordings[replay_key] = replay
@@ -190,7 +190,7 @@ class Runtime:
         self.fast.clear()
 
 
-def _as_address(arg, spans):
+def as_address(arg, spans):
     """A caller's array (or a view into one) as its bare address; anything else as it is."""
     data = getattr(arg, "data", None)
     ptr = getattr(data, "ptr", None)

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lab.errors import LabError
+from lab.core.errors import LabError
 
 _WATCHED = ("decision_misses", "recordings")  # lab.ops counters that grow only when a call is new to lab.ops
 

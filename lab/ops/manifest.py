@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from lab.errors import LabError
+from lab.core.errors import LabError
 
 FIELDS = {"M", "N", "K", "dtype", "layout", "epilogue"}
 ROW_OPS = ("rmsnorm", "layernorm", "softmax")
@@ -42,7 +42,7 @@ def load(path: str | Path) -> list[dict]:
 def warm(shapes: list[dict], runtime) -> dict:
     import cupy as cp
 
-    from lab.build import COMPILES
+    from lab.core.build import COMPILES
     from lab.ops.api import matmul
     from lab.ops.shapes import GemmShape
     from lab.ops.tune import make_inputs

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.errors import LabError
+from lab.core.errors import LabError
 from lab.ops.shapes import GemmShape
 
 BF16 = "bfloat16"
@@ -68,7 +68,7 @@ def family(name: str):
 
 
 def _gemm_problem(call: Call, **extra):
-    from lab.ladder import Problem
+    from lab.core.ladder import Problem
 
     s = call.shape
     params = {"M": s.M, "N": s.N, "K": s.K, "layout": s.layout, "dtype": s.dtype, "alpha": 1.0, "beta": 0.0,
@@ -176,7 +176,7 @@ class Decode(Path):
         return super().refusal(shape, arch)
 
     def launch(self, call: Call, config: dict) -> None:
-        from lab.ladder import Problem
+        from lab.core.ladder import Problem
 
         s = call.shape
         params = {"M": s.M, "N": s.N, "K": s.K, "dtype": s.dtype, "ldx": call.lda, "ldw": call.ldb, "ldy": call.ldc}
@@ -188,7 +188,7 @@ class Decode(Path):
 
 class Cublas(Path):
     """The library: cuBLASLt with a workspace, its heuristic's algorithm and the epilogue it can fuse, where
-    nvmath-python is installed; cublasGemmEx otherwise (lab.library_gemm). Both keep fp32 accumulation end to end
+    nvmath-python is installed; cublasGemmEx otherwise (lab.tools.library_gemm). Both keep fp32 accumulation end to end
     (no split-K slices added in fp16/bf16). The call is bound to the call's addresses and recorded like a kernel
     launch, so lab.ops replays it on its fast path."""
 
@@ -198,7 +198,7 @@ class Cublas(Path):
     def fuses(self, call: Call) -> bool:
         """cuBLASLt fuses bias, ReLU, GELU (tanh) and a residual without an activation, where it has an algorithm
         for them on this shape (known once the shape has run; until then assumed)."""
-        from lab.library_gemm import lt_fusable, lt_unavailable
+        from lab.tools.library_gemm import lt_fusable, lt_unavailable
 
         if not call.ops:
             return True
@@ -211,8 +211,8 @@ class Cublas(Path):
         return not call.ops or (self.fuses(call) and set(call.ops) == {"residual"})
 
     def launch(self, call: Call, config: dict) -> None:
-        from lab.build import record_launch
-        from lab.library_gemm import library_call
+        from lab.core.build import record_launch
+        from lab.tools.library_gemm import library_call
 
         s = call.shape
         lib, fused = library_call(s.M, s.N, s.K, s.dtype, s.layout, call.a.data.ptr, call.lda, call.b.data.ptr,
@@ -245,8 +245,8 @@ IN_PLACE_THREADS, IN_PLACE_COLS, MAX_GRID_Y = 128, 8, 65535
 
 def epilogue_spec(ops: tuple[str, ...], dtype: str):
     """kernels/epilogue/in_place.cu built for one chain and type: the epilogue as one pass over the output."""
-    from lab.build import KernelSpec
-    from lab.epilogue import Epilogue
+    from lab.core.build import KernelSpec
+    from lab.families.epilogue import Epilogue
 
     knobs = {"BF16": int(dtype == BF16), **Epilogue(tuple(ops)).knobs()}
     return KernelSpec("epilogue/in_place.cu", "lab_epilogue_in_place", tuple(sorted(knobs.items())), min_arch=80)
@@ -256,8 +256,8 @@ def apply_epilogue(call: Call) -> None:
     """The call's epilogue in place on its output, one launch (recorded and replayed like the GEMM's own)."""
     if not call.ops:
         return
-    from lab.build import get_kernel
-    from lab.epilogue import kernel_params
+    from lab.core.build import get_kernel
+    from lab.families.epilogue import kernel_params
 
     s, res = call.shape, call.residual
     params = kernel_params(bias=call.bias, residual=res, ld_residual=0 if res is None else res.strides[0] // 2)

@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.errors import LabError
+from lab.core.errors import LabError
 
 PATHS = ("decode", "split_k", "persistent", "stream_k", "generic", "cublas")
 # Each path's configuration keys and the values they take (checked when a table is loaded).
@@ -231,7 +231,8 @@ def _max_depth(text: str) -> int:
     return deepest
 
 
-# The lab's own table, written by `lab tune --table` (lab.ops_sweep) from a measured sweep over shape classes: each
+# The lab's own table, written by `lab tune --table` (lab.studies.ops_sweep) from a measured sweep over shape classes:
+# each
 # rule's note names the class, the path that won it and the record that holds the times. The autotune cache, where
 # it holds an entry for a shape's bucket, overrides the table.
 DEFAULT_FILE = Path(__file__).with_name("default_table.json")

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.errors import LabError
+from lab.core.errors import LabError
 
 try:
     import fcntl
@@ -201,7 +201,9 @@ def _stacklevel_outside_ops() -> int:
 
 def default_path() -> Path:
     """The cache's file under the lab's cache directory (LAB_CACHE_DIR, or ~/.cache/cupy-kernel-lab)."""
-    from lab.build import cache_dir  # lab.build is light (no CuPy); imported here so the store stays stand-alone
+    from lab.core.build import (
+        cache_dir,  # lab.core.build is light (no CuPy); imported here so the store stays stand-alone
+    )
 
     try:
         return cache_dir() / "ops" / "tune.json"

@@ -1,6 +1,6 @@
 """Autotune: for one shape's bucket, every path and configuration that serves it is run on fresh random inputs,
 checked element by element against a float64 reference (computed on the GPU) with the tensor-core bound of
-lab.bounds, and only then timed (cold L2, median); the fastest is stored in the tune cache under this machine's
+lab.measure.bounds, and only then timed (cold L2, median); the fastest is stored in the tune cache under this machine's
 environment key, with every candidate's time or the reason it was rejected.
 
 The environment key names what a tuned choice depends on: the GPU's name and arch, the NVRTC and driver versions,
@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from lab.errors import LabError
+from lab.core.errors import LabError
 from lab.ops.paths import PATHS, Call
 from lab.ops.shapes import GemmShape, bucket, m_bucket
 
@@ -36,7 +36,7 @@ TIMING_MS = 10.0  # minimum measured time per candidate
 @functools.lru_cache(maxsize=1)
 def kernels_hash() -> str:
     """A hash of every kernel source and header (kernels/**/*.cu, *.cuh)."""
-    from lab.build import KERNELS_DIR
+    from lab.core.build import KERNELS_DIR
 
     h = hashlib.sha256()
     for path in sorted(KERNELS_DIR.rglob("*.cu*")):
@@ -48,8 +48,8 @@ def kernels_hash() -> str:
 def environment_key() -> str:
     import cupy as cp
 
-    from lab import device
-    from lab.build import nvrtc_version
+    from lab.core import device
+    from lab.core.build import nvrtc_version
 
     gpu = device.current()
     driver = cp.cuda.runtime.driverGetVersion()
@@ -66,8 +66,8 @@ def make_inputs(shape: GemmShape, seed: int):
     """Random operands (never zeros) for `shape`, contiguous, plus the epilogue's arrays."""
     import cupy as cp
 
-    from lab.check import random_array
     from lab.families.gemm_tc import to_storage
+    from lab.measure.check import random_array
 
     def draw(rows, cols, s):
         return to_storage(random_array((rows, cols), np.float32, s, "normal", xp=cp), shape.dtype, cp)
@@ -83,16 +83,16 @@ def make_inputs(shape: GemmShape, seed: int):
 
 def reference_and_bound(shape: GemmShape, a, b, bias, activation, residual, rounded_product: bool = False):
     """The float64 result of the whole call and each element's allowed error, on the GPU: the product's bound is
-    lab.bounds.tensor_core_matmul_bound's (fp32 accumulation, one rounding to the output type); the epilogue's
-    ops add their slopes and fp32 roundings as lab.epilogue's bounds do. `rounded_product`: the path stores the
+    lab.measure.bounds.tensor_core_matmul_bound's (fp32 accumulation, one rounding to the output type); the epilogue's
+    ops add their slopes and fp32 roundings as lab.families.epilogue's bounds do. `rounded_product`: the path stores the
     product in the output type before its epilogue reads it back (every path but the fused one), one more rounding
     of the product (as lab.families.gemm_epilogue's library baselines are checked). A bias may be read rounded to
     the output type (cuBLASLt's bias epilogue does): the bound allows one unit roundoff of |bias| for it."""
     import cupy as cp
 
-    from lab.bounds import BFLOAT16, tensor_core_matmul_bound
-    from lab.epilogue import Epilogue, output_reference
+    from lab.families.epilogue import Epilogue, output_reference
     from lab.families.gemm_tc import to_float32
+    from lab.measure.bounds import BFLOAT16, tensor_core_matmul_bound
 
     a64 = to_float32(a, shape.dtype, cp).astype(cp.float64)
     b64 = to_float32(b, shape.dtype, cp).astype(cp.float64)
@@ -101,21 +101,22 @@ def reference_and_bound(shape: GemmShape, a, b, bias, activation, residual, roun
     out_dtype = BFLOAT16 if shape.dtype == "bfloat16" else np.float16
     if shape.epilogue == "none":
         return v, tensor_core_matmul_bound(a64, b64, v, out_dtype=out_dtype)
-    from lab.epilogue import ChainInputs
+    from lab.families.epilogue import ChainInputs
 
     acc_bound = tensor_core_matmul_bound(a64, b64, v, out_dtype=np.float32)
     if bias is not None:  # the library's bias epilogue reads the bias rounded to the output type: one more rounding
-        from lab.bounds import unit_roundoff
+        from lab.measure.bounds import unit_roundoff
 
         acc_bound = acc_bound + unit_roundoff(out_dtype) * cp.abs(bias.astype(cp.float64))
     if rounded_product:
-        from lab.bounds import half_subnormal_spacing, unit_roundoff
+        from lab.measure.bounds import half_subnormal_spacing, unit_roundoff
 
         acc_bound = acc_bound + unit_roundoff(out_dtype) * (cp.abs(v) + acc_bound) + half_subnormal_spacing(out_dtype)
     residual64 = None if residual is None else to_float32(residual, shape.dtype, cp).astype(cp.float64)
     chain = ChainInputs(bias=None if bias is None else bias.astype(cp.float64), residual=residual64)
     epi = Epilogue(tuple(shape.epilogue.split("+")))
-    try:  # lab.epilogue's ops are NumPy ufuncs, which run on CuPy arrays too (all but gelu_erf's vectorized erf)
+    # lab.families.epilogue's ops are NumPy ufuncs, which run on CuPy arrays too (all but gelu_erf's vectorized erf)
+    try:
         return output_reference(epi, v, acc_bound, chain, out_dtype)
     except (TypeError, ValueError):
         host = ChainInputs(bias=None if bias is None else cp.asnumpy(chain.bias),
@@ -156,14 +157,14 @@ def time_candidate(shape: GemmShape, name: str, config: dict, inputs) -> float:
     """Median microseconds of one call (cold L2)."""
     import cupy as cp
 
+    from lab.measure.timing import measure
     from lab.ops.paths import apply_epilogue
-    from lab.timing import measure
 
     a, b, bias, activation, residual = inputs
     out = cp.empty((shape.M, shape.N), dtype=a.dtype)
     call = Call(a, b, out, shape, shape.K, b.shape[1], shape.N, bias, activation, residual)
 
-    from lab.build import recording
+    from lab.core.build import recording
 
     # Timed as lab.ops runs it: the launches (the library's call too) recorded once and replayed, so the family's
     # host work stays out of the spin kernel's window.

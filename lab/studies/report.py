@@ -1,0 +1,296 @@
+"""Tables (rich for the terminal, Markdown for the report) built from Records and compile reports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.table import Table
+
+from lab.core.build import CompileReport
+from lab.measure.records import RecordSet, describe_params, format_value
+
+
+def headline_rows(rs: RecordSet, family: str) -> list[dict]:
+    rows = []
+    for r in rs.records:
+        if r.family == family and r.kind == "headline":
+            rows.append({"rung": r.rung, "size": describe_params(r.params),
+                         "median_ms": r.median_ms, "spread": f"{r.p10_ms:.4g}-{r.p90_ms:.4g}",
+                         "value": r.value, "metric": r.metric, "ratio": r.ratio, "ceiling": r.ceiling,
+                         "l2": r.l2})
+    return rows
+
+
+def headline_table(rs: RecordSet, family: str) -> Table:
+    table = Table(title=f"{family} — {rs.label()}", title_justify="left")
+    for col in ("rung", "size", "median ms", "p10-p90 ms", "throughput", "% of ceiling"):
+        table.add_column(col, justify="left" if col in ("rung", "size") else "right")
+    for row in headline_rows(rs, family):
+        table.add_row(row["rung"], row["size"], f"{row['median_ms']:.4f}", row["spread"],
+                      f"{format_value(row['value'], row['metric'])} {row['metric']}", f"{100 * row['ratio']:.1f}%")
+    return table
+
+
+def headline_markdown(rs: RecordSet, family: str) -> str:
+    lines = ["| rung | size | median ms | p10-p90 ms | throughput | vs ceiling |", "|---|---|---:|---:|---:|---:|"]
+    for row in headline_rows(rs, family):
+        lines.append(f"| {row['rung']} | {row['size']} | {row['median_ms']:.4f} | {row['spread']} | "
+                     f"{format_value(row['value'], row['metric'])} {row['metric']} | {row['ratio']:.3f}x |")
+    return "\n".join(lines)
+
+
+def smem_text(r: CompileReport) -> str:
+    """Static shared memory, plus the dynamic shared memory the launch asks for where there is any."""
+    dynamic = getattr(r, "smem_dynamic_bytes", 0)
+    return f"{r.smem_static_bytes} + {dynamic} dynamic" if dynamic else str(r.smem_static_bytes)
+
+
+def compile_table(reports: list[CompileReport], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("kernel", "arch", "regs", "smem B", "stack B", "spills B", "notable SASS"):
+        table.add_column(col, justify="left" if col in ("kernel", "notable SASS") else "right")
+    for r in reports:
+        mix = " ".join(f"{k}x{v}" for k, v in r.instructions.items()) if r.sass_available else "(no nvdisasm)"
+        spills = r.spill_store_bytes + r.spill_load_bytes
+        table.add_row(r.source, r.arch, str(r.registers), smem_text(r), str(r.stack_frame_bytes),
+                      f"[red]{spills}[/red]" if spills else "0", mix)
+    return table
+
+
+def compile_markdown(reports: list[CompileReport]) -> str:
+    lines = ["| kernel | arch | registers | smem B | spills B | notable SASS |", "|---|---|---:|---:|---:|---|"]
+    for r in reports:
+        mix = " ".join(f"{k}x{v}" for k, v in r.instructions.items()) if r.sass_available else "-"
+        lines.append(f"| {r.source} | {r.arch} | {r.registers} | {smem_text(r)} | "
+                     f"{r.spill_store_bytes + r.spill_load_bytes} | {mix} |")
+    return "\n".join(lines)
+
+
+def profile_markdown(payload: dict, min_dram_bytes: int | None = None) -> str:
+    """Nsight Compute counters per rung as a Markdown table; with the problem's minimum DRAM traffic,
+    a last column holds each rung's DRAM bytes (read + write) over it. The load conflicts are shown
+    beside their share of all shared-load wavefronts too: a count alone grows with the problem."""
+    extra = f" DRAM / minimum ({min_dram_bytes / 1e6:.1f} MB) |" if min_dram_bytes else ""
+    lines = ["| rung | smem ld conflicts | of ld wavefronts | smem st conflicts | L2 hit % | DRAM read MB | "
+             "DRAM write MB |" + extra, "|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if extra else "")]
+    for r in payload["rows"]:
+        dram = r.get("dram_read_bytes", 0) + r.get("dram_write_bytes", 0)
+        lines.append(f"| {r['rung']} | {r.get('smem_bank_conflicts_ld', 0):.0f} | {conflict_share(r)} | "
+                     f"{r.get('smem_bank_conflicts_st', 0):.0f} | {r.get('l2_hit_rate_pct', 0):.1f} | "
+                     f"{r.get('dram_read_bytes', 0) / 1e6:.1f} | {r.get('dram_write_bytes', 0) / 1e6:.1f} |"
+                     + (f" {dram / min_dram_bytes:.2f}x |" if extra else ""))
+    return "\n".join(lines)
+
+
+def conflict_share(row: dict) -> str:
+    """Shared-load bank conflicts over shared-load wavefronts (each conflict is one extra wavefront), as a
+    percentage; "-" where the profile has no wavefronts (older files, or a rung with no shared loads)."""
+    wavefronts, conflicts = row.get("smem_wavefronts_ld"), row.get("smem_bank_conflicts_ld")
+    if not wavefronts or conflicts is None:
+        return "-"
+    return f"{conflicts / wavefronts:.1%}"
+
+
+def provenance_markdown(rs: RecordSet) -> str:
+    p = rs.provenance
+    keys = ("device", "arch", "sm_count", "l2_bytes", "driver_cuda", "runtime_cuda", "cupy", "nvrtc", "commit", "date")
+    return "\n".join(f"- {k}: `{p.get(k, '?')}`" for k in keys)
+
+
+def write_summary(out_dir: Path, header: str, sections: list[str]) -> Path:
+    path = Path(out_dir) / "summary.md"
+    path.write_text(header.rstrip() + "\n\n" + "\n\n".join(s.rstrip() for s in sections) + "\n")
+    return path
+
+
+README_BEGIN = "<!-- results:begin (generated by `python -m lab.studies.report`; do not edit by hand) -->"
+README_END = "<!-- results:end -->"
+
+
+def readme_results(rs_by_family: dict[str, RecordSet]) -> str:
+    """The README's results block: the best rung of each family against its same-run ceiling at each
+    headline size, then one sentence per family on where that rung stands against the ceiling."""
+    lines = ["| ladder | size | best rung | throughput | ceiling (same run) | ratio | measured on |",
+             "|---|---|---|---:|---:|---:|---|"]
+    sentences = []
+    from lab.families import families
+
+    catalogue = families()
+    for family, rs in rs_by_family.items():
+        shown = catalogue[family].in_readme if family in catalogue else (lambda params: True)
+        rows = [r for r in rs.records if r.family == family and r.kind == "headline" and r.rung != r.ceiling
+                and shown(r.params)]
+        bests = []
+        for size in dict.fromkeys(describe_params(r.params) for r in rows):
+            group = [r for r in rows if describe_params(r.params) == size and r.rung[:2].isdigit()]
+            if not group:
+                continue
+            best = max(group, key=lambda r: r.value)
+            bests.append(best)
+            lines.append(f"| {family} | {size} | {best.rung} | {format_value(best.value, best.metric)} {best.metric} | "
+                         f"{format_value(best.ceiling_value, best.metric)} {best.metric} ({best.ceiling}) | "
+                         f"{best.ratio:.3f}x | "
+                         f"{rs.provenance.get('device')}, {rs.provenance.get('date', '')[:10]} |")
+        if bests:
+            sentences.append(best_rung_sentence(rs, family, bests))
+    return "\n".join(lines + [""] + sentences + ops_lines())
+
+
+OPS_TRACE, OPS_GEMMS, OPS_OVERHEAD, OPS_LATENCY = "ops_trace", "ops_trace_gemms", "ops_overhead", "ops_latency"
+
+
+def ops_lines() -> list[str]:
+    """lab.ops on the serving trace, from its records (lab.studies.ops_study), when they exist: whole-layer GPU time
+    against
+    each baseline, the GEMMs alone against cuBLAS, the dispatch overhead and the first request's latency."""
+    import json
+
+    from lab.measure.records import reference_dir
+
+    def load(name: str) -> dict | None:
+        path = reference_dir() / f"{name}.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    trace, gemms, overhead, latency = (load(n) for n in (OPS_TRACE, OPS_GEMMS, OPS_OVERHEAD, OPS_LATENCY))
+    head = torch_lines(load)
+    if trace is None:
+        return head
+    t = trace["totals_us"]
+    base = t["lab_ops"]["total_us"]
+    p = trace["provenance"]
+    out = ["", f"lab.ops on the serving trace ({trace['trace']['steps']} steps of a Llama-like layer, "
+               f"{100 * trace['trace']['decode_share']:.1f}% decode; `results/h200/ops_trace.json`, "
+               f"{p.get('device')}, {str(p.get('date', ''))[:10]}), total GPU time over the trace, one layer per "
+               "step:",
+           "", "| method | total ms | time / lab.ops |", "|---|---:|---:|"]
+    for method in ("lab_ops", "lab_ops_table", "cublas", "persistent", "generic"):
+        if method in t:
+            out.append(f"| {trace['methods'][method]} | {t[method]['total_us'] / 1e3:.1f} | "
+                       f"{t[method]['total_us'] / base:.2f}x |")
+    if gemms is not None:
+        g = gemms["totals_us"]
+        out += ["", f"The GEMMs alone (epilogues included, no RMSNorm; `ops_trace_gemms.json`): lab.ops "
+                    f"{g['lab_ops']['total_us'] / 1e3:.1f} ms, cuBLAS {g['cublas']['total_us'] / 1e3:.1f} ms "
+                    f"({g['cublas']['total_us'] / g['lab_ops']['total_us']:.2f}x)."]
+    if overhead is not None:
+        over = [v["overhead_us"] for v in overhead["paths"].values()]
+        out.append(f"Dispatch overhead over a raw replay of the same launches: {min(over):.2f}-{max(over):.2f} us per "
+                   "call (`ops_overhead.json`).")
+    if latency is not None:
+        sc = latency["scenarios"]
+        if "warm_caches" in sc and "warm_caches_with_manifest" in sc:
+            w, m = sc["warm_caches"], sc["warm_caches_with_manifest"]
+            out.append(f"First request of a second process on warm caches: {w['first_ms']:.1f} ms, "
+                       f"{w['compiles_total'].get('compiled', 0)} compiles; after a warm-up manifest "
+                       f"({m['warmup']['seconds']:.2f} s): {m['first_ms']:.1f} ms (`ops_latency.json`).")
+    return head + out
+
+
+OPS_SWEEP, OPS_HOST = "ops_sweep", "ops_host_cost"
+TORCH_TRACES = tuple(f"ops_vs_torch_{m}_{d}" for m in ("llama3_8b", "qwen25_7b") for d in ("float16", "bfloat16"))
+
+
+def torch_lines(load) -> list[str]:
+    """lab.ops against PyTorch in the same process, from the records of `lab tune --table` (lab.studies.ops_sweep) and
+    lab.studies.ops_compare: per shape class, the range of per-round ratios; per trace, eager and graphed."""
+    import statistics
+
+    sweep = load(OPS_SWEEP)
+    out = []
+    if sweep is not None:
+        p = sweep["provenance"]
+        out += ["", f"lab.ops against PyTorch {sweep.get('torch')} (torch.mm / F.linear, same process, same memory; "
+                    f"{sweep['rounds']} interleaved rounds, cold L2; `results/h200/{OPS_SWEEP}.json`, "
+                    f"{p.get('device')}, {str(p.get('date', ''))[:10]}): PyTorch's time over lab.ops's, per sample "
+                    "and round (above 1: lab.ops is faster); lab.ops's library path is cuBLASLt "
+                    f"({sweep.get('library')}).", "",
+                "| shape class | samples | lab.ops path(s) | median | min | max |", "|---|---:|---|---:|---:|---:|"]
+        class_of = {s["sample"]: s["class"] for s in sweep["samples"]}
+        classes = {}
+        for row in sweep["summary"]:
+            classes.setdefault(class_of.get(row["sample"], "?"), []).append(row)
+        for name, rows in classes.items():
+            ratios = [r for row in rows for r in row["ratio_cold"]]
+            paths = ", ".join(dict.fromkeys(row["decision"].split(" (")[0] for row in rows))
+            out.append(f"| {name} | {len(rows)} | {paths} | {statistics.median(ratios):.2f}x | {min(ratios):.2f}x | "
+                       f"{max(ratios):.2f}x |")
+    traces = [(n, load(n)) for n in TORCH_TRACES]
+    traces = [(n, r) for n, r in traces if r is not None]
+    if traces:
+        p = traces[0][1]["provenance"]
+        out += ["", f"A serving trace from outside the lab's own ({traces[0][1]['trace'].get('steps')} steps, "
+                    f"lab.studies.ops_compare; {p.get('device')}, {str(p.get('date', ''))[:10]}): one layer per step, "
+                    "lab.ops against the same layer in PyTorch (F.rms_norm, F.linear / torch.addmm, F.silu), "
+                    "eager and as CUDA graphs, PyTorch's time over lab.ops's per round:", "",
+                "| model, type | lab.ops eager ms | PyTorch eager ms | eager ratio | lab.ops graph ms | "
+                "torch.cuda.graph ms | graph ratio |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for _, r in traces:
+            m, ratios = r["summary"]["methods"], r["summary"]["ratios"]
+            eager = ratios["eager"]["torch_over_lab"]
+            graph = ratios.get("graph", {}).get("torch_over_lab", [])
+            g = (f"{m['lab_graph']['median_ms']:.1f} | {m['torch_graph']['median_ms']:.1f} | "
+                 f"{min(graph):.3f}-{max(graph):.3f}x") if graph and "lab_graph" in m else "- | - | -"
+            out.append(f"| {r['model']['name'] if isinstance(r.get('model'), dict) else r.get('model')}, "
+                       f"{r['dtype']} | {m['lab_eager']['median_ms']:.1f} | {m['torch_eager']['median_ms']:.1f} | "
+                       f"{min(eager):.3f}-{max(eager):.3f}x | {g} |")
+    return out
+
+
+def best_rung_sentence(rs: RecordSet, family: str, bests: list) -> str:
+    """Where the ladder stands against the ceiling, from the records: which rung is best at how many of the
+    table's headline sizes and in what range, then, for the rung best at the first size, the sweep sizes
+    (cold L2) at which it is faster or slower than the ceiling."""
+    ceiling = bests[0].ceiling
+    parts = []
+    for rung in dict.fromkeys(r.rung for r in bests):
+        mine = [r for r in bests if r.rung == rung]
+        lo, hi = min(r.ratio for r in mine), max(r.ratio for r in mine)
+        span = f"{lo:.3f}x" if len(mine) == 1 else f"{lo:.3f}x-{hi:.3f}x"
+        parts.append(f"{rung} is the best rung at {len(mine)} of the {len(bests)} sizes above ({span} of {ceiling})")
+    text = f"{family}: " + "; ".join(parts)
+    rung = bests[0].rung
+    sweep = sorted((r for r in rs.records if r.family == family and r.kind == "sweep" and r.rung == rung
+                    and r.l2 == "cold"), key=lambda r: r.bytes_moved)
+    if sweep:
+        faster = [r for r in sweep if r.ratio > 1]
+        if faster:
+            text += (f"; in the size sweep (cold L2) {rung} is faster than {ceiling} at "
+                     + ", ".join(f"{describe_params(r.params)} ({r.ratio:.3f}x)" for r in faster)
+                     + f" and slower at the other {len(sweep) - len(faster)} of {len(sweep)} sizes")
+        else:
+            text += f"; in the size sweep (cold L2) {rung} is slower than {ceiling} at all {len(sweep)} sizes"
+    return text + "."
+
+
+def update_readme(readme: Path, table: str) -> bool:
+    """Replace the table between the README's markers; True if the file changed."""
+    text = readme.read_text()
+    start, end = text.index(README_BEGIN) + len(README_BEGIN), text.index(README_END)
+    new = text[:start] + "\n" + table + "\n" + text[end:]
+    if new != text:
+        readme.write_text(new)
+    return new != text
+
+
+def reference_sets() -> dict[str, RecordSet]:
+    """The reference GPU's records of every family that has them; a family with no file yet has no row (an
+    unreadable file is still an error). A family's `<family>_headline.json`, where present, is a later headline
+    run (`lab bench FAMILY --kinds headline`) whose rows the table shows instead: it times a newer baseline."""
+    from lab.families import families
+    from lab.measure.records import load, reference_dir, reference_records
+
+    sets = {}
+    for name in families():
+        later = reference_dir() / f"{name}_headline.json"
+        if later.is_file():
+            sets[name] = load(later)
+        elif (reference_dir() / f"{name}.json").is_file():
+            sets[name] = reference_records(name)
+    return sets
+
+
+if __name__ == "__main__":
+    from lab.core.build import REPO_ROOT
+
+    changed = update_readme(REPO_ROOT / "README.md", readme_results(reference_sets()))
+    print("README.md results table", "updated" if changed else "already current")

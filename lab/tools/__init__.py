@@ -1,0 +1,1 @@
+"""One module per outside tool: Nsight Compute, compute-sanitizer, the library GEMM, Triton."""
