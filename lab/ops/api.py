@@ -84,8 +84,8 @@ def matmul(a, b, *, bias=None, activation: str | None = None, residual=None, out
                None if out is None else (out.shape, out.strides, out.dtype.char),
                a.data.ptr & 15, b.data.ptr & 15, a.data.device_id)
     except AttributeError:
-        raise LabError("lab.ops.matmul takes CuPy arrays on the GPU (a, b, and bias, residual and out when given); "
-                       "convert with cupy.asarray(x).") from None
+        _check_matmul_values(a, b, bias, activation, residual, out, out_dtype, layout, input_type)
+        raise _not_on_gpu("matmul", "a, b, and bias, residual and out when given") from None
     counters.COUNTS["calls"] += 1
     return _matmul_slow(rt, key, a, b, bias, activation, residual, out, out_dtype, layout, input_type, fkey)
 
@@ -140,23 +140,29 @@ def _gemm_type(a, b, input_type: str | None) -> str:
                    ".astype(cupy.float16).")
 
 
-def _check_matmul(a, b, bias, activation, residual, out, out_dtype, layout, input_type):
-    """(kind, shape, lda, ldb) for a call never seen before, or one LabError sentence."""
-    import cupy as cp
+def _not_on_gpu(op: str, which: str) -> LabError:
+    """The sentence for arrays that are not CuPy arrays (NumPy ones, say), checked as far as they can be without a
+    GPU: on a machine without one, that lab.ops needs one; on a machine with one, how to move them there."""
+    from lab.core import device
 
-    from lab.core import device, tma
+    if not device.gpu_available():
+        return LabError(f"lab.ops.{op} runs on a CUDA GPU, and this machine has none ({device.why_no_gpu()}); the "
+                        "arguments are otherwise valid, so the same call with CuPy arrays works on a machine with one.")
+    return LabError(f"lab.ops.{op} takes CuPy arrays on the GPU ({which}); convert with cupy.asarray(x).")
 
+
+def _check_matmul_values(a, b, bias, activation, residual, out, out_dtype, layout, input_type) -> None:
+    """What a call's arguments must be whatever array library holds them (NumPy ones too, with no GPU): layout,
+    dimensions, types, K, the activation and the shapes of bias, residual and out; one LabError sentence."""
     if layout not in LAYOUTS:
         raise LabError(f"layout is \"NN\" (b is K x N) or \"TN\" (b is N x K, a linear layer's weight); got "
                        f"{layout!r}.")
+    if not all(hasattr(x, attr) for x in (a, b) for attr in ("shape", "dtype", "ndim")):
+        raise LabError("lab.ops.matmul takes arrays for a and b (CuPy arrays on the GPU); got "
+                       f"{type(a).__name__} and {type(b).__name__}.")
     if a.ndim < 2 or b.ndim != 2:
         raise LabError(f"matmul needs a of 2 or more dimensions (... x K) and b of 2; got {a.shape} and {b.shape}.")
-    current = cp.cuda.Device().id
-    for name, x in (("a", a), ("b", b), ("bias", bias), ("residual", residual), ("out", out)):
-        if x is not None and (not isinstance(x, cp.ndarray) or x.data.device_id != current):
-            raise LabError(f"{name} must be a CuPy array on the current GPU ({current}); move it with "
-                           f"cupy.asarray under cupy.cuda.Device({current}).")
-    dtype = _gemm_type(a, b, input_type)
+    _gemm_type(a, b, input_type)
     K = a.shape[-1]
     k_b, N = (b.shape[0], b.shape[1]) if layout == "NN" else (b.shape[1], b.shape[0])
     if k_b != K:
@@ -167,7 +173,6 @@ def _check_matmul(a, b, bias, activation, residual, out, out_dtype, layout, inpu
                        "lab.families.gemm_epilogue.")
     if activation is not None and activation not in ACTIVATIONS:
         raise LabError(f"activation is one of {', '.join(ACTIVATIONS)} or None; got {activation!r}.")
-    M = int(np.prod(a.shape[:-1]))
     if bias is not None and (bias.dtype != np.float32 or bias.shape != (N,)):
         raise LabError(f"bias must be float32 of shape ({N},); got {bias.dtype} {bias.shape}: make it once with "
                        "bias.astype(cupy.float32) and reuse it.")
@@ -177,6 +182,24 @@ def _check_matmul(a, b, bias, activation, residual, out, out_dtype, layout, inpu
                        f"{residual.dtype} {residual.shape}.")
     if out is not None:
         _check_out(out, a.shape[:-1], N, a.dtype)
+
+
+def _check_matmul(a, b, bias, activation, residual, out, out_dtype, layout, input_type):
+    """(kind, shape, lda, ldb) for a call never seen before, or one LabError sentence."""
+    import cupy as cp
+
+    from lab.core import device, tma
+
+    current = cp.cuda.Device().id
+    for name, x in (("a", a), ("b", b), ("bias", bias), ("residual", residual), ("out", out)):
+        if x is not None and (not isinstance(x, cp.ndarray) or x.data.device_id != current):
+            raise LabError(f"{name} must be a CuPy array on the current GPU ({current}); move it with "
+                           f"cupy.asarray under cupy.cuda.Device({current}).")
+    _check_matmul_values(a, b, bias, activation, residual, out, out_dtype, layout, input_type)
+    dtype = _gemm_type(a, b, input_type)
+    K = a.shape[-1]
+    N = b.shape[1] if layout == "NN" else b.shape[0]
+    M = int(np.prod(a.shape[:-1]))
     if dtype == "cupy" or min(M, N, K) == 0:
         return ("dtype" if dtype == "cupy" else "empty"), None, 0, 0
     lda = _rows_stride(a, "a")
@@ -322,9 +345,11 @@ def _row_op(op: str, x, params: tuple, out, input_type, eps: float | None = None
 def _row_op_slow(rt, fkey, op: str, x, params: tuple, out, input_type, eps: float | None = None):
     import cupy as cp
 
-    if not isinstance(x, cp.ndarray) or any(not isinstance(p, cp.ndarray) for p in params):
-        raise LabError(f"lab.ops.{op} takes CuPy arrays on the GPU; convert with cupy.asarray(x).")
-    counters.COUNTS["calls"] += 1
+    if not all(hasattr(v, attr) for v in (x, *params) for attr in ("shape", "dtype", "flags")):
+        raise LabError(f"lab.ops.{op} takes arrays (CuPy arrays on the GPU); got {type(x).__name__}.")
+    on_gpu = isinstance(x, cp.ndarray) and all(isinstance(p, cp.ndarray) for p in params)
+    if on_gpu:
+        counters.COUNTS["calls"] += 1
     if x.ndim < 1 or x.size == 0:
         raise LabError(f"lab.ops.{op} needs a non-empty array of at least one dimension; got shape {x.shape}.")
     if not x.flags.c_contiguous:
@@ -337,6 +362,8 @@ def _row_op_slow(rt, fkey, op: str, x, params: tuple, out, input_type, eps: floa
     if eps is not None and not eps > 0:
         raise LabError(f"eps must be > 0; got {eps!r}.")
     dtype = _row_type(op, x, input_type)
+    if not on_gpu:  # checked as far as arrays off the GPU can be
+        raise _not_on_gpu(op, "x and its weight and bias")
     if out is None:
         out = cp.empty_like(x)
     elif out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
