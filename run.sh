@@ -28,24 +28,32 @@ if [ "${LAB_OFFLINE:-0}" != 1 ]; then
   fi
   # Which CuPy + NVRTC wheels suit this machine's driver (cupy-cuda12x or -13x); see lab/core/setup_env.py.
   read -r -a wheels <<<"$("$VENV/bin/python" lab/core/setup_env.py)"
-  echo "setting up $VENV: ${wheels[*]} and cupy-kernel-lab[$extras] (log: $VENV/setup.log)" >&2
-  if ! { "$VENV/bin/python" -m pip install -q --upgrade pip &&
-         "$VENV/bin/python" -m pip install -q "${wheels[@]}" -e ".[${extras}]"; } >"$VENV/setup.log" 2>&1; then
-    tail -30 "$VENV/setup.log" >&2
-    echo "set-up failed: see $VENV/setup.log (pip needs to reach PyPI)" >&2
-    exit 1
+  # What the set-up installs from: the wheels, the extras and pyproject.toml. When they are what .venv was last set
+  # up from, pip is not run again (it takes seconds even when there is nothing to do).
+  stamp="$VENV/.lab-setup"
+  want="$(printf '%s\n' "${wheels[*]}" "$extras" | cat - pyproject.toml | cksum)"
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "setting up $VENV: ${wheels[*]} and cupy-kernel-lab[$extras] (log: $VENV/setup.log)" >&2
+    if ! { "$VENV/bin/python" -m pip install -q --upgrade pip &&
+           "$VENV/bin/python" -m pip install -q "${wheels[@]}" -e ".[${extras}]"; } >"$VENV/setup.log" 2>&1; then
+      tail -30 "$VENV/setup.log" >&2
+      echo "set-up failed: see $VENV/setup.log (pip needs to reach PyPI)" >&2
+      exit 1
+    fi
+    echo "$want" >"$stamp"
   fi
 elif [ ! -x "$VENV/bin/lab" ]; then
   echo "LAB_OFFLINE=1 but $VENV has no lab installed: run 'bash run.sh setup' once with PyPI reachable." >&2
   exit 1
 fi
 
-# `lab check` on every started exercise: 0 when every one passed its visible checks, 3 when none could be
-# graded (no GPU), 1 otherwise.
+# `lab check` on every started exercise (a kernel.cu in its folder; a dispatch-table exercise's rules.json is the
+# student's file from the start): 0 when every one passed its visible checks, 3 when none could be graded (no GPU),
+# 1 otherwise.
 check_all() {
   local started=0 failed=0 graded=0 folder status
   for folder in exercises/[0-9][0-9]_*/; do
-    [ -f "${folder}kernel.cu" ] || continue
+    [ -f "${folder}kernel.cu" ] || grep -q '"kind": *"dispatch_rules"' "${folder}exercise.json" 2>/dev/null || continue
     started=$((started + 1))
     status=0
     "$VENV/bin/lab" check "$(basename "$folder")" || status=$?
