@@ -56,6 +56,7 @@
 #                                              PyTorch eager and graphed on two models' traces, gemm_tc's headline bench
 #   bash scripts/device_run.sh grading         the grader's GPU tests (fault batch, exercises 07-08, exercise 08's numerics
 #                                              harness), then exercise09
+#   bash scripts/device_run.sh layers          the Hopper rungs' families, the grader and exercises on the GPU, notebook 03
 #   bash scripts/device_run.sh exercise09      exercise 09's calibration (it writes the reference table), its GPU tests
 #   bash scripts/device_run.sh ops             lab.ops's GPU tests, its studies (dispatch overhead, autotune of the
 #                                              trace's buckets, the trace, first-request latency), notebook 08, exercise 09's
@@ -82,7 +83,7 @@ notebooks() {  # notebooks PATTERN...
   echo "== notebooks: $*"
   python3 -m pip install -q --no-index --find-links .nbwheels nbclient ipykernel jupytext --target /tmp/nbsite \
     && export PYTHONPATH="$PYTHONPATH:/tmp/nbsite" && python3 -m ipykernel install --sys-prefix --name python3 >/dev/null
-  timeout 560 python3 scripts/execute_notebooks.py "$@" --inplace && mkdir -p "$pack/notebooks" \
+  timeout "$(box 560 5)" python3 scripts/execute_notebooks.py "$@" --inplace && mkdir -p "$pack/notebooks" \
     && for nb in "$@"; do cp "${nb%.py}.ipynb" "$pack/notebooks/"; done
 }
 
@@ -177,6 +178,16 @@ gemm_records() {
       keep_cache ;;
     ops-notebook)  # notebook 08 executed on the GPU (carry .nbwheels), on the committed records
       carried; notebooks notebooks/08_specialization_and_dispatch.py ;;
+    layers)  # after a change across lab/'s layers: the Hopper rungs and the families built on them, the grader and
+      # the exercises on the GPU, then notebook 03 executed (carry .nbwheels)
+      carried
+      gpu_tests "$(box 170 390)" tests/test_gpu_gemm_tc.py tests/test_gpu_split_k.py tests/test_gpu_grouped_gemm.py \
+        tests/test_gpu_decode.py tests/test_gpu_norms.py
+      gpu_tests "$(box 110 280)" tests/test_gpu_grader.py
+      gpu_tests "$(box 120 170)" tests/test_gpu_exercises.py tests/test_gpu_exercise09.py tests/test_gpu_epilogue.py \
+        -k "07_split_k or 08_epilogue or 06_tile or split_k_file or chosen_values or table or reference or starter"
+      notebooks notebooks/03_tensor_cores.py
+      keep_cache ;;
     grading)  # the grader's GPU tests (the exercise 01 fault batch, exercises 07-08 graded end to end, exercise 08's
       # numerics harness), then exercise 09's calibration study
       carried; mkdir -p "$pack/calibration"

@@ -396,3 +396,38 @@ def test_an_error_sentence_keeps_its_brackets(capsys, monkeypatch):
     monkeypatch.setattr(cli, "cmd_doctor", fail)
     assert cli.main(["doctor"]) == 2
     assert "cupy-kernel-lab[cluster]" in capsys.readouterr().out
+
+
+def test_inspect_of_a_file_outside_an_exercise_says_to_give_the_exercise(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kernel.cu").write_text("// a kernel\n")
+    assert cli.main(["inspect", "kernel.cu"]) != 0
+    err = "".join(capsys.readouterr())
+    assert "--exercise NN" in err and "Unknown family" not in err and "Traceback" not in err
+
+
+def test_inspect_of_a_file_in_an_exercise_folder_compiles_it_as_that_exercise(capsys):
+    assert cli.main(["inspect", str(build.REPO_ROOT / "exercises" / "01_vectorized_copy" / "starter.cu")]) == 0
+    assert "01_vectorized_copy" in capsys.readouterr().out
+
+
+def test_leaderboard_says_what_needs_no_gpu_first(capsys):
+    assert cli.main(["leaderboard", "/nonexistent", "--exercise", "09"]) != 0
+    assert "ranks kernel exercises only" in "".join(capsys.readouterr())
+    assert cli.main(["leaderboard", "/nonexistent", "--exercise", "01"]) != 0
+    err = "".join(capsys.readouterr())
+    assert "does not exist" in err and "GPU" not in err
+
+
+def test_a_compile_table_tells_rows_of_one_source_apart():
+    from lab.core.build import CompileReport
+    from lab.studies.report import kernel_names
+
+    def rep(entry, **knobs):
+        return CompileReport("gemm_tc/06_persistent.cu", entry, "sm_90a", knobs, 0, 0, 0, 0, 0)
+
+    names = kernel_names([rep("a", BN=256, STAGES=4), rep("a", BN=128, STAGES=4), rep("b", BN=256, STAGES=4),
+                          CompileReport("copy/01_naive.cu", "c", "sm_90", {}, 0, 0, 0, 0, 0)])
+    assert names == ["gemm_tc/06_persistent.cu (a, BN=256)", "gemm_tc/06_persistent.cu (a, BN=128)",
+                     "gemm_tc/06_persistent.cu (b, BN=256)", "copy/01_naive.cu"]
+    assert len(set(names)) == len(names)

@@ -45,6 +45,9 @@ def cmd_inspect(args) -> int:
     from lab.families import all_rungs, get_family
     from lab.studies import report
 
+    if not args.exercise and args.kernel and (Path(args.kernel).suffix in (".cu", ".cuh") or
+                                              Path(args.kernel).expanduser().is_file()):
+        args.exercise = _exercise_of_file(Path(args.kernel))
     if args.exercise:
         return _inspect_student_file(args)
     if args.kernel in (None, "all"):
@@ -84,6 +87,19 @@ def _check_knobs(knobs: dict, rungs: list) -> None:
             raise LabError(f"No selected kernel has a knob {name}; their knobs are: {every}.")
 
 
+def _exercise_of_file(path: Path) -> str:
+    """The exercise a kernel file belongs to, from the exercise folder it sits in (exercises/NN_topic/); one sentence
+    when it sits in none, since a student's file is compiled as its exercise's rung."""
+    from lab.grading.exercises import EXERCISES_DIR
+
+    folder = path.expanduser().resolve().parent
+    if folder.parent == EXERCISES_DIR.resolve() and folder.name[:2].isdigit():
+        return folder.name
+    raise LabError(f"{path} is a file, not a family: a student's kernel is compiled as its exercise's rung, so give "
+                   f"the exercise, `lab inspect {path} --exercise NN`; `lab inspect FAMILY[/RUNG]` inspects the lab's "
+                   "own rungs.")
+
+
 def _inspect_student_file(args) -> int:
     """`lab inspect FILE --exercise NN`: the compile report of a student's kernel, as the grader builds it."""
     from lab.grading.exercises import load
@@ -116,13 +132,21 @@ def _student_path(exercise, given: str | None) -> Path:
     return path
 
 
-def _student_report(exercise, path: Path, shown: str, arch: int):
+def _student_report(exercise, path: Path, shown: str, arch: int, entry: str | None = None):
     """The compile report of a student's file built as the grader builds it (entry point, knobs)."""
     from lab.core import build
 
     spec = dataclasses.replace(exercise.student_spec(path), label=shown)
+    spec = dataclasses.replace(spec, entry=entry) if entry else spec
     rung = exercise.student_rung(path)
     return build.compile_report(spec, arch, exercise.family_object().dynamic_smem_bytes(rung))
+
+
+def _student_reports(exercise, path: Path, shown: str, arch: int) -> list:
+    """One report per kernel of the student's file that the exercise's launches use (split-K's reduction too)."""
+    companions = exercise.family_object().companion_entries(exercise.reference_rung())
+    return [_student_report(exercise, path, shown, arch)] + [_student_report(exercise, path, shown, arch, e)
+                                                             for e in companions]
 
 
 def _print_wide_accesses(rep) -> None:
@@ -417,6 +441,7 @@ def cmd_check(args) -> int:
     import shutil
     import tempfile
 
+    from lab.core import build
     from lab.grading.exercises import DISPATCH_RULES, load
     from lab.grading.grader import find_kernel, grade_submission
     from lab.studies import report
@@ -445,14 +470,14 @@ def cmd_check(args) -> int:
                           "on a machine with one.[/bold yellow]")
             return NOT_GRADED
         if not device.gpu_available():
-            rep = _student_report(exercise, kernel, shown, device.REFERENCE_ARCH)  # a readable CompileError
-            console.print(report.compile_table([rep], f"Compile report of {shown} (sm_{device.REFERENCE_ARCH}, "
-                                                      "compile-only)"))
-            _print_wide_accesses(rep)
+            reps = _student_reports(exercise, kernel, shown, device.REFERENCE_ARCH)  # a readable CompileError
+            target = build.arch_string(device.REFERENCE_ARCH, exercise.reference_spec().arch_suffix)
+            console.print(report.compile_table(reps, f"Compile report of {shown} ({target}, compile-only)"))
+            _print_wide_accesses(reps[0])
             if kernel.read_bytes() == exercise.starter_text().encode():
                 console.print(f"{shown} is the starter as released: its TODOs are still to do.")
             console.print(f"[bold yellow]Nothing was graded: there is no GPU here ({device.why_no_gpu()}). "
-                          f"{shown} compiles for sm_{device.REFERENCE_ARCH} (report above), but the checks and "
+                          f"{shown} compiles for {target} (report above), but the checks and "
                           f"the timing run only on a CUDA GPU: run `lab check {exercise.id[:2]}` on a machine "
                           "with one.[/bold yellow]")
             return NOT_GRADED
@@ -573,10 +598,12 @@ def cmd_grade(args) -> int:
 
 def cmd_leaderboard(args) -> int:
     from lab.core import device
-    from lab.grading.classroom import leaderboard, sigterm_as_interrupt
+    from lab.grading.classroom import check_rankable, leaderboard, sigterm_as_interrupt, submissions_in
     from lab.grading.exercises import load
 
     exercise = load(args.exercise)
+    check_rankable(exercise)  # what needs no GPU is said first: a table exercise, a missing or empty folder
+    submissions_in(Path(args.submissions))
     device.current()
     subs = Path(args.submissions).resolve()
     out = Path(args.out) if args.out else subs.with_name(subs.name + "-leaderboard")

@@ -223,6 +223,16 @@ def leaderboard_entry(exercise: Exercise, sub: Path, seed: int, gpu: str | None 
     return {"submission": sub.name, "ranked": False, "why": summary(why, 200), "gpu": device}
 
 
+def check_rankable(exercise: Exercise) -> None:
+    """One sentence unless the exercise is a kernel exercise, the only kind a leaderboard ranks."""
+    from lab.grading.exercises import KERNEL
+
+    if exercise.kind != KERNEL:
+        raise LabError(f"Exercise {exercise.id} is a {exercise.kind.replace('_', ' ')} exercise: its performance "
+                       "points (`lab grade`) come from a hidden trace's total time against the reference table, and "
+                       "`lab leaderboard` ranks kernel exercises only.")
+
+
 def leaderboard(exercise: Exercise, submissions: Path, out: Path, seed: int = 0,
                 gpu: str | None = None, on_done: Callable[[str, dict], None] | None = None,
                 gpus: list[str] | None = None, client=None) -> list[dict]:
@@ -230,12 +240,7 @@ def leaderboard(exercise: Exercise, submissions: Path, out: Path, seed: int = 0,
     shape set, and ranked by geometric-mean speed-up among the submissions timed on the same GPU model
     (rank_by_gpu_model). On `gpu`, one thread per GPU of `gpus`, or one Dask task per submission with a
     dask.distributed `client` (lab.grading.cluster). Writes leaderboard.csv, leaderboard.png and leaderboard.json."""
-    from lab.grading.exercises import KERNEL
-
-    if exercise.kind != KERNEL:
-        raise LabError(f"Exercise {exercise.id} is a {exercise.kind.replace('_', ' ')} exercise: its performance "
-                       "points (`lab grade`) come from a hidden trace's total time against the reference table, and "
-                       "`lab leaderboard` ranks kernel exercises only.")
+    check_rankable(exercise)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     subs = submissions_in(submissions)

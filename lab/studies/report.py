@@ -45,23 +45,39 @@ def smem_text(r: CompileReport) -> str:
     return f"{r.smem_static_bytes} + {dynamic} dynamic" if dynamic else str(r.smem_static_bytes)
 
 
+def kernel_names(reports: list[CompileReport]) -> list[str]:
+    """How a table names each report's kernel: its source, and where one source stands in several rows, what tells
+    them apart (the entry point, and the knobs that differ between the rows of that source)."""
+    names = []
+    for r in reports:
+        same = [o for o in reports if o.source == r.source and o.arch == r.arch]
+        if len(same) == 1:
+            names.append(r.source)
+            continue
+        parts = [r.entry] if len({o.entry for o in same}) > 1 else []
+        differ = sorted(k for k in r.knobs if len({o.knobs.get(k) for o in same}) > 1)
+        parts += [f"{k}={r.knobs[k]}" for k in differ]
+        names.append(f"{r.source} ({', '.join(parts)})" if parts else r.source)
+    return names
+
+
 def compile_table(reports: list[CompileReport], title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for col in ("kernel", "arch", "regs", "smem B", "stack B", "spills B", "notable SASS"):
         table.add_column(col, justify="left" if col in ("kernel", "notable SASS") else "right")
-    for r in reports:
+    for r, name in zip(reports, kernel_names(reports), strict=True):
         mix = " ".join(f"{k}x{v}" for k, v in r.instructions.items()) if r.sass_available else "(no nvdisasm)"
         spills = r.spill_store_bytes + r.spill_load_bytes
-        table.add_row(r.source, r.arch, str(r.registers), smem_text(r), str(r.stack_frame_bytes),
+        table.add_row(name, r.arch, str(r.registers), smem_text(r), str(r.stack_frame_bytes),
                       f"[red]{spills}[/red]" if spills else "0", mix)
     return table
 
 
 def compile_markdown(reports: list[CompileReport]) -> str:
     lines = ["| kernel | arch | registers | smem B | spills B | notable SASS |", "|---|---|---:|---:|---:|---|"]
-    for r in reports:
+    for r, name in zip(reports, kernel_names(reports), strict=True):
         mix = " ".join(f"{k}x{v}" for k, v in r.instructions.items()) if r.sass_available else "-"
-        lines.append(f"| {r.source} | {r.arch} | {r.registers} | {smem_text(r)} | "
+        lines.append(f"| {name} | {r.arch} | {r.registers} | {smem_text(r)} | "
                      f"{r.spill_store_bytes + r.spill_load_bytes} | {mix} |")
     return "\n".join(lines)
 
