@@ -47,23 +47,27 @@ elif [ ! -x "$VENV/bin/lab" ]; then
   exit 1
 fi
 
-# `lab check` on every started exercise (a kernel.cu in its folder; a dispatch-table exercise's rules.json is the
-# student's file from the start): 0 when every one passed its visible checks, 3 when none could be graded (no GPU),
-# 1 otherwise.
+# `lab check` on every started exercise (a kernel.cu in its folder) and on the dispatch-table exercise (its rules.json
+# is the student's file from the start): 0 when every one passed its visible checks, 3 when none could be graded (no
+# GPU), 1 otherwise; a note when no kernel exercise is started yet.
 check_all() {
-  local started=0 failed=0 graded=0 folder status
+  local kernels=0 checked=0 failed=0 graded=0 folder status
   for folder in exercises/[0-9][0-9]_*/; do
-    [ -f "${folder}kernel.cu" ] || grep -q '"kind": *"dispatch_rules"' "${folder}exercise.json" 2>/dev/null || continue
-    started=$((started + 1))
+    if [ -f "${folder}kernel.cu" ]; then
+      kernels=$((kernels + 1))
+    elif ! grep -q '"kind": *"dispatch_rules"' "${folder}exercise.json" 2>/dev/null; then
+      continue
+    fi
+    checked=$((checked + 1))
     status=0
     "$VENV/bin/lab" check "$(basename "$folder")" || status=$?
     [ "$status" = 3 ] || graded=$((graded + 1))
     [ "$status" = 0 ] || [ "$status" = 3 ] || failed=$((failed + 1))
   done
-  if [ "$started" = 0 ]; then
-    echo "No exercise is started yet: copy exercises/NN_*/starter.cu to kernel.cu in the same folder, fill in its TODOs, then run 'bash run.sh check' again." >&2
-    return 2
+  if [ "$kernels" = 0 ]; then
+    echo "No kernel exercise is started yet: copy exercises/NN_*/starter.cu to kernel.cu in the same folder, fill in its TODOs, then run 'bash run.sh check' again." >&2
   fi
+  [ "$checked" -gt 0 ] || return 2
   [ "$failed" = 0 ] || return 1
   [ "$graded" -gt 0 ] || return 3
 }

@@ -297,6 +297,20 @@ def test_hopper_only_rungs_compile_for_sm_90a():
         build.compile_cubin(spec, 80)
 
 
+def test_a_knob_a_rung_takes_from_a_shared_header_is_one_its_family_passes():
+    """build.knob_names (what `lab inspect --knob` and the compile study accept) reads a rung's own #ifndef
+    fallbacks and its family's knobs, not the headers it includes. So a fallback that lives in a shared knob header
+    (lab_hopper_knobs.cuh) is one every family that runs the rung passes, and the rung takes the same knobs as when
+    its fallbacks stood in its source; a knob left at its default by some family (EPI_*, RASTER in gemm_fp32)
+    stays in the rung."""
+    from lab.core import headers
+
+    for rung in all_rungs():
+        taken = headers.fallbacks(build.read_source(rung.spec))
+        shared = sorted(name for name, f in taken.items() if f.origin)
+        assert set(shared) <= set(build.knob_names(rung.spec)), (rung.family, rung.key, shared)
+
+
 def test_nvrtc_override_that_is_not_a_file_is_a_clear_error(monkeypatch):
     from lab.core import nvrtc
     from lab.core.errors import LabError

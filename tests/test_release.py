@@ -358,9 +358,10 @@ def test_the_readme_s_first_commands_work_in_a_fresh_bundle(tmp_path, offline_ve
     first = _sh([str(venv / "bin" / "lab"), "check", "01"], student, env)
     assert first.returncode == 2 and "copy" in first.stdout and "starter.cu" in first.stdout, first.stdout
     assert "Traceback" not in first.stdout + first.stderr
-    # `bash run.sh test` before any exercise is started: one sentence, not "no tests/"
+    # `bash run.sh test` before any kernel exercise is started: the table exercise is checked (nothing graded here,
+    # no GPU), with one sentence on how to start a kernel exercise, not "no tests/"
     test = _sh(["bash", "run.sh", "test"], student, env)
-    assert test.returncode == 2 and "No exercise is started yet" in test.stderr, test.stderr
+    assert test.returncode == 3 and "No kernel exercise is started yet" in test.stderr, test.stderr
     folder = student / "exercises" / "01_vectorized_copy"
     (folder / "kernel.cu").write_text((folder / "starter.cu").read_text())  # the README's `cp`
     again = _sh([str(venv / "bin" / "lab"), "check", "01"], student, env)

@@ -20,8 +20,8 @@
 //      Not built: CUTLASS's "serial" split-K, where split s waits for s - 1 and adds its tile to the running sum:
 //      deterministic and one slice of workspace, but its S steps run one after another (S x ~2 us at S = 64).
 // Why: 256 x 256 x 65536 has 2 tiles of 128 x 256: rung 06 runs 2 of 132 SMs for 1024 k-tiles each. With S = 66
-//   every SM runs one unit of 15-16 k-tiles. cuBLAS picks split-K for such shapes too (286 TFLOP/s measured at
-//   256 x 256 x 65536 on the H200), so the bar is its own split-K, not a data-parallel kernel.
+//   every SM runs one unit of 15-16 k-tiles. cuBLAS picks split-K for such shapes too (its rate at 256 x 256 x 65536
+//   on the H200: results/h200/gemm_split_k.json), so the bar is its own split-K, not a data-parallel kernel.
 // Prediction (H200, fp16 TN, written before any GPU run): a unit's mainloop runs at rung 06's per-SM rate (about
 //   670 / 132 = 5.1 TFLOP/s), so 256 x 256 x 65536 (8.6 GFLOP over 132 units) takes ~13 us of mainloop, plus a
 //   partial tile's store (~1 us), plus the reduction of 66 slices x 256 KB = 17 MB (mostly L2-resident: ~3 us),
@@ -30,25 +30,22 @@
 //   tile of 128 x 128 with BN = 128, S = 132): ~11 us of mainloop at half the per-SM rate of the 256-wide tile, plus
 //   8.4 MB of slices: ~15-17 us against cuBLAS's ~29 us: 1.7-1.9x. Large squares (S = 1): rung 06 plus the slice
 //   round trip, so slower than rung 06; the launcher runs rung 06 there.
-// Measured (results/h200/gemm_split_k.json and split_k_factors.json, H200, commit 8b8c2d1, cold L2, cuBLAS and rung 06
-//   in the same run): fp16 256 x 256 x 65536 (128 x 128 tiles, S = 33): mode 0 36.8 us = 0.82x cuBLAS (30.1 us), mode 1
-//   0.75x, mode 2 0.69x; 128 x 128 x 131072 (S = 132): 0.91x / 0.89x / 0.71x; 512^2 x 32768: 0.83x; 1024^2 x 16384:
-//   0.90x (bf16: 0.84-0.93x for mode 0). So about 2x slower than predicted, and under the 1.0x target. Where the time
-//   goes (split_k_ncu.json, 30baa62, the first 128 x 256 build): the split kernel alone takes 26 us at 256 x 256 x
-//   65536, reading the minimum 68 MB from DRAM at only 2.6 TB/s, and the reduction kernel adds 8 us (its slices from
-//   DRAM under ncu's cache flush; L2-resident in the timed runs). What did not help: interleaved splits (every S-th
-//   k-tile), rows padded off the 128 KB power-of-two pitch, 6 stages instead of 4: all within the spread of one study
-//   row (the same build, as 08_split_k and 08_split_k_bn128, measured 235 and 242 TFLOP/s in it). What helped: 128 x
-//   128 tiles where the output has few tiles (faster at 256^2 in a study run before they became the launcher's choice,
-//   so the final record has no wide-tile row), the reduction shared by up to 8 lanes per quad with loads in flight (it
-//   was one thread per quad, S loads in a row), and launch plans decided once (the host spent ~130 us per launch, more
-//   than the spin kernel covers). Atomic mode: the S-way contention on each address costs more than the slices'
-//   traffic, and its low bits change from run to run (19 of 20 runs differ, up to 9 ULPs at 256^2 and 46 at 128^2);
-//   modes 0 and 1 are the same bits every run.
-//   Next: the mainloop's DRAM rate (2.6 of ~4 TB/s: its first k-tiles wait on a cold start that a 15-k-tile unit
-//   cannot amortize; a cluster of 2 with TMA multicast of the shared operand, or fewer, longer units with the
-//   reduction overlapped), and the reduction kernel's launch (programmatic dependent launch, which CuPy does not
-//   expose).
+// Measured: results/h200/gemm_split_k.json (the family's headline shapes, fp16 and bf16, every mode, cuBLAS and
+//   rung 06 in the same run, cold L2) and results/h200/split_k_factors.json (every split factor of each mode, the
+//   variants below, and each mode's output bits over 20 runs); notebook 05 replays both against this prediction.
+//   Where the time goes: results/h200/split_k_ncu.json (Nsight Compute, the first 128 x 256 build: the split
+//   kernel's DRAM bytes and rate, and the reduction kernel's share, its slices read from DRAM under ncu's cache
+//   flush; L2-resident in the timed runs). Tried, and within the spread of one study row (split_k_factors.json):
+//   interleaved splits (every S-th k-tile), rows padded off the 128 KB power-of-two pitch, 6 stages instead of 4.
+//   Kept because they paid: 128 x 128 tiles where the output has few tiles (the launcher's choice since; the study
+//   run that showed it was not kept as a record), the reduction shared by up to 8 lanes per quad with loads in flight
+//   (it was one thread per quad, S loads in a row), and launch plans decided once (the host's planning per launch
+//   had cost more than the spin kernel covers). Atomic mode: the S-way contention on each address costs more than
+//   the slices' traffic, and its low bits change from run to run (split_k_factors.json's determinism rows); modes 0
+//   and 1 are the same bits every run.
+//   Next: the mainloop's DRAM rate (its first k-tiles wait on a cold start that a 15-k-tile unit cannot amortize; a
+//   cluster of 2 with TMA multicast of the shared operand, or fewer, longer units with the reduction overlapped),
+//   and the reduction kernel's launch (programmatic dependent launch, which CuPy does not expose).
 // Tensor maps, tails and the mainloop as rung 06; the consumers' k-loop is a do-while (every unit has at least one
 //   k-tile), which keeps ptxas from serializing the wgmmas (rung 07's lesson).
 // Requires: sm_90a; A and B as rung 04 (the launcher repacks otherwise). Launch: THREADS threads, a 1-D grid of
@@ -58,7 +55,8 @@
 //   ints for the grid barrier, zero before the first launch.
 // Knobs: BF16 (0; 1 for bf16), TN (1; 0: B is K x N), BM (128), BN (256; the launcher picks 128 where N <= 128 or
 //   the output has few tiles), BK (64), STAGES (4), RASTER (2), GROUP_M (8), SPLIT_MODE (0 workspace; 1 in-kernel,
-//   2 atomic), SPLIT_INTERLEAVE (0; 1: split s takes every S-th k-tile), THREADS (384).
+//   2 atomic), SPLIT_INTERLEAVE (0; 1: split s takes every S-th k-tile), THREADS (384 = 128 * (1 + BM / 64));
+//   the shared defaults, the register split and the stage bytes are those of lab_hopper_knobs.cuh (rungs 05-07).
 // Ideas: CUTLASS's split-K GEMMs ("parallel" = a workspace and a reduction kernel, "serial" = semaphores); the
 //   stream-K paper's discussion of split-K's fix-up (Osama et al., PPoPP 2023). Code is this lab's own.
 #include "lab_cp_async.cuh"
@@ -67,6 +65,9 @@
 #include "lab_sync.cuh"
 #include "lab_split_k.cuh"
 
+// The knobs' defaults as lab_hopper_knobs.cuh has them (gemm_tc rungs 06 and 07 and grouped rung 01 take them
+// from there), spelled out because exercise 07 starts from this file and a starter shows its knobs
+// (tests/test_exercises.py); tests/test_headers.py holds the two equal.
 #ifndef BF16
 #define BF16 0
 #endif
@@ -101,29 +102,16 @@
 #define THREADS (128 * (1 + BM / 64))  // a producer warpgroup, then the consumers
 #endif
 
-#define ACC (BN / 2)                          // fp32 accumulators per thread: a 64 x BN tile over 128 threads
-#define A_TILE_BYTES (BM * BK * 2)
-#define STAGE_BYTES ((BM + BN) * BK * 2)      // what TMA delivers per stage (and the full barrier expects)
+#include "lab_hopper_knobs.cuh"  // what follows from the knobs: ACC, STAGE_BYTES, CONSUMERS, the register split
+
 #define SMEM_BYTES (STAGES * STAGE_BYTES + 1024)
-#define CONSUMERS (BM / 64)                  // consumer warpgroups
 #define CONSUMER_THREADS (128 * CONSUMERS)
-#define PRODUCER_REGS 40
-#define CONSUMER_REGS 232
-#define ROW_BYTES 128                         // BK = 64 two-byte elements: one 128-byte swizzle row
 #define CONSUMER_BARRIER 1                    // named barrier of the consumer threads (0 is __syncthreads)
 #define REDUCE_THREADS 256                    // the separate reduction kernel's block
 
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "gemm_tc rung 08 needs sm_90a (wgmma, setmaxnreg): build it with -arch=sm_90a"
 #endif
-static_assert(BF16 == 0 || BF16 == 1, "BF16 is 0 (fp16) or 1 (bf16)");
-static_assert(TN == 0 || TN == 1, "TN is 0 (B is K x N) or 1 (B is N x K)");
-static_assert(BK == 64, "one k-tile row is one 128-byte swizzle row");
-static_assert(BM % 64 == 0 && THREADS == 128 * (1 + CONSUMERS), "a producer and one consumer warpgroup per 64 rows");
-static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "the register file holds both roles");
-static_assert(BN == 128 || BN == 256, "wgmma m64n128k16 or m64n256k16");
-static_assert(BM <= 256 && BN <= 256, "a TMA box has at most 256 rows");
-static_assert(STAGES >= 2, "a pipeline needs at least two stages");
 static_assert(SPLIT_MODE >= 0 && SPLIT_MODE <= 2, "SPLIT_MODE is 0 (workspace), 1 (in-kernel) or 2 (atomic)");
 
 typedef unsigned short half_bits;

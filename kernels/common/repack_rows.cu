@@ -6,9 +6,9 @@
 // loads (the source rows may start at any even address); consecutive threads take consecutive chunks of a
 // row, so a warp reads 512 contiguous source bytes and writes 512 contiguous destination bytes.
 // scripts/gemm_tc_repack.py times it against CuPy's strided copy (dst[:, :cols] = src[:, :cols]) and the
-// device copy of the same bytes (results/h200/gemm_tc_repack.json, H200, cold L2): at 4095 x 4095 fp16 it
-// moved 2814 GB/s (23.8 us), the device copy 2949 GB/s and CuPy's strided copy 802 GB/s (83.6 us), so the
-// family launches this kernel.
+// device copy of the same bytes, in the same run (results/h200/gemm_tc_repack.json, H200, cold L2; the table
+// is in results/h200/gemm_tc_notes.md): the family launches this kernel because it ran near the device copy
+// there, and CuPy's strided copy far below both.
 // Requires: dst 16-byte aligned, ld_dst a multiple of 8 and >= cols; any src, ld_src >= cols.
 extern "C" __global__ void lab_repack_rows(const unsigned short* __restrict__ src, long long ld_src,
                                            unsigned short* __restrict__ dst, long long ld_dst, int rows, int cols) {

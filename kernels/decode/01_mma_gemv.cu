@@ -33,19 +33,18 @@
 //   cores keep any M <= 128 at one read of W: M < 8 wastes idle tensor-core slots, not bandwidth, where a CUDA-
 //   core GEMV does M * N * K FMAs at 32 per warp-instruction. X is read once per block, M / ROWS of W's bytes
 //   again, from L2 (or L1, which W does not evict): RT = 2 from 9 tokens keeps that at <= 0.5 up to M = 16.
-// What limits N = K = 4096 (32 MB of W, ~7 us at 4.8 TB/s; cuBLAS measured at ~17 us): a fixed cost per launch
-//   that no kernel shrinks (the event pair around one launch, a few us; CuPy's ~5 us host-side launch, which
-//   the lab's spin kernel hides), the DRAM latency ramp (the first bytes arrive ~1 us after the start), too
-//   few bytes in flight per SM when there are only 128-256 blocks, and the tail of a last partial wave. What
-//   the kernel does: one launch, no workspace, memset or second kernel; every block resident from the start
-//   (a single wave, no tail wave, at every headline size up to M = 64); 8 warps per block (the same rows, K
-//   split 8 ways) whenever a single wave of 8-warp blocks fits the GPU (the launcher asks the occupancy of that
-//   build), else 4-warp blocks packed 3-4 to an SM: at N = K = 4096, M <= 8 that is 256 blocks of 8 warps, two
-//   per SM, 16 warps and 128 KB in flight per SM, 16 MB (half of W) requested in the first round trip and all of
-//   it within ~2 (2 k-blocks per warp at CHUNKS = 8); blocks of equal work that finish together; and a
-//   cross-warp sum of a few hundred floats in shared memory. Split-K across blocks would add parallelism the
-//   same way, at the price of a workspace and a fix-up; with 8-warp blocks it has nothing left to add at these
-//   sizes.
+// What limits N = K = 4096 (32 MB of W, ~7 us at 4.8 TB/s; cuBLAS's time is in results/h200/decode.json): a fixed
+//   cost per launch that no kernel shrinks (the event pair around one launch, a few us; CuPy's ~5 us host-side
+//   launch, which the lab's spin kernel hides), the DRAM latency ramp (the first bytes arrive ~1 us after the
+//   start), too few bytes in flight per SM when there are only 128-256 blocks, and the tail of a last partial wave.
+//   What the kernel does: one launch, no workspace, memset or second kernel; every block resident from the start (a
+//   single wave, no tail wave, at every headline size up to M = 64); 8 warps per block (the same rows, K split 8
+//   ways) whenever a single wave of 8-warp blocks fits the GPU (the launcher asks the occupancy of that build), else
+//   4-warp blocks packed 3-4 to an SM: at N = K = 4096, M <= 8 that is 256 blocks of 8 warps, two per SM, 16 warps
+//   and 128 KB in flight per SM, 16 MB (half of W) requested in the first round trip and all of it within ~2 (2
+//   k-blocks per warp at CHUNKS = 8); blocks of equal work that finish together; and a cross-warp sum of a few
+//   hundred floats in shared memory. Split-K across blocks would add parallelism the same way, at the price of a
+//   workspace and a fix-up; with 8-warp blocks it has nothing left to add at these sizes.
 // Where it stops: M > 32. Registers hold the bytes in flight, and at MT = 8, 16 the accumulators and X's chunks
 //   leave room for only 1-2 KB of W per warp, while X is re-read from L2 at 2x (M = 64) and 8x (M = 128) W's
 //   bytes. Prefill-like M wants W staged through shared memory (cp.async / TMA, gemm_tc's rungs 03-06).
@@ -78,15 +77,11 @@
 //   split across the warps of a block and reduced in shared memory (CUTLASS's "sliced-K", media/docs/
 //   efficient_gemm.md); Little's law for bytes in flight (V. Volkov, "Understanding Latency Hiding on GPUs",
 //   PhD thesis, UC Berkeley, 2016).
-// Measured (results/h200/decode.json, H200, commit 384ca0b, cold L2, the device copy of the same bytes and cuBLAS in
-//   the same run): N = K = 8192, M = 1-8: 0.87-0.89x of the copy (3.20-3.24 TB/s; predicted 0.85-0.95), 1.16-1.20x
-//   cuBLAS in fp16 and 1.07-1.09x in bf16 (cuBLAS's bf16 reads at 0.82x where its fp16 reads at 0.73-0.75x); M = 16:
-//   0.78-0.79x, under the 0.85 target and 0.96x cuBLAS; M = 32: 0.75-0.76x. N = K = 4096, M = 1-8: 0.82-0.84x of the
-//   copy (about 16 us; cuBLAS 19-20 us), as predicted for the fixed cost. M = 64 and 128: 0.21-0.29x, as "Where it
-//   stops" says; the family's rung 02 (the split-K GEMM) reads at 0.66-0.70x there, still under cuBLAS's 0.80x.
-//   Knob study (results/h200/decode_knobs.json, 7891957): at M = 16, RT 2 / CHUNKS 4 and 8 warps gave no gain
-//   (0.77-0.79x); at M <= 8, 4-warp blocks are within 1-3% of 8-warp ones. Next for M = 16: RT = 1 (twice the
-//   blocks, X re-read once per 16 rows) and CHUNKS = 16 (twice the bytes in flight per warp), not yet measured.
+// Measured: results/h200/decode.json (every headline M at N = K = 4096 and 8192, both types, cold L2, the device
+//   copy of the same bytes and cuBLAS in the same run, and the family's rung 02, the split-K GEMM, where M is
+//   large); notebook 05 replays it against this prediction. Knob study: results/h200/decode_knobs.json (rung 01
+//   with forced RT, CHUNKS and WARPS at M <= 16). Next for M = 16: RT = 1 (twice the blocks, X re-read once per 16
+//   rows) and CHUNKS = 16 (twice the bytes in flight per warp), not yet measured.
 // Knobs (defaults: the M <= 8 build the family names; the launcher sets MT, RT, CHUNKS and WARPS per shape):
 //   BF16 (0: fp16, 1: bf16), VEC (8: 16-byte loads, 1: element loads), MT (1: n-tiles of 8 tokens), RT (1: 16-row
 //   tiles per warp), CHUNKS (8: 32-k chunks per k-block), WARPS (4: warps per block, splitting K), THREADS (128 =

@@ -15,36 +15,17 @@
 // Requires: what the plugin requires: sm_90a, as rung 06 (lab/grading/plugin_numerics.py builds it with rung 06's
 //   plugin-rung knobs and arch).
 // Knobs: those of gemm_tc rung 06, defined here with the same defaults before the plugin is included (EPI_OUT and
-//   EPI_PLUGIN as the plugin rung sets them, EPI_QROW 1: one scale per row), and after the same lab headers, so
-//   that a plugin sees here what it sees in rung 06: a plugin that compiles there compiles here.
+//   EPI_PLUGIN as the plugin rung sets them, EPI_QROW 1: one scale per row), and after the same lab headers
+//   (lab_hopper_knobs.cuh among them, for the knobs rung 06 shares with rungs 05-08), so that a plugin sees here
+//   what it sees in rung 06: a plugin that compiles there compiles here.
 #include "lab_cp_async.cuh"
 #include "lab_hopper_gemm.cuh"
 #include "lab_tile_order.cuh"
 #include "lab_epilogue.cuh"
+#include "lab_hopper_knobs.cuh"  // as in rung 06: BF16, TN, BM, BN, BK, STAGES, GROUP_M, THREADS and what follows
 
-#ifndef BF16
-#define BF16 0
-#endif
-#ifndef TN
-#define TN 1
-#endif
-#ifndef BM
-#define BM 128
-#endif
-#ifndef BN
-#define BN 256
-#endif
-#ifndef BK
-#define BK 64
-#endif
-#ifndef STAGES
-#define STAGES 4
-#endif
 #ifndef RASTER
 #define RASTER 2
-#endif
-#ifndef GROUP_M
-#define GROUP_M 8
 #endif
 #ifndef EPI_OP1
 #define EPI_OP1 0

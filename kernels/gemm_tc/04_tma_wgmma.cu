@@ -16,9 +16,10 @@
 //   4. Overlap: a warpgroup commits a k-tile's 4 wgmma as one group and waits only for the previous
 //      group (wait_group 1), so the tensor cores always have the next k-tile queued; then the stage of
 //      tile kt-1 is released and thread 0 refills it with tile kt-1+STAGES.
-// Why: on Hopper mma.sync reaches only part of the tensor cores' rate (rung 03 measured about 0.55x of
-//   cuBLAS), and its operands pass through registers (ldmatrix) that the SM must issue for every mma.
-//   wgmma is the instruction that reaches the full rate, and TMA frees the threads from address work.
+// Why: on Hopper mma.sync reaches only part of the tensor cores' rate (rung 03's ratio to cuBLAS is in
+//   results/h200/gemm_tc.json), and its operands pass through registers (ldmatrix) that the SM must issue
+//   for every mma. wgmma is the instruction that reaches the full rate, and TMA frees the threads from
+//   address work.
 // Prediction (4096^3 and 8192^3 fp16 TN, H200; written before any GPU run): 1.2-1.4x over rung 03, about
 //   0.65-0.75x of cuBLAS. What should hold it back: thread 0 is both a consumer and the producer, so
 //   warpgroup 0 stalls while it waits for the slowest warp to release a stage before refilling it; and a
@@ -38,12 +39,11 @@
 //   is recorded). C: any ldc (4-byte paired stores when ldc is even and C 4-byte aligned, else 2-byte).
 //   Launch: THREADS = 128 * BM / 64 threads, grid (ceil(N / BN), ceil(M / BM)), dynamic shared memory
 //   SMEM_BYTES = STAGES * (BM + BN) * BK * 2 + 1024 (the 1024 to align the tiles for the swizzle).
-// Knobs: BF16 (0/1), TN (0/1), BM (128), BN (128), BK (64: one 128-byte swizzle row), STAGES (4), THREADS.
-// Measured (results/h200/gemm_tc.json, H200, commit f8e3bb1, cold L2, cuBLAS in the same run): fp16 TN
-//   530.6 TFLOP/s at 4096^3 (0.714x of cuBLAS's 743.3; 1.30x rung 03) and
-//   522.6 at 8192^3 (0.684x); every headline case of both types and layouts fell inside both predicted
-//   ranges. At 4095^3 and 4097^3 (the repack path) 413.5 and 270.0 TFLOP/s, 4.27x and 2.28x of cuBLAS.
-// Results: results/h200/gemm_tc.json.
+// Knobs: BF16 (0/1), TN (1; 0: B is K x N), BM (128), BN (128), BK (64: one 128-byte swizzle row),
+//   STAGES (4), THREADS (256 = 128 * BM / 64).
+// Results: results/h200/gemm_tc_notes.md (generated from the records by `python -m lab.lessons.notes`): the
+//   headline records of results/h200/gemm_tc.json (both types and layouts, 4096^3 and 8192^3, and the repack path
+//   at 4095^3 and 4097^3; cold L2, cuBLAS in the same run), with this prediction checked against them.
 // Ideas: NVIDIA's PTX ISA (cp.async.bulk.tensor, mbarrier, wgmma descriptors), CUTLASS's sm90 TMA
 //   pipelines, and Pranjal Shankhdhar's worklog "Outperforming cuBLAS on H100" (2024) for the order in
 //   which these pieces pay; code is this lab's own.

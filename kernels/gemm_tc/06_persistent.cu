@@ -21,8 +21,9 @@
 // Requires: sm_90a (wgmma, setmaxnreg); A and B as rung 04 (the launcher repacks otherwise). Launch:
 //   THREADS = 128 * (1 + BM / 64) threads, a 1-D grid of min(ceil(M / BM) * ceil(N / BN), SM count) blocks,
 //   dynamic shared memory SMEM_BYTES = STAGES * (BM + BN) * BK * 2 + 1024 (197632 bytes at the defaults).
-// Knobs: BF16 (0/1), TN (0/1), BM (128), BN (256), BK (64), STAGES (4), RASTER (2: grouped; 0 row, 1 column,
-//   3 snake), GROUP_M (8), THREADS; the epilogue (lab_epilogue.cuh): EPI_OP1 (0) .. EPI_OP4 (0), the ops in order,
+// Knobs: BF16 (0/1), TN (1; 0: B is K x N), BM (128), BN (256), BK (64), STAGES (4), RASTER (2: grouped; 0 row,
+//   1 column, 3 snake), GROUP_M (8), THREADS (384 = 128 * (1 + BM / 64)), all but RASTER from lab_hopper_knobs.cuh
+//   (rung 05's defaults); the epilogue (lab_epilogue.cuh): EPI_OP1 (0) .. EPI_OP4 (0), the ops in order,
 //   EPI_OUT (0: the input type; 1 int8, 2 fp8 e4m3), EPI_QROW (0: one quantization scale; 1 per row). With any
 //   of them set the kernel takes one more argument, the LabEpilogue; at their defaults the code is the plain GEMM.
 //   EPI_PLUGIN (0; 1: each pair of outputs goes through lab_epilogue_plugin.cuh's lab_plugin_store_pair instead).
@@ -31,54 +32,31 @@
 //   2 us of issue per tile against ~50 us of mainloop at 4096^3 and ~100 us at 8192^3, and the consumers' stores
 //   are not overlapped with math here. So 1.02-1.05x the plain time at 4096^3, 1.01-1.03x at 8192^3; int8 output
 //   the same compute with half the bytes stored, so no slower than the fp16 output.
-//   First measurement (results/h200/gemm_tc_epilogue_first_run.json, commit 5a65fcb): 1.146x the plain time at
-//   4096^3 and 1.076x at 8192^3 (int8 per row: 1.170x, 1.112x), well over the prediction: the SASS showed each
-//   output pair waiting on its own bias load (LDG, then the math, then the store, pair after pair), with only two
-//   consumer warps per scheduler to hide it. Now the chunk's bias / scale / residual loads are issued together
-//   ahead of the math (lab_epi_store_wgmma_fragment). Prediction for that: 1.03-1.07x at 4096^3.
-//   Measured (results/h200/gemm_tc_epilogue.json, commit c89eb79, cold L2, medians): 1.024x at 4096^3 and 1.008x at
-//   8192^3 (int8 per row: 1.022x, 1.038x), a little under the prediction; 5.3x faster than cuBLAS + CuPy ops.
-// Knob probe (results/h200/gemm_tc_knobs_06_{4096,8192}.json, fp16 TN, cold L2, cuBLAS in the same run):
-//   GROUP_M 8 / 16 / 4 gave 0.907 / 0.904 / 0.905x of cuBLAS at 4096^3 and 0.943 / 0.943 / 0.919x at 8192^3.
-// Measured (results/h200/gemm_tc.json, H200, commit f8e3bb1, cold L2, cuBLAS in the same run): fp16 TN
-//   672.2 TFLOP/s at 4096^3 (0.904x of cuBLAS, 1.018x rung 05: just below the predicted gain),
-//   bf16 TN 683.4 (0.894x), fp16 NN 0.897x, bf16 NN 0.896x. At 8192^3 the record says 0.826x; three
-//   repeats in one later process (gemm_tc_repeat_8192.json) gave 0.947, 0.906, 0.958x as the SM clock fell from 1980 to
-//   about 1550 MHz (rung 05's header). Through the repack path: 4.91x of cuBLAS at 4095^3, 2.74x
-//   at 4097^3 (cuBLAS leaves its fast kernels there). What is left, in the order it should pay: the consumers'
-//   epilogue (both warpgroups store at once, 4-byte stores: a ping-pong schedule or a TMA store from shared
-//   memory), TMA multicast across a cluster of 2 (half the L2 -> SM traffic of one operand), then the wave tail.
-// Results: results/h200/gemm_tc.json.
+//   The first measurement (results/h200/gemm_tc_epilogue_first_run.json) came out well over the prediction: the
+//   SASS showed each output pair waiting on its own bias load (LDG, then the math, then the store, pair after
+//   pair), with only two consumer warps per scheduler to hide it. Now the chunk's bias / scale / residual loads
+//   are issued together ahead of the math (lab_epi_store_wgmma_fragment). Prediction for that: 1.03-1.07x at
+//   4096^3. Measured: results/h200/gemm_tc_epilogue.json (against the plain rung and cuBLAS + CuPy ops in the same
+//   run); results/h200/gemm_tc_notes.md holds both records' tables and each range above checked against them.
+// Knob probe: results/h200/gemm_tc_knobs_06_{4096,8192}.json (GROUP_M 8, 16 and 4; fp16 TN, cold L2, cuBLAS in
+//   the same run).
+// Results: results/h200/gemm_tc_notes.md (generated from the records by `python -m lab.lessons.notes`): the
+//   headline records of results/h200/gemm_tc.json (both types and layouts, the repack path at 4095^3 and 4097^3;
+//   cold L2, cuBLAS in the same run) with this prediction checked against them, the knob probe, and the 8192^3
+//   repeats of results/h200/gemm_tc_repeat_8192.json, which move with the SM clock (rung 05's header).
+// What is left, in the order it should pay: the consumers' epilogue (both warpgroups store at once, 4-byte
+//   stores: a ping-pong schedule or a TMA store from shared memory), TMA multicast across a cluster of 2 (half
+//   the L2 -> SM traffic of one operand), then the wave tail.
 // Ideas: CUTLASS's persistent tile schedulers for sm90, and Pranjal Shankhdhar's worklog "Outperforming
 //   cuBLAS on H100" (2024); code is this lab's own.
 #include "lab_cp_async.cuh"
 #include "lab_hopper_gemm.cuh"
 #include "lab_tile_order.cuh"
 #include "lab_epilogue.cuh"
+#include "lab_hopper_knobs.cuh"  // the knobs' defaults, ACC, STAGE_BYTES, CONSUMERS, the register split
 
-#ifndef BF16
-#define BF16 0
-#endif
-#ifndef TN
-#define TN 1
-#endif
-#ifndef BM
-#define BM 128
-#endif
-#ifndef BN
-#define BN 256
-#endif
-#ifndef BK
-#define BK 64
-#endif
-#ifndef STAGES
-#define STAGES 4
-#endif
 #ifndef RASTER
 #define RASTER 2  // the tile order: 0 row, 1 column, 2 grouped, 3 snake (lab_tile_order.cuh)
-#endif
-#ifndef GROUP_M
-#define GROUP_M 8  // tile-rows per group of the grouped and snake orders (0: row-major)
 #endif
 #ifndef EPI_OP1
 #define EPI_OP1 0
@@ -105,30 +83,12 @@
 #include "lab_epilogue_plugin.cuh"
 #endif
 #define FUSED_EPILOGUE (EPI_OP1 || EPI_OP2 || EPI_OP3 || EPI_OP4 || EPI_OUT || EPI_PLUGIN)
-#ifndef THREADS
-#define THREADS (128 * (1 + BM / 64))  // a producer warpgroup, then the consumers
-#endif
 
-#define ACC (BN / 2)                          // fp32 accumulators per thread: a 64 x BN tile over 128 threads
-#define A_TILE_BYTES (BM * BK * 2)
-#define STAGE_BYTES ((BM + BN) * BK * 2)      // what TMA delivers per stage (and the full barrier expects)
 #define SMEM_BYTES (STAGES * STAGE_BYTES + 1024)
-#define CONSUMERS (BM / 64)                  // consumer warpgroups
-#define PRODUCER_REGS 40
-#define CONSUMER_REGS 232
-#define ROW_BYTES 128                         // BK = 64 two-byte elements: one 128-byte swizzle row
 
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "gemm_tc rung 06 needs sm_90a (wgmma, setmaxnreg): build it with -arch=sm_90a"
 #endif
-static_assert(BF16 == 0 || BF16 == 1, "BF16 is 0 (fp16) or 1 (bf16)");
-static_assert(TN == 0 || TN == 1, "TN is 0 (B is K x N) or 1 (B is N x K)");
-static_assert(BK == 64, "one k-tile row is one 128-byte swizzle row");
-static_assert(BM % 64 == 0 && THREADS == 128 * (1 + CONSUMERS), "a producer and one consumer warpgroup per 64 rows");
-static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "the register file holds both roles");
-static_assert(BN == 128 || BN == 256, "wgmma m64n128k16 or m64n256k16");
-static_assert(BM <= 256 && BN <= 256, "a TMA box has at most 256 rows");
-static_assert(STAGES >= 2, "a pipeline needs at least two stages");
 
 typedef unsigned short half_bits;
 

@@ -21,8 +21,7 @@
 //      every block reading k-tile tau at time tau, then x + tau - y: all blocks walk K almost in step, as in a
 //      data-parallel wave, so the A and B k-slices they share are read from DRAM once and hit in L2 for the
 //      others (lab.core.tile_order.k_offsets shows it). In range order the blocks start at k offsets spread over all
-//      of K, so the whole panels of the stream-K tiles must stay in L2: in range order a first version lost
-//      its gain from K = 8192 on, where they do not fit (see Measured).
+//      of K, so the whole panels of the stream-K tiles must stay in L2 at once, which stops holding as K grows.
 //   3. The owner of a tile that started in an earlier block (k0 > 0) waits for the flags of the lower-numbered
 //      blocks whose ranges cover the start of the tile, adds their slots in block order (highest first), clears
 //      the flags (so the next launch needs no host-side reset), and stores C. The order of the sum is fixed, so
@@ -42,31 +41,26 @@
 // Tensor maps, tails and the epilogue as rung 04 (its header says why the maps are __grid_constant__).
 // Requires: sm_90a; A and B as rung 04 (the launcher repacks otherwise). Launch: THREADS threads, a 1-D grid of
 //   P = min(SM count, T * k_tiles) blocks, SMEM_BYTES dynamic shared memory (as rung 06), the workspace.
-// Knobs: BF16 (0/1), TN (0/1), BM (128), BN (256), BK (64), STAGES (4), RASTER (2), GROUP_M (8), SK_WAVES (1),
-//   SK_FIXUP_COST (50), SK_MIN_GAIN (105; 0 splits whenever T is not a multiple of P, as the tests do),
-//   KLOOP_DO_WHILE (1; 0 is the serialized while loop, kept as the lesson's contrast), THREADS.
+// Knobs: BF16 (0/1), TN (1; 0: B is K x N), BM (128), BN (256), BK (64), STAGES (4), RASTER (2), GROUP_M (8),
+//   SK_WAVES (1), SK_FIXUP_COST (50), SK_MIN_GAIN (105; 0 splits whenever T is not a multiple of P, as the tests do),
+//   KLOOP_DO_WHILE (1; 0 is the serialized while loop, kept as the lesson's contrast),
+//   THREADS (384 = 128 * (1 + BM / 64)); lab_hopper_knobs.cuh holds the defaults it shares with rungs 05, 06 and 08.
 // The model's cost was fitted to a first H200 run with no model (every partial wave split, pieces in range
-//   order; results/h200/schedule_stream_k_first_run.json, commit a0a4dd1): at N = K = 4096 stream-K came out
-//   about 0.4 tile-times above T / P, and lost to rung 06 where the last wave was more than about half full
-//   (0.909x at 4096^3, 512 tiles = 3 waves + 116). Part of that cost was the serialization below.
-// Measured (results/h200/schedule_stream_k.json, H200, commit a7b73ac, cold L2, rung 06 and cuBLAS in the same
-//   run, median of 3 rounds): over rung 06, 1.395x at 1152x4096x4096 (predicted 1.83x with no fix-up), 1.166x at
-//   2176x4096x4096, 1.095x at 3200x4096x4096, 1.043x at 4352x4096x4096, 1.312x at 2176x2176x4096 (the first
-//   order, range by range, gave 1.361 / 1.178 / 1.155 / 1.039 / 1.092x, schedule_stream_k.json at a5a48d4, and
-//   lost to rung 06 from K = 8192 on in a diagnostic run that was not kept as a record). But 0.915-0.925x on
-//   well-quantized shapes, where the model keeps every tile data-parallel: ptxas serializes every wgmma of this
-//   kernel (warning C7515: a path on which acc is zeroed with a group possibly in flight), so its
-//   main loop is slower than rung 06's on every tile; the stream-K gain is net of that.
-//   A fix tried in 9a90ba8 (a do-while k-loop, the fix-up added at the store) removed C7515 but drew C7520 (a
-//   warpgroup arrive on a divergent path) and ran at 0.77x of rung 06 (schedule_stream_k_serialized_9a90ba8.json).
-//   The do-while k-loop ALONE (KLOOP_DO_WHILE = 1, now the default; the fix-up still added into acc) compiles with
-//   no ptxas warning and rung 06's HGMMA / WARPGROUP.DEPBAR pattern. Measured (results/h200/
-//   schedule_stream_k_do_while.json, commit 5a65fcb, same method, the old loop timed beside it as "07_stream_k"):
-//   over rung 06, 1.512x / 1.259x / 1.196x / 1.121x / 1.396x on the five wave-quantized shapes above, 0.977-0.993x
-//   on the well-quantized ones, 0.994x at 4096^3 and 1.011x at 8192^3; 1.06-1.15x faster than the old loop
-//   everywhere. What is left: a launcher that runs rung 06's kernel where the model splits nothing (the
-//   well-quantized shapes' 1-2%).
-// Results: results/h200/schedule_stream_k.json (lab/studies/scheduling.py stream_k_study).
+//   order; results/h200/schedule_stream_k_first_run.json), where stream-K lost to rung 06 whenever the last wave
+//   was more than about half full. Part of that cost was the serialization below.
+// The k-loop: written as a while loop (KLOOP_DO_WHILE = 0), ptxas serializes every wgmma of this kernel (warning
+//   C7515: a path on which acc is zeroed with a group possibly in flight), so its main loop is slower than rung
+//   06's on every tile, and the stream-K gain is net of that. A do-while k-loop with the fix-up added at the
+//   store removed C7515 but drew C7520 (a warpgroup arrive on a divergent path) and ran slower still
+//   (results/h200/schedule_stream_k_serialized_9a90ba8.json). The do-while k-loop ALONE (KLOOP_DO_WHILE = 1, now
+//   the default; the fix-up still added into acc) compiles with no ptxas warning and rung 06's HGMMA /
+//   WARPGROUP.DEPBAR pattern.
+// Results: results/h200/schedule_stream_k.json (lab/studies/scheduling.py stream_k_study: the while loop, over rung
+//   06 and cuBLAS in the same run, cold L2, median of 3 rounds, on wave-quantized, well-quantized and square shapes)
+//   and results/h200/schedule_stream_k_do_while.json (the same study, the do-while loop beside the while loop, which
+//   is timed there as "07_stream_k"); results/h200/gemm_tc_notes.md tabulates these, the first run and the
+//   serialized run against this prediction. What is left: a launcher that runs rung 06's kernel where the model
+//   splits nothing (the well-quantized shapes).
 // Ideas: Osama, Merrill, Cecka, Garland, Owens, "Stream-K: Work-centric Parallel Decomposition for Dense
 //   Matrix-Matrix Multiplication on the GPU" (PPoPP 2023: the DP + SK hybrid, the fix-up, ~1.2x on A100 for
 //   such shapes); CUTLASS's sm90 stream-K tile scheduler. Code is this lab's own.
@@ -74,30 +68,10 @@
 #include "lab_hopper_gemm.cuh"
 #include "lab_tile_order.cuh"
 #include "lab_sync.cuh"
+#include "lab_hopper_knobs.cuh"  // the knobs' defaults, ACC, STAGE_BYTES, CONSUMERS, the register split
 
-#ifndef BF16
-#define BF16 0
-#endif
-#ifndef TN
-#define TN 1
-#endif
-#ifndef BM
-#define BM 128
-#endif
-#ifndef BN
-#define BN 256
-#endif
-#ifndef BK
-#define BK 64
-#endif
-#ifndef STAGES
-#define STAGES 4
-#endif
 #ifndef RASTER
 #define RASTER 2  // the tile order: 0 row, 1 column, 2 grouped, 3 snake (lab_tile_order.cuh)
-#endif
-#ifndef GROUP_M
-#define GROUP_M 8
 #endif
 #ifndef SK_WAVES
 #define SK_WAVES 1  // full waves added to the stream-K region besides the last partial one
@@ -109,34 +83,16 @@
 #define SK_MIN_GAIN 105  // percent: split along K only where the model below predicts at least this speed-up
 #endif
 #ifndef KLOOP_DO_WHILE
-#define KLOOP_DO_WHILE 1  // the consumers' k-loop as a do-while: no wgmma serialization (see Measured); 0 the old loop
-#endif
-#ifndef THREADS
-#define THREADS (128 * (1 + BM / 64))  // a producer warpgroup, then the consumers
+#define KLOOP_DO_WHILE 1  // the consumers' k-loop as a do-while: no wgmma serialization (the header); 0 the old loop
 #endif
 
-#define ACC (BN / 2)                          // fp32 accumulators per thread: a 64 x BN tile over 128 threads
-#define A_TILE_BYTES (BM * BK * 2)
-#define STAGE_BYTES ((BM + BN) * BK * 2)      // what TMA delivers per stage (and the full barrier expects)
 #define SMEM_BYTES (STAGES * STAGE_BYTES + 1024)
-#define CONSUMERS (BM / 64)                  // consumer warpgroups
-#define PRODUCER_REGS 40
-#define CONSUMER_REGS 232
-#define ROW_BYTES 128                         // BK = 64 two-byte elements: one 128-byte swizzle row
 #define SLOT_FLOATS (CONSUMERS * 128 * ACC)   // one block's partial tile: BM * BN floats
 #define FIXUP_BARRIER 1                       // named barrier of the consumer threads (0 is __syncthreads)
 
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "gemm_tc rung 07 needs sm_90a (wgmma, setmaxnreg): build it with -arch=sm_90a"
 #endif
-static_assert(BF16 == 0 || BF16 == 1, "BF16 is 0 (fp16) or 1 (bf16)");
-static_assert(TN == 0 || TN == 1, "TN is 0 (B is K x N) or 1 (B is N x K)");
-static_assert(BK == 64, "one k-tile row is one 128-byte swizzle row");
-static_assert(BM % 64 == 0 && THREADS == 128 * (1 + CONSUMERS), "a producer and one consumer warpgroup per 64 rows");
-static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "the register file holds both roles");
-static_assert(BN == 128 || BN == 256, "wgmma m64n128k16 or m64n256k16");
-static_assert(BM <= 256 && BN <= 256, "a TMA box has at most 256 rows");
-static_assert(STAGES >= 2, "a pipeline needs at least two stages");
 static_assert(SK_WAVES >= 0, "SK_WAVES counts whole waves");
 
 typedef unsigned short half_bits;

@@ -35,8 +35,8 @@
 //   tiles run beside a large one's. What it does not fix: an expert's last tile-row is padded to BM = 128 rows
 //   (an expert with 130 tokens computes 256 rows), and a table whose groups change every step (re-routing) must
 //   be rebuilt on the host (lab/families/grouped_gemm.py times that: 2 tensor maps per expert through the driver).
-// Prediction (H200, fp16 and bf16 alike, written before any GPU run; rung 06 measured ~672 TFLOP/s at 4096^3,
-//   about 693 TFLOP/s of useful work per full tile):
+// Prediction (H200, fp16 and bf16 alike, written before any GPU run, from rung 06's ~672 TFLOP/s at 4096^3 in
+//   results/h200/gemm_tc.json: about 693 TFLOP/s of useful work per full tile):
 //   uniform (64 x M=256, N = K = 4096): 2048 tiles = 15.5 waves of 132, no padding: 640-680 TFLOP/s, 0.9-1.0x of
 //     cuBLAS's strided-batched call and 1.4-2x of the cupy_loop (each call's 256 x 4096 output is 32 tiles of
 //     128 x 256: a quarter of the SMs, unless cuBLAS splits K).
@@ -48,13 +48,10 @@
 //     waves (11 rounds), and K = 1024 is 16 k-tiles per tile, so the unhidden epilogue weighs ~10%: 400-520
 //     TFLOP/s; the loop is launch-bound (128 Python-issued calls of ~0.6 GFLOP each): 5-10x of the loop.
 //   Host: building the moe table (118 tensor maps through cuda-bindings) 1-5 ms, longer than the kernel (~1.1 ms).
-// Measured (results/h200/grouped_gemm.json, H200, commit 8b8c2d1, cold L2, the loop of cuBLAS calls and cuBLAS's
-//   strided-batched call in the same run): uniform 587 TFLOP/s fp16 / 639 bf16 (predicted 640-680), 1.12x / 1.07x the
-//   batched call's time (its 657 / 686 TFLOP/s), 3.6x / 2.2x the loop; moe 479 / 497 TFLOP/s (predicted 450-540),
-//   1.7x / 2.9x the loop; small 351 TFLOP/s (predicted 400-520: the epilogue of 1348 short tiles weighs more than the
-//   ~10% predicted), 18.8x the loop (predicted 5-10x: the loop's 128 calls ran at 18.6 TFLOP/s). Building the moe
-//   table on the host (grouped_table_cost.json, a03e279, the 2-GPU H200 machine): 1.9 ms for 118 maps (16 us each),
-//   1.7x the kernel's 1.15 ms, as predicted (1-5 ms): a re-route every step wants the maps built on the device.
+// Measured: results/h200/grouped_gemm.json (the three cases in both types, cold L2, the loop of cuBLAS calls and
+//   cuBLAS's strided-batched call in the same run) and results/h200/grouped_table_cost.json (building the moe
+//   table on the host, on the 2-GPU H200 machine); notebook 05 replays both against this prediction. A table
+//   re-routed every step wants its tensor maps built on the device (CUTLASS patches them there).
 // Tails as gemm_tc rung 04/06: TMA zero-fills the boxes past M_g, N_g and K_g (the map's extents are the group's, so
 //   a box never reads the next group's rows), and the epilogue stores only inside M_g x N_g.
 // Requires: sm_90a (wgmma, setmaxnreg, fence.proxy.tensormap: PTX ISA 8.3). Each A_g and B_g 16-byte aligned with
@@ -64,7 +61,7 @@
 //   min(total_tiles, SMs) blocks, dynamic shared memory SMEM_BYTES = STAGES * (BM + BN) * BK * 2 + 1024 (197632
 //   bytes at the defaults).
 // Knobs: BF16 (0/1), BM (128), BN (256), BK (64), STAGES (4), RASTER (2: grouped; 0 row, 1 column, 3 snake),
-//   GROUP_M (8), THREADS (384).
+//   GROUP_M (8), THREADS (384 = 128 * (1 + BM / 64)); all but RASTER from lab_hopper_knobs.cuh, as gemm_tc rung 06.
 // Ideas: CUTLASS's sm90 grouped GEMM (a per-group problem table walked by a persistent tile scheduler; CUTLASS
 //   patches tensor maps on the device instead, which this rung leaves to a later one), Triton's grouped GEMM
 //   tutorial (a persistent loop over the tiles of all groups), MegaBlocks (Gale et al., "MegaBlocks: Efficient
@@ -74,51 +71,18 @@
 #include "lab_hopper_gemm.cuh"
 #include "lab_tile_order.cuh"
 
-#ifndef BF16
-#define BF16 0
-#endif
-#ifndef BM
-#define BM 128
-#endif
-#ifndef BN
-#define BN 256
-#endif
-#ifndef BK
-#define BK 64
-#endif
-#ifndef STAGES
-#define STAGES 4
-#endif
+#define TN 1  // B_g is N_g x K_g (a linear layer's weight): not a knob here
+#include "lab_hopper_knobs.cuh"  // the knobs' defaults, ACC, STAGE_BYTES, CONSUMERS, the register split
+
 #ifndef RASTER
 #define RASTER 2  // the tile order inside a group: 0 row, 1 column, 2 grouped, 3 snake (lab_tile_order.cuh)
 #endif
-#ifndef GROUP_M
-#define GROUP_M 8  // tile-rows per group of the grouped and snake orders (0: row-major)
-#endif
-#ifndef THREADS
-#define THREADS (128 * (1 + BM / 64))  // a producer warpgroup, then the consumers
-#endif
 
-#define TN 1                                  // B_g is N_g x K_g (a linear layer's weight)
-#define ACC (BN / 2)                          // fp32 accumulators per thread: a 64 x BN tile over 128 threads
-#define A_TILE_BYTES (BM * BK * 2)
-#define STAGE_BYTES ((BM + BN) * BK * 2)      // what TMA delivers per stage (and the full barrier expects)
 #define SMEM_BYTES (STAGES * STAGE_BYTES + 1024)
-#define CONSUMERS (BM / 64)                  // consumer warpgroups
-#define PRODUCER_REGS 40
-#define CONSUMER_REGS 232
-#define ROW_BYTES 128                         // BK = 64 two-byte elements: one 128-byte swizzle row
 
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "grouped_gemm rung 01 needs sm_90a (wgmma, setmaxnreg): build it with -arch=sm_90a"
 #endif
-static_assert(BF16 == 0 || BF16 == 1, "BF16 is 0 (fp16) or 1 (bf16)");
-static_assert(BK == 64, "one k-tile row is one 128-byte swizzle row");
-static_assert(BM % 64 == 0 && THREADS == 128 * (1 + CONSUMERS), "a producer and one consumer warpgroup per 64 rows");
-static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "the register file holds both roles");
-static_assert(BN == 128 || BN == 256, "wgmma m64n128k16 or m64n256k16");
-static_assert(BM <= 256 && BN <= 256, "a TMA box has at most 256 rows");
-static_assert(STAGES >= 2, "a pipeline needs at least two stages");
 
 typedef unsigned short half_bits;
 

@@ -23,12 +23,11 @@
 // Tails and alignment: as rung 02 (VEC from n and the pointers' alignment; whole packs, no tails).
 // Left for later: at n = 32768 a row staged in shared memory (64 KB: three rows per SM), or split over a
 //   thread-block cluster, would keep loads in flight while a row reduces.
-// Measured (results/h200/rmsnorm.json, layernorm.json, commit 5a65fcb, cold L2, the device copy in the same run):
-//   0.90-0.97x for 1024 <= n <= 8192 except LayerNorm bf16 at 1024 (0.898x); at n = 32768 0.87-0.89x (RMSNorm)
-//   and 0.75-0.76x (LayerNorm); odd n fall to 2-byte accesses (tail minima 0.47x / 0.36x).
-//   An attempt (commit c89eb79: a per-row scalar head, 16-byte body and tail with w and b shifted in registers,
-//   and a one-round Chan merge for LayerNorm's block statistics) lifted RMSNorm's tail minimum to 0.85x but cost
-//   LayerNorm 21-26% at n >= 4096 (rmsnorm_headtail_c89eb79.json, layernorm_headtail_c89eb79.json): reverted.
+// Measured: results/h200/rmsnorm.json and layernorm.json (cold L2, the device copy in the same run; notebook 07
+//   replays them against this prediction). Odd n fall to 2-byte accesses (VEC = 1), which the prediction leaves out.
+//   An attempt at those tails (a per-row scalar head, 16-byte body and tail with w and b shifted in registers,
+//   and a one-round Chan merge for LayerNorm's block statistics) lifted RMSNorm's tails but cost LayerNorm at
+//   n >= 4096, and was reverted: results/h200/rmsnorm_headtail_c89eb79.json and layernorm_headtail_c89eb79.json.
 //   Next: the head/tail alone, measured per norm, then the LayerNorm block path's registers.
 // Requires: sm_80+; any n >= 1, any rows. Launch: WARP_ROW = 1: blocks of 32 * WARPS threads, grid up to
 //   the GPU's resident blocks; WARP_ROW = 0: grid (rows), blocks of 32 * ceil(n / (32 * ELEMS)) threads,
