@@ -282,7 +282,7 @@ def _study_parser(study, out: Path) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=out, help=f"folder for the record (default: {out})")
     for opt in study.options:
         shown = " ".join(map(str, opt.default)) if isinstance(opt.default, tuple) else opt.default
-        help_text = opt.help + (f" (default: {shown})" if opt.default not in (None, False, True) else "")
+        help_text = opt.help + ("" if opt.default is None or opt.type is bool else f" (default: {shown})")
         if opt.type is bool:
             p.add_argument(opt.flag, dest=opt.name, action="store_false" if opt.default else "store_true",
                            help=help_text)

@@ -7,7 +7,7 @@ output folder, whether it needs a GPU, and the options its module's `run` takes.
 
     run(out_dir: Path, **options) -> Path     (the record file it wrote)
 
-where a module holds several studies (lab.studies.scheduling, ops_study, ops_sweep), the entry also fixes the
+Where a module holds several studies (lab.studies.scheduling, ops_study, ops_sweep), the entry also fixes the
 keyword that picks one (`study=...`). The modules are imported only when a study runs, so listing them needs
 neither CuPy nor a GPU.
 """
