@@ -64,7 +64,7 @@ print("tile:", TILE, "(the knobs of gemm_tc rungs 06 and 07)")
 # %% [markdown]
 # The LIVE plan is kept to a few minutes on an H200 (compiling included): one shape and four orders instead of
 # four shapes and nine, no Nsight Compute, fewer small items, a handful of `M` values for the sawtooth.
-# `scripts/schedule_study.py` and `scripts/small_items.py` record the full studies.
+# `lab study orders|counters|fp32|streamk|items` record the full studies.
 
 # %%
 print(lesson.live_plan(GPU, TILE))

@@ -262,7 +262,7 @@ print(lesson.sweep_overhead(TC, "gemm_tc_epilogue"))
 # ---
 # ## 5. DRAM bytes: fused against unfused, against the minimum
 #
-# Time alone does not say *why* a path is slower. `scripts/checklist_study.py` (`lab.studies.checklist`) runs one
+# Time alone does not say *why* a path is slower. `lab study checklist` (`lab.studies.checklist`) runs one
 # operation, `Y = GELU_tanh(A @ W.T + bias)` in fp16, through four implementations and reads, for one call of
 # each, the DRAM bytes with Nsight Compute (caches flushed first), beside the operation's minimum: `A`, `W` and
 # the bias read once, `Y` written once. Replayed only: the study needs Nsight Compute and Triton.

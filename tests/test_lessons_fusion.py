@@ -1,7 +1,7 @@
 """lab.lessons.fusion (notebooks 06 and 07) and the fusion figures of lab.lessons.plots, on synthetic records. CPU only.
 
 The writers below (write_synthetic_fusion) also feed tests/test_notebooks.py's synthetic replay: made-up values with
-the shape of real records (lab bench FAMILY --json, scripts/checklist_study.py), never written under results/.
+the shape of real records (lab bench FAMILY --json, lab study checklist), never written under results/.
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def test_missing_records_say_so_and_every_view_copes(empty_dir):
     assert lesson.replayed("gemm_tc_epilogue") is None and lesson.load_checklist() is None
     text = lesson.banner(REPLAY, lesson.EPILOGUE_FAMILIES + ("softmax",), checklist=True)
     assert text.count("NO RECORDED RESULTS") == 4 and "lab bench softmax --json" in text
-    assert "scripts/checklist_study.py" in text
+    assert "lab study checklist" in text
     for out in (lesson.epilogue_table(None, "gemm_tc_epilogue").text, lesson.epilogue_targets(None, None),
                 lesson.fused_prediction_check(None, "gemm_tc_epilogue"), lesson.bandwidth_table(None, "softmax").text,
                 lesson.copy_targets(None, "softmax"), lesson.tail_summary(None, "softmax"),

@@ -475,12 +475,12 @@ def make_payload(rows: list[dict], provenance: dict, **extra) -> dict:
 
 
 def load_payload(path: Path | str) -> dict:
-    """A payload written by scripts/small_items.py, marked as replayed (for notebooks with no GPU)."""
+    """A payload written by `lab study items`, marked as replayed (for notebooks with no GPU)."""
     path = Path(path)
     try:
         payload = json.loads(path.read_text())
     except FileNotFoundError:
-        raise LabError(f"No measurement at {path}; run `python3 scripts/small_items.py {path}` on a GPU.") from None
+        raise LabError(f"No measurement at {path}; run `lab study items --out {path.parent}` on a GPU.") from None
     except json.JSONDecodeError as exc:
         raise LabError(f"{path} is not valid JSON ({exc}).") from None
     if payload.get("kind") != PAYLOAD_KIND or payload.get("schema") != PAYLOAD_SCHEMA:

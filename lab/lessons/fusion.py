@@ -5,7 +5,7 @@ What they read, all replayed from lab.measure.records.reference_dir() (results/h
 - the RecordSets of `lab bench FAMILY --json`: gemm_tc_epilogue and gemm_fp32_epilogue (06; ceiling "plain_gemm",
   the same rung without the epilogue), softmax, rmsnorm and layernorm (07; ceiling the device copy, baseline
   "cupy_composed");
-- checklist.json, the record of scripts/checklist_study.py (lab.studies.checklist: the optimization checklist's levels).
+- checklist.json, the record of `lab study checklist` (lab.studies.checklist: the optimization checklist's levels).
 In LIVE mode (a GPU here) a short plan is checked and measured now and shown first, the full records beside it.
 
 Every number printed here is computed: from records, from lab.families.epilogue's references, or from the sources' text.
@@ -73,7 +73,7 @@ def record_path(name: str) -> Path:
 def recorded_by(name: str) -> str:
     where = shown_path(records.reference_dir())
     if name == CHECKLIST:
-        return f"python3 scripts/checklist_study.py --out {where}"
+        return f"lab study checklist --out {where}"
     return f"lab bench {name} --json {where}/{name}.json"
 
 
@@ -161,7 +161,7 @@ def live_plan(name: str):
 
 
 def live_plan_text(names: Iterable[str]) -> str:
-    lines = ["LIVE plan (`lab bench FAMILY` runs the full plan; scripts/checklist_study.py the checklist):"]
+    lines = ["LIVE plan (`lab bench FAMILY` runs the full plan; `lab study checklist` the checklist):"]
     for name in names:
         fam = ladder(name)
         if fam is None:

@@ -409,7 +409,7 @@ def small_items(payload: dict, path: Path | None = None):
     """Microseconds per item against bytes per item, both log, one line per way of running N small items
     (lab.families.work_queue): per-item launches, their CUDA graph, one batched launch, the persistent queue, and one
     item alone (dashed grey). Skewed mixes of lengths are single markers at their mean size. Reads a payload
-    of scripts/small_items.py (live, or replayed through lab.families.work_queue.load_payload)."""
+    of `lab study items` (live, or replayed through lab.families.work_queue.load_payload)."""
     from lab.families import work_queue
 
     rows = payload.get("rows") or []

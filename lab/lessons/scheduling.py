@@ -2,9 +2,9 @@
 lab.core.tile_order predicts before anything is measured, the short LIVE plan, and the summaries that hold the
 lesson's targets against the records.
 
-The records are JSON payloads, not RecordSets: scripts/schedule_study.py writes schedule_orders.json,
+The records are JSON payloads, not RecordSets: `lab study orders` writes schedule_orders.json,
 schedule_orders_ncu.json, schedule_orders_fp32.json and schedule_stream_k.json (lab.studies.scheduling), and
-scripts/small_items.py writes small_items.json (lab.families.work_queue). Every number printed here is computed from
+`lab study items` writes small_items.json (lab.families.work_queue). Every number printed here is computed from
 lab.core.tile_order or from those payloads; the targets are the lesson's, named as targets.
 """
 
@@ -30,11 +30,11 @@ if TYPE_CHECKING:
 
 PAYLOADS = ("schedule_orders", "schedule_orders_ncu", "schedule_orders_fp32", "schedule_stream_k", "small_items")
 _RECORDED_BY = {
-    "schedule_orders": "python3 scripts/schedule_study.py {dir} orders",
-    "schedule_orders_ncu": "python3 scripts/schedule_study.py {dir} counters",
-    "schedule_orders_fp32": "python3 scripts/schedule_study.py {dir} fp32",
-    "schedule_stream_k": "python3 scripts/schedule_study.py {dir} streamk",
-    "small_items": "python3 scripts/small_items.py {dir}/small_items.json",
+    "schedule_orders": "lab study orders --out {dir}",
+    "schedule_orders_ncu": "lab study counters --out {dir}",
+    "schedule_orders_fp32": "lab study fp32 --out {dir}",
+    "schedule_stream_k": "lab study streamk --out {dir}",
+    "small_items": "lab study items --out {dir}",
 }
 # The lesson's targets (what it sets out to show), not measurements.
 TARGETS = {"order_speedup": 1.3, "order_dram": 0.6, "queue_speedup": 5.0, "queue_item_us": 10.0,
@@ -51,7 +51,7 @@ VARIANTS = ((FORCED_RUNG, "forced / 06"), ("07_do_while", "do-while / 06"), ("07
 ASSUMED_GPU = {"device": "the reference H200 (assumed: no records here to read it from)", "sm_count": 132,
                "l2_bytes": 60 * 2**20}
 
-# LIVE: a short plan (minutes on an H200), the full studies being scripts/schedule_study.py's.
+# LIVE: a short plan (minutes on an H200), the full studies being `lab study orders|counters|fp32|streamk`.
 LIVE_ORDER_SETTINGS = (("row", 0), ("column", 0), ("grouped", 8), ("grouped", 16))
 LIVE_FP32_SETTINGS = (("row", 0), ("grouped", 8))
 LIVE_MIN_TIME_MS = 10.0
@@ -554,7 +554,7 @@ def sweep_crossings(payload: dict | None) -> str:
 def live_plan(gpu: Gpu, tile: Tile) -> str:
     ms = live_sweep_ms(gpu.sm_count, tile)
     return "\n".join([
-        "LIVE plan (scripts/schedule_study.py and scripts/small_items.py run the full studies):",
+        "LIVE plan (`lab study orders|counters|fp32|streamk|items` run the full studies):",
         f"  tile orders: rung {TC_RUNG} on {shape_label(TARGET_SHAPE)} only, "
         f"{', '.join(setting_label(*s) for s in LIVE_ORDER_SETTINGS)}, {LIVE_MIN_TIME_MS:g} ms of timing each",
         "  FP32 contrast: gemm_fp32 rung 08 on the same shape, "
