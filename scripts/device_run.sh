@@ -54,6 +54,8 @@
 #                                              with nvmath-python; .labcache from an earlier call's labcache.tgz)
 #   bash scripts/device_run.sh ops-records     lab.ops's GPU tests, the sweep (writes the table), host cost, lab.ops against
 #                                              PyTorch eager and graphed on two models' traces, gemm_tc's headline bench
+#   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
+#                                              the slowest tests' durations
 #   bash scripts/device_run.sh grading         the grader's GPU tests (fault batch, exercises 07-08, exercise 08's numerics
 #                                              harness), then exercise09
 #   bash scripts/device_run.sh layers          the Hopper rungs' families, the grader and exercises on the GPU, notebook 03
@@ -176,6 +178,9 @@ gemm_records() {
         timeout "$(box 120 5)" python3 -m lab bench "$f" --kinds headline --json "$pack/${f}_headline.json" 2>&1 | tail -3
       done
       keep_cache ;;
+    gpu-tests)  # the GPU tests of the files named after the mode (every GPU test when none)
+      carried; shift
+      gpu_tests "$(box 560 15)" "${@:-tests}" --durations=15; keep_cache ;;
     ops-notebook)  # notebook 08 executed on the GPU (carry .nbwheels), on the committed records
       carried; notebooks notebooks/08_specialization_and_dispatch.py ;;
     layers)  # after a change across lab/'s layers: the Hopper rungs and the families built on them, the grader and
