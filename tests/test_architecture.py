@@ -105,3 +105,28 @@ def test_no_private_name_is_imported_from_another_module():
                 found += [f"lab.{name} imports {node.module}.{a.name}" for a in node.names
                           if a.name.startswith("_") and not a.name.startswith("__")]
     assert not found, found
+
+
+def _module_aliases(tree: ast.AST) -> set[str]:
+    """Local names that stand for lab modules in a file (`from lab.measure import timing`, `import lab.x as y`)."""
+    aliases = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and \
+                (node.module == "lab" or node.module.startswith("lab.")):
+            base = node.module[4:] if node.module != "lab" else ""
+            aliases |= {a.asname or a.name for a in node.names if f"{base}.{a.name}".lstrip(".") in MODULES}
+        elif isinstance(node, ast.Import):
+            aliases |= {a.asname for a in node.names if a.asname and a.name.startswith("lab.")}
+    return aliases
+
+
+def test_no_private_name_is_read_through_another_module():
+    """`timing._spinner(...)` reaches past a module's public names as surely as importing `_spinner` does."""
+    found = []
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        aliases = _module_aliases(tree)
+        found += [f"lab.{name}:{node.lineno} reads {node.value.id}.{node.attr}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                  and node.attr.startswith("_") and not node.attr.startswith("__")]
+    assert not found, found

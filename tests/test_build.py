@@ -495,11 +495,11 @@ def test_a_damaged_cache_entry_is_compiled_again_and_written_whole(tmp_path, mon
     metadata is half a file (as an older writer could leave one) is compiled again rather than read."""
     monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))
     spec = build.KernelSpec("common/spin.cu", "lab_spin_ns")
-    path, lowered = build._cached_cubin(spec, 80)
+    path, lowered = build.cached_cubin(spec, 80)
     meta = path.with_suffix(".json")
     assert json.loads(meta.read_text())["lowered_name"] == lowered
     meta.write_text('{"lowered_na')  # half a file
-    again, lowered_again = build._cached_cubin(spec, 80)
+    again, lowered_again = build.cached_cubin(spec, 80)
     assert again == path and lowered_again == lowered and json.loads(meta.read_text())["lowered_name"] == lowered
     assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
 

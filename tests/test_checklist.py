@@ -14,7 +14,7 @@ import pytest
 
 from lab.measure.records import format_bytes
 from lab.studies import checklist
-from lab.tools import triton_gemm
+from lab.tools import library_gemm, triton_gemm
 
 # --- lines of code -------------------------------------------------------------------------------------------
 
@@ -578,10 +578,18 @@ def test_levels_on_the_gpu():
     size = record["sizes"][0]
     lib, gf = size["levels"]["library"], size["levels"]["graph_fusion"]
     assert lib["status"] == "ok" and gf["status"] == "ok", (lib, gf)
-    gemm_kernels = size["gemm"]["kernels"]["kernels"]
-    assert gemm_kernels >= 1, size["gemm"]["kernels"]
-    assert gf["kernels"]["kernels"] == gemm_kernels + 1, "graph fusion adds one elementwise kernel to the GEMM"
-    assert lib["kernels"]["kernels"] > gf["kernels"]["kernels"]
+    # CuPy refuses cuBLAS inside a capture (CuPy 14): the library level's count is then left to Nsight Compute, and
+    # says why; where it is counted, it launches more kernels than graph fusion.
+    if lib["kernels"]["kernels"] is None:
+        assert "stream capture" in lib["kernels"]["error"], lib["kernels"]
+    else:
+        assert lib["kernels"]["kernels"] > (gf["kernels"]["kernels"] or 1), (lib["kernels"], gf["kernels"])
+    if library_gemm.lt_unavailable() is None:  # cuBLASLt takes the stream as an argument, so it is captured
+        gemm_kernels = size["gemm"]["kernels"]["kernels"]
+        assert gemm_kernels is not None and gemm_kernels >= 1, size["gemm"]["kernels"]
+        assert gf["kernels"]["kernels"] == gemm_kernels + 1, "graph fusion adds one elementwise kernel to the GEMM"
+    else:  # cublasGemmEx through CuPy: refused like the library level
+        assert "stream capture" in size["gemm"]["kernels"]["error"], size["gemm"]["kernels"]
     triton = size["levels"]["triton"]
     if triton["status"] == "ok":
         assert triton["kernels"]["kernels"] == 1 and triton["details"]["autotune_winner"]["BLOCK_M"] > 0

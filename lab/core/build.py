@@ -485,7 +485,7 @@ def compile_report(spec: KernelSpec, arch: int, dynamic_smem_bytes: int = 0) -> 
 # Loading for launch (needs a GPU)
 # ----------------------------------------------------------------------------------------------
 
-def _cached_cubin(spec: KernelSpec, arch: int) -> tuple[Path, str]:
+def cached_cubin(spec: KernelSpec, arch: int) -> tuple[Path, str]:
     key = cache_key(spec, arch)
     cubin_path = cache_dir() / f"{key}.cubin"
     meta_path = cache_dir() / f"{key}.json"
@@ -579,6 +579,6 @@ def get_kernel(spec: KernelSpec, cooperative: bool = False) -> Kernel:
                        "it was written for (`lab inspect` still compiles it).")
     archs = nvrtc.supported_archs()
     arch = gpu.arch if gpu.arch in archs else max(a for a in archs if a <= gpu.arch)
-    path, lowered = _cached_cubin(spec, arch)
+    path, lowered = cached_cubin(spec, arch)
     module = cupy.RawModule(path=str(path), enable_cooperative_groups=cooperative)
     return Kernel(module.get_function(lowered))

@@ -58,7 +58,7 @@ def refusal(address: int, ld_elements: int, element_bytes: int = 2) -> str | Non
     return None
 
 
-def _driver():
+def driver():
     try:
         from cuda.bindings import driver
     except ImportError as exc:
@@ -74,7 +74,7 @@ def encode(spec: TensorMap2D) -> np.ndarray:
     one-element array of MAP_DTYPE. Cached: a benchmark launches on the same buffers many times, and the
     map depends only on these numbers."""
     spec.check()
-    drv = _driver()
+    drv = driver()
     err, tmap = drv.cuTensorMapEncodeTiled(
         drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT16,  # fp16 or bf16: TMA only moves the bits
         2, spec.address,

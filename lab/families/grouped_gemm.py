@@ -310,7 +310,7 @@ def table_build_cost(case: str = "moe", repeats: int = 5, bm: int = 128, bn: int
     groups = parse_groups(case_groups(case, **case_args))
     lay = layout(groups)
     if encode is None:
-        tma._driver().cuInit(0)  # the encoder needs an initialized driver (idempotent), not a context
+        tma.driver().cuInit(0)  # the encoder needs an initialized driver (idempotent), not a context
     base = 1 << 40  # any 16-byte-aligned address will do
     times = []
     for _ in range(max(1, repeats)):

@@ -87,7 +87,7 @@ def measure(launch: Callable[[int], None], *, l2: str = "warm", warmup: int = 3,
     stream.synchronize()
 
     # One timed probe sizes the number of repetitions for the minimum measured duration.
-    probe = _time_once(launch, warmup, flusher if l2 == "cold" else None, spin)
+    probe = time_once(launch, warmup, flusher if l2 == "cold" else None, spin)
     reps = int(np.clip(np.ceil(min_time_ms / max(probe, 1e-3)), min_reps, max_reps))
 
     pairs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
@@ -113,7 +113,7 @@ def spinner(ns: int = SPIN_NS) -> Callable[[], None]:
     return lambda: kernel((1,), (1,), (np.uint64(ns),))
 
 
-def _time_once(launch: Callable[[int], None], index: int, flusher: L2Flusher | None,
+def time_once(launch: Callable[[int], None], index: int, flusher: L2Flusher | None,
                spin: Callable[[], None]) -> float:
     import cupy as cp
 
@@ -165,7 +165,7 @@ def measure_graph(launch: Callable[[int], None], *, min_graph_ms: float = 2.0, r
         for i in range(warmup):
             launch(i)
         spin = spinner()
-        probe = _time_once(launch, warmup, None, spin)
+        probe = time_once(launch, warmup, None, spin)
         if launches is None:
             launches = int(np.clip(np.ceil(min_graph_ms / max(probe, 1e-4)), 8, MAX_GRAPH_LAUNCHES))
         stream.begin_capture()

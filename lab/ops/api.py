@@ -290,7 +290,7 @@ def _cupy_matmul(a, b, bias, activation, residual, out, layout):
 
 # --- row operations: softmax, rmsnorm, layernorm ----------------------------------------------------------
 
-_ROW_FAMILIES = {"softmax": ("softmax", "04_specialized", ("float32", "float16")),
+ROW_FAMILIES = {"softmax": ("softmax", "04_specialized", ("float32", "float16")),
                  "rmsnorm": ("rmsnorm", "03_specialized", ("float16", "bfloat16")),
                  "layernorm": ("layernorm", "03_specialized", ("float16", "bfloat16"))}
 
@@ -317,7 +317,7 @@ def _row_type(op: str, x, input_type: str | None) -> str:
         raise LabError("uint16 arrays are read as bf16 bit patterns only with input_type=\"bfloat16\".")
     else:
         dtype = str(x.dtype)
-    if dtype not in _ROW_FAMILIES[op][2]:
+    if dtype not in ROW_FAMILIES[op][2]:
         return "cupy"
     return dtype
 
@@ -398,7 +398,7 @@ def _record_row_op(op: str, x2, params, out2, dtype: str, eps):
     from lab.ops.dispatch import as_address
     from lab.ops.paths import family
 
-    fam_name, rung_key, _ = _ROW_FAMILIES[op]
+    fam_name, rung_key, _ = ROW_FAMILIES[op]
     fam = family(fam_name)
     rows, n = x2.shape
     run_params = {"rows": rows, "n": n, "dtype": dtype} | ({"eps": eps} if eps is not None else {})

@@ -26,6 +26,11 @@ def track(runtime) -> None:
     _RUNTIMES.add(runtime)
 
 
+def tracked_runtimes() -> tuple:
+    """The lab.ops runtimes still alive."""
+    return tuple(_RUNTIMES)
+
+
 def fold_replay(replay) -> None:
     if replay.calls:
         COUNTS["replays"] += replay.calls

@@ -137,4 +137,4 @@ def _pin_recordings() -> tuple:
     recent ones) then cannot free a workspace the graph still writes."""
     from lab.ops import counters
 
-    return tuple(r for rt in list(counters._RUNTIMES) for r in list(rt.recordings.values()))
+    return tuple(r for rt in counters.tracked_runtimes() for r in list(rt.recordings.values()))

@@ -4,21 +4,22 @@ A (M x K) fp16, W (N x K) fp16 (a linear layer's weight), bias (N,) float32, Y (
 order one should reach for them:
 
     library       cupy.matmul, then + bias and the GELU as separate CuPy expressions (what a user writes first)
-    graph_fusion  cupy.matmul into Y, then one ElementwiseKernel doing bias + GELU in place (fp32 inside)
+    graph_fusion  the best library GEMM into Y, then one ElementwiseKernel doing bias + GELU in place (fp32 inside)
     triton        one Triton kernel: the GEMM with the epilogue applied to its fp32 accumulator
     (lab/tools/triton_gemm.py)
     lab_fused     the lab's own CUDA epilogue: lab.families.epilogue.fused_matmul (kernels/common/lab_epilogue.cuh)
 
-The plain GEMM (cupy.matmul into Y) is timed in the same run, and every level is reported as a multiple of it.
+The plain GEMM (the best library call here into Y: cuBLASLt where nvmath-python is installed, lab.tools.library_gemm)
+is timed in the same run, and every level is reported as a multiple of it.
 
-Per level and size: a correctness check first (a float64 reference, element by element: on CHECK_SHAPE over the
-whole output, then at the timed size on a sample of rows), and only a level that passed is timed (cold-L2 median and
-p10/p90, lab.measure.timing). Then the kernels one call launches (counted from a CUDA graph captured around one call),
-the
-DRAM bytes one call moves (Nsight Compute, summed over that call's kernels, in a child process that marks the call
-with an NVTX range), the minimum DRAM bytes of the operation, and the lines of code of the level's implementation,
-counted from its source. A level whose tools are missing here is recorded as "not available here: <why>", never
-faked. `verdicts(record)` turns a record into sentences about when each step paid off; no number in them is typed.
+Per level and size: a correctness check first (a float64 reference, element by element: on CHECK_SHAPE over the whole
+output, then at the timed size on a sample of rows), and only a level that passed is timed (cold-L2 median and
+p10/p90, lab.measure.timing). Then the kernels one call launches (counted from a CUDA graph captured around one call;
+CuPy refuses to capture its own cuBLAS calls, so the library level's count comes from Nsight Compute), the DRAM bytes
+one call moves (Nsight Compute, summed over that call's kernels, in a child process that marks the call with an NVTX
+range), the minimum DRAM bytes of the operation, and the lines of code of the level's implementation, counted from its
+source. A level whose tools are missing here is recorded as "not available here: <why>", never faked.
+`verdicts(record)` turns a record into sentences about when each step paid off; no number in them is typed.
 
 `run` (`lab study checklist --out DIR`) measures it and writes DIR/checklist.json; `python -m lab.studies.checklist
 ncu-target JSON` is the program Nsight Compute profiles.
@@ -66,9 +67,27 @@ def _array_module(x):
     return cupy
 
 
+def product(A, W, Y) -> None:
+    """Y = A @ W.T through the best library call here (lab.tools.library_gemm: cuBLASLt where nvmath-python is
+    installed). Not cupy.matmul: CuPy refuses to call cuBLAS inside a CUDA-graph capture, and the levels' kernels
+    are counted from one."""
+    if isinstance(A, np.ndarray):
+        np.matmul(A, W.T, out=Y)
+        return
+    _library_call(A.shape[0], W.shape[0], A.shape[1], A.data.ptr, W.data.ptr, Y.data.ptr)()
+
+
+@functools.lru_cache(maxsize=64)
+def _library_call(M: int, N: int, K: int, a_ptr: int, w_ptr: int, y_ptr: int):
+    from lab.tools import library_gemm
+
+    call, _ = library_gemm.library_call(M, N, K, "float16", "TN", a_ptr, K, w_ptr, K, y_ptr, N)
+    return call
+
+
 def gemm(A, W, Y) -> None:
-    """The reference: the GEMM alone, cuBLAS through cupy.matmul, into Y."""
-    _array_module(A).matmul(A, W.T, out=Y)
+    """The reference: the GEMM alone, into Y."""
+    product(A, W, Y)
 
 
 def library(A, W, bias, Y) -> None:
@@ -80,10 +99,8 @@ def library(A, W, bias, Y) -> None:
 
 
 def graph_fusion(A, W, bias, Y) -> None:
-    """cuBLAS writes the product into Y; one elementwise kernel then applies bias + GELU in place."""
-    import cupy
-
-    cupy.matmul(A, W.T, out=Y)
+    """The library writes the product into Y; one elementwise kernel then applies bias + GELU in place."""
+    product(A, W, Y)
     _bias_gelu_kernel()(bias, Y)
 
 
@@ -158,7 +175,7 @@ class Level:
 LEVELS = (
     Level("library", "cupy.matmul, then + bias and GELU as CuPy expressions", library,
           (Source("lab/studies/checklist.py", "library"),)),
-    Level("graph_fusion", "cupy.matmul into Y, then one ElementwiseKernel: bias + GELU in place", graph_fusion,
+    Level("graph_fusion", "the library GEMM into Y, then one ElementwiseKernel: bias + GELU in place", graph_fusion,
           (Source("lab/studies/checklist.py", "graph_fusion"),
            Source("lab/studies/checklist.py", "_bias_gelu_kernel"))),
     Level("triton", "one Triton kernel: tiled GEMM, bias + GELU on the fp32 accumulator", triton_fused,

@@ -10,7 +10,7 @@ Every variant is the family's rung spec with knobs (`KernelSpec.with_knobs`, the
 `Epilogue.knobs()` as lab.families.gemm_epilogue builds them), checked against the knobs its source takes and
 against the arch's shared-memory limit for one block; one that does not fit is skipped and reported.
 
-Each variant is built through lab.core.build's own cache-filling path (`_cached_cubin`) in a fresh, empty cache
+Each variant is built through lab.core.build's own cache-filling path (`cached_cubin`) in a fresh, empty cache
 directory (LAB_CACHE_DIR), so the time of a row is what a cache miss costs lab.ops: the key (hashing the source and
 every header), the NVRTC compile, and writing the cubin and its metadata. Then each is looked up again on the full
 cache, which is what a cache hit costs. The growth series are sums of these measured rows over nested subsets of
@@ -269,7 +269,7 @@ def warm_up() -> float:
 def _miss(variant: Variant, directory: Path) -> dict:
     before = _files(directory)
     start = time.perf_counter()
-    cubin_path, _ = build._cached_cubin(variant.spec, variant.arch)
+    cubin_path, _ = build.cached_cubin(variant.spec, variant.arch)
     seconds = time.perf_counter() - start
     after = _files(directory)
     new = sorted(set(after) - set(before))
@@ -289,7 +289,7 @@ def _hit(variant: Variant, directory: Path, repeats: int = HIT_REPEATS) -> float
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        build._cached_cubin(variant.spec, variant.arch)
+        build.cached_cubin(variant.spec, variant.arch)
         times.append(time.perf_counter() - start)
     after = _files(directory)
     if {k: v.st_mtime_ns for k, v in after.items()} != {k: v.st_mtime_ns for k, v in before.items()}:
@@ -406,7 +406,7 @@ def measure_grid(quick: bool = False, axes: Sequence[Axes] | None = None, cache_
     provenance["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     record = {
         "schema": SCHEMA, "study": STUDY, "family": FAMILY, "quick": quick, "provenance": provenance,
-        "method": ("each variant built by lab.core.build._cached_cubin into a fresh empty LAB_CACHE_DIR (a miss: key, "
+        "method": ("each variant built by lab.core.build.cached_cubin into a fresh empty LAB_CACHE_DIR (a miss: key, "
                    "NVRTC compile, cubin + .json written), timed with time.perf_counter; then looked up again on "
                    f"the full cache (a hit, median of {HIT_REPEATS}); growth steps are sums of measured rows"),
         "axes": [asdict(a) for a in all_axes],

@@ -774,7 +774,7 @@ def _host_cost(call: Callable[[], object]) -> dict:
 # --- the study ------------------------------------------------------------------------------------------------
 
 def _rows_checked(m: int):
-    return slice(None) if m <= CHECK_ROWS_MAX else st._checked_rows(m)
+    return slice(None) if m <= CHECK_ROWS_MAX else st.checked_rows(m)
 
 
 def _check(method: str, m: int, got: dict, ref: dict, rows, dtype: str) -> dict:

@@ -470,7 +470,7 @@ def _host_us(fn: Callable[[], object]) -> float:
 
     stream = cp.cuda.get_current_stream()
     stream.synchronize()
-    timing._spinner(B2B_SPIN_NS)()
+    timing.spinner(B2B_SPIN_NS)()
     t0 = time.perf_counter()
     for _ in range(HOST_CALLS):
         fn()
@@ -490,7 +490,7 @@ def _prepare(case: Case, torch, gpu, progress) -> tuple[_State | None, dict]:
     info: dict = {"case": case.name, "op": case.op, "dtype": case.dtype, "rows": case.rows, "n": case.n,
                   "bytes_moved": case.bytes_moved}
     fam = family(case.op)
-    rung_key = api._ROW_FAMILIES[case.op][1]
+    rung_key = api.ROW_FAMILIES[case.op][1]
     info["rung"] = rung_key
     problem = fam.make_problem(seed=case.n + case.rows, rows=case.rows, n=case.n, dtype=case.dtype)
     x = problem.inputs["x"][0]
@@ -596,7 +596,7 @@ def _b2b(launch: Callable[[], object]) -> Timed:
     from lab.measure import timing
 
     stream = cp.cuda.get_current_stream()
-    spin = timing._spinner(B2B_SPIN_NS)
+    spin = timing.spinner(B2B_SPIN_NS)
     for _ in range(3):
         launch()
     stream.synchronize()
@@ -640,8 +640,8 @@ def _torch_graph(torch, launch: Callable[[], object], replays: int = 11) -> Time
         for _ in range(3):
             launch()
     torch.cuda.current_stream().wait_stream(side)
-    spin = timing._spinner()
-    probe = timing._time_once(lambda i: launch(), 0, None, spin)
+    spin = timing.spinner()
+    probe = timing.time_once(lambda i: launch(), 0, None, spin)
     launches = int(np.clip(np.ceil(GRAPH_MIN_MS / max(probe, 1e-4)), 8, timing.MAX_GRAPH_LAUNCHES))
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -670,7 +670,7 @@ def _after_idle(launch: Callable[[], object], flusher) -> Timed:
     from lab.measure import timing
 
     stream = cp.cuda.get_current_stream()
-    spin = timing._spinner()
+    spin = timing.spinner()
     for _ in range(2):
         launch()
     times = []

@@ -235,7 +235,7 @@ def check_every_shape(steps: list[Step], runtime=None, layer: Layer | None = Non
         out = cp.full((m, n), np.nan, dtype=cp.float16)
         api.matmul(a, w, layout="TN", activation=activation, residual=residual, out=out, runtime=rt)
         decision = rt.last_decision
-        rows_checked = _checked_rows(m)
+        rows_checked = checked_rows(m)
         sub = dataclasses.replace(shape, M=len(rows_checked))
         fused = decision is not None and rt.last_exact
         ref, bound = reference_and_bound(sub, a[rows_checked], w, bias, activation,
@@ -251,7 +251,7 @@ def check_every_shape(steps: list[Step], runtime=None, layer: Layer | None = Non
 FULL_CHECK_MAX_M = 512
 
 
-def _checked_rows(m: int):
+def checked_rows(m: int):
     """Every row up to FULL_CHECK_MAX_M; past it the first and last 128 rows (the tiles' edges and the tail) and
     128 drawn from between them: the float64 reference of a whole 8192 x 14336 output costs more than it tells.
     The whole output is still scanned for NaN (it was poisoned before the call)."""
