@@ -86,7 +86,7 @@ notebooks() {  # notebooks PATTERN...
   python3 -m pip install -q --no-index --find-links .nbwheels nbclient ipykernel jupytext --target /tmp/nbsite \
     && export PYTHONPATH="$PYTHONPATH:/tmp/nbsite" && python3 -m ipykernel install --sys-prefix --name python3 >/dev/null
   timeout "$(box 560 5)" python3 scripts/execute_notebooks.py "$@" --inplace && mkdir -p "$pack/notebooks" \
-    && for nb in "$@"; do cp "${nb%.py}.ipynb" "$pack/notebooks/"; done
+    && for nb in "$@"; do cp "notebooks/$(basename "${nb%.py}").ipynb" "$pack/notebooks/"; done
 }
 
 carried() {  # carried wheels (.whl: nvmath-python for cuBLASLt) and a compile cache from an earlier call (.labcache)
@@ -142,11 +142,11 @@ gemm_records() {
       gpu_tests 400 tests
       echo "== knob sweep"; python3 scripts/knob_sweep.py "$pack/knobs.json"
       if [ "$mode" = smoke ]; then python3 -m lab tour --quick --out "$pack/report"
-      else python3 -m lab tour --out "$pack/report"; notebooks notebooks/0*.py; fi ;;
+      else python3 -m lab tour --out "$pack/report"; notebooks notebooks/src/0*.py; fi ;;
     gemm-final)
       echo "== tuning round 5"; timeout 120 python3 scripts/gemm_sweep.py "$pack/gemm_sweep5.json" --round=5
       gemm_records
-      notebooks notebooks/02_gemm_fp32.py ;;
+      notebooks notebooks/src/02_gemm_fp32.py ;;
     ops-baseline)  # lab.ops against the library and PyTorch: the sweep that writes the table, host cost, GPU tests
       carried; mkdir -p "$pack/ops"
       echo "== lab tune --table"; timeout "$(box 330 170)" python3 -m lab tune --table --out "$pack/ops" --rounds 3 \
@@ -182,7 +182,7 @@ gemm_records() {
       carried; shift
       gpu_tests "$(box 560 15)" "${@:-tests}" --durations=15; keep_cache ;;
     ops-notebook)  # notebook 08 executed on the GPU (carry .nbwheels), on the committed records
-      carried; notebooks notebooks/08_specialization_and_dispatch.py ;;
+      carried; notebooks notebooks/src/08_specialization_and_dispatch.py ;;
     layers)  # after a change across lab/'s layers: the Hopper rungs and the families built on them, the grader and
       # the exercises on the GPU, then notebook 03 executed (carry .nbwheels)
       carried
@@ -191,7 +191,7 @@ gemm_records() {
       gpu_tests "$(box 110 280)" tests/test_gpu_grader.py
       gpu_tests "$(box 120 170)" tests/test_gpu_exercises.py tests/test_gpu_exercise09.py tests/test_gpu_epilogue.py \
         -k "07_split_k or 08_epilogue or 06_tile or split_k_file or chosen_values or table or reference or starter"
-      notebooks notebooks/03_tensor_cores.py
+      notebooks notebooks/src/03_tensor_cores.py
       keep_cache ;;
     grading)  # the grader's GPU tests (the exercise 01 fault batch, exercises 07-08 graded end to end, exercise 08's
       # numerics harness), then exercise 09's calibration study
@@ -219,11 +219,11 @@ gemm_records() {
       echo "== lab tune (the CLI, two decode buckets)"
       COLUMNS=160 timeout "$(box 40 60)" python3 -m lab tune --shape 8x4096x4096 --shape 24x4096x14336 --epilogue residual 2>&1 | tail -12
       python3 -m lab ops stats 2>&1 | tail -30
-      if [ -f notebooks/08_specialization_and_dispatch.py ] && [ -d .nbwheels ]; then
+      if [ -f notebooks/src/08_specialization_and_dispatch.py ] && [ -d .nbwheels ]; then
         mkdir -p results/h200 && cp "$pack"/ops/ops_*.json results/h200/ 2>/dev/null
         python3 -m pip install -q --no-index --find-links .nbwheels nbclient ipykernel jupytext --target /tmp/nbsite \
           && export PYTHONPATH="$PYTHONPATH:/tmp/nbsite" && python3 -m ipykernel install --sys-prefix --name python3 >/dev/null
-        echo "== notebook 08"; timeout "$(box 80 30)" python3 scripts/execute_notebooks.py notebooks/08_specialization_and_dispatch.py --inplace \
+        echo "== notebook 08"; timeout "$(box 80 30)" python3 scripts/execute_notebooks.py notebooks/src/08_specialization_and_dispatch.py --inplace \
           && mkdir -p "$pack/notebooks" && cp notebooks/08_specialization_and_dispatch.ipynb "$pack/notebooks/"
       fi
       [ -f tests/test_gpu_exercise09.py ] && gpu_tests "$(box 200 0)" tests/test_gpu_exercise09.py
@@ -249,19 +249,19 @@ for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in t
       python3 -m lab ops stats 2>&1 | tail -5 ;;
     ops-verify)  # after the records: lab.ops's GPU tests again, then notebook 08 on the committed records
       gpu_tests 200 tests/test_gpu_ops.py
-      notebooks notebooks/08_specialization_and_dispatch.py ;;
+      notebooks notebooks/src/08_specialization_and_dispatch.py ;;
     ops-gemms)  # the trace's GEMMs alone with the tune cache of the ops run (carry .opscache), then notebook 08
       LAB_OPS_TUNE_FILE="$PWD/.opscache/tune.json" timeout 240 python3 -m lab.studies.ops_study results/h200 trace-gemms 2>&1 | tail -4
       mkdir -p "$pack/ops" && cp results/h200/ops_trace_gemms.json "$pack/ops/"
-      notebooks notebooks/08_specialization_and_dispatch.py ;;
+      notebooks notebooks/src/08_specialization_and_dispatch.py ;;
     gemm-records) gemm_records ;;
-    notebook02) notebooks notebooks/02_gemm_fp32.py ;;
-    notebook03) notebooks notebooks/03_tensor_cores.py ;;
-    notebook04) notebooks notebooks/04_scheduling.py ;;
+    notebook02) notebooks notebooks/src/02_gemm_fp32.py ;;
+    notebook03) notebooks notebooks/src/03_tensor_cores.py ;;
+    notebook04) notebooks notebooks/src/04_scheduling.py ;;
     sched-next)
       gpu_tests 200 tests/test_gpu_gemm_tc.py -k "stream_k"
       echo "== stream-K study"; timeout 150 python3 -m lab study streamk --out "$pack" | grep -v "^{'M'" | tail -5 \
-        && cp "$pack/schedule_stream_k.json" results/h200/ && notebooks notebooks/04_scheduling.py ;;
+        && cp "$pack/schedule_stream_k.json" results/h200/ && notebooks notebooks/src/04_scheduling.py ;;
     sched-a)
       gpu_tests 200 tests/test_gpu_gemm_tc.py -k "stream_k or tile_order or 06_persistent or 07_stream_k"
       gpu_tests 90 tests/test_gpu_work_queue.py
@@ -322,7 +322,7 @@ for r in rs.records:
         done
       done
       echo "== repack cost"; timeout 60 python3 scripts/gemm_tc_repack.py "$pack/gemm_tc_repack.json" ;;
-    lessons) notebooks notebooks/00_setup_and_method.py notebooks/01_memory_bound.py notebooks/02_gemm_fp32.py ;;
+    lessons) notebooks notebooks/src/00_setup_and_method.py notebooks/src/01_memory_bound.py notebooks/src/02_gemm_fp32.py ;;
     bounds)
       gpu_tests 200 tests/test_gpu_gemm.py
       echo "== lab verify gemm_fp32 --seeds 5"
@@ -330,7 +330,7 @@ for r in rs.records:
     gemm-lessons)
       LAB_EXERCISE_SUMMARY="$pack/gemm_exercises.json" gpu_tests 200 tests/test_gpu_exercises.py
       LAB_GRADER_SUMMARY="$pack/grader_summary.json" gpu_tests 200 tests/test_gpu_grader.py
-      notebooks notebooks/02_gemm_fp32.py ;;
+      notebooks notebooks/src/02_gemm_fp32.py ;;
     fusion-a)
       gpu_tests 420 tests/test_gpu_epilogue.py tests/test_gpu_softmax.py tests/test_gpu_norms.py
       for f in gemm_tc_epilogue gemm_fp32_epilogue; do
@@ -363,7 +363,7 @@ for r in rs.records:
           --tools "$2" --budget "$3" ${rungs:+--rungs "$rungs"} | tail -8
       done ;;
     fusion-nb)
-      notebooks notebooks/06_epilogue_fusion.py notebooks/07_softmax_and_norms.py ;;
+      notebooks notebooks/src/06_epilogue_fusion.py notebooks/src/07_softmax_and_norms.py ;;
     splitk-a)
       gpu_tests 300 tests/test_gpu_split_k.py -x
       echo "== ncu on the split-K kernels"; timeout 200 python3 scripts/split_k_ncu.py "$pack" | tail -40
@@ -399,7 +399,7 @@ for r in rs.records:
       echo "== grouped table cost"; timeout 120 python3 -m lab study grouped-table-cost --out "$pack" | tail -3
       mkdir -p results/h200 && cp "$pack"/split_k_factors.json "$pack"/gemm_split_k.json "$pack"/grouped_gemm.json \
         "$pack"/grouped_table_cost.json results/h200/ 2>/dev/null  # the notebook replays this run's records beside it
-      notebooks notebooks/05_split_k_decode_grouped.py ;;
+      notebooks notebooks/src/05_split_k_decode_grouped.py ;;
     underfill-sanitize)
       for spec in ${SANITIZE_SPECS:-gemm_split_k:100 decode:100 grouped_gemm:100}; do  # family:budget_s
         set -- ${spec/:/ }

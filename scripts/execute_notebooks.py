@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Convert notebooks/*.py (jupytext percent format) to their paired .ipynb and execute them.
+"""Convert notebooks/src/*.py (jupytext percent format) to their paired notebooks/*.ipynb and execute them.
 
     python scripts/execute_notebooks.py --inplace             # on the GPU machine: commit the outputs
     python scripts/execute_notebooks.py --out /tmp/executed   # anywhere: executed copies elsewhere
     python scripts/execute_notebooks.py --sync                # no execution: refresh the .ipynb inputs
-    python scripts/execute_notebooks.py notebooks/01_memory_bound.py --out /tmp/x   # one notebook
+    python scripts/execute_notebooks.py notebooks/src/01_memory_bound.py --out /tmp/x   # one notebook
 
-The .py file is the source of truth; the .ipynb twin carries the outputs. --sync rewrites each .ipynb's
+The .py file (notebooks/src/, out of the learner's way) is the source of truth; the .ipynb twin in notebooks/ carries
+the outputs. --sync rewrites each .ipynb's
 cells from its .py and keeps the outputs of cells whose source did not change (jupytext's update).
 Each cell runs under a time limit (--timeout). On an error the script still writes the partly executed
 notebook (for reading the traceback) and exits 1, naming the notebook and the cell that failed.
@@ -21,18 +22,32 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = REPO / "notebooks"
-PAIRING = "ipynb,py:percent"
+SOURCE_DIR = NOTEBOOK_DIR / "src"
+PAIRING = "ipynb,src//py:percent"  # notebooks/NN.ipynb <-> notebooks/src/NN.py
+
+
+def ipynb_of(py: Path) -> Path:
+    """The .ipynb twin of notebooks/src/NN.py: notebooks/NN.ipynb."""
+    return py.parent.parent / py.with_suffix(".ipynb").name
+
+
+def py_of(path: Path) -> Path:
+    """The .py twin of a notebook named either way (notebooks/NN.ipynb, notebooks/src/NN.py, or NN)."""
+    path = Path(path)
+    if path.suffix == ".py":
+        return path
+    return path.parent / "src" / path.with_suffix(".py").name if path.suffix == ".ipynb" else SOURCE_DIR / f"{path}.py"
 
 
 def notebook_sources(paths: list[str] | None = None) -> list[Path]:
-    """The .py twins to work on: those named (a .py or its .ipynb), else every notebooks/NN_*.py."""
+    """The .py twins to work on: those named (a .py or its .ipynb), else every notebooks/src/NN_*.py."""
     if not paths:
-        return sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.py"))
+        return sorted(SOURCE_DIR.glob("[0-9][0-9]_*.py"))
     found = []
     for p in map(Path, paths):
-        py = p.with_suffix(".py")
+        py = py_of(p)
         if not py.is_file():
-            raise SystemExit(f"error: {py} does not exist; name a notebooks/NN_*.py file.")
+            raise SystemExit(f"error: {py} does not exist; name a notebooks/src/NN_*.py or notebooks/NN_*.ipynb file.")
         found.append(py.resolve())
     return found
 
@@ -54,7 +69,7 @@ def sync(py: Path) -> Path:
     from jupytext.combine import combine_inputs_with_outputs
 
     nb = read_paired(py)
-    ipynb = py.with_suffix(".ipynb")
+    ipynb = ipynb_of(py)
     if ipynb.is_file():
         nb = combine_inputs_with_outputs(nb, jupytext.read(ipynb), fmt="py:percent")
     jupytext.write(nb, ipynb)
@@ -79,7 +94,7 @@ def execute(py: Path, out_path: Path, timeout: int, kernel: str) -> str | None:
         started["index"] = cell_index
 
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel, allow_errors=False,
-                            resources={"metadata": {"path": str(py.parent)}}, on_cell_start=on_cell_start)
+                            resources={"metadata": {"path": str(ipynb_of(py).parent)}}, on_cell_start=on_cell_start)
     failure = None
     try:
         client.execute()
@@ -103,8 +118,7 @@ def execute_all(sources: list[Path], out_dir: Path | None = None, timeout: int =
     """Execute each notebook, in place (out_dir None) or into out_dir; returns the failures."""
     failures = []
     for py in sources:
-        name = py.with_suffix(".ipynb").name
-        target = py.with_suffix(".ipynb") if out_dir is None else Path(out_dir) / name
+        target = ipynb_of(py) if out_dir is None else Path(out_dir) / ipynb_of(py).name
         t0 = time.perf_counter()
         failure = execute(py, target, timeout, kernel)
         status = "FAILED" if failure else "ok"
@@ -116,7 +130,7 @@ def execute_all(sources: list[Path], out_dir: Path | None = None, timeout: int =
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("notebooks", nargs="*", help="notebooks/NN_*.py (or .ipynb) to run; default: all")
+    p.add_argument("notebooks", nargs="*", help="notebooks/src/NN_*.py (or notebooks/NN_*.ipynb) to run; default: all")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--inplace", action="store_true", help="execute; write outputs into notebooks/*.ipynb")
     mode.add_argument("--out", type=Path, help="execute and write the executed notebooks into this folder")
@@ -127,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sources = notebook_sources(args.notebooks)
     if not sources:
-        print(f"error: no notebooks/NN_*.py found in {NOTEBOOK_DIR}", file=sys.stderr)
+        print(f"error: no NN_*.py found in {SOURCE_DIR}", file=sys.stderr)
         return 2
     if args.sync:
         for py in sources:

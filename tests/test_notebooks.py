@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
+NOTEBOOKS = sorted((REPO / "notebooks" / "src").glob("[0-9][0-9]_*.py"))
 SCRIPT = REPO / "scripts" / "execute_notebooks.py"
 # The family whose records each notebook replays first (its banner names it; "NO RECORDS for" it when absent).
 # Notebook 04 replays JSON payloads, not a family's records; it names its first payload the same way.
@@ -401,7 +401,7 @@ def _cells(nb) -> list[tuple[str, str]]:
 def test_ipynb_cells_match_the_py_twin(py):
     import jupytext
 
-    ipynb = py.with_suffix(".ipynb")
+    ipynb = REPO / "notebooks" / py.with_suffix(".ipynb").name
     assert ipynb.is_file(), f"{ipynb.name} is missing: run `jupytext --to ipynb {py.relative_to(REPO)}`"
     text_nb = jupytext.read(py)
     json_nb = jupytext.read(ipynb)
