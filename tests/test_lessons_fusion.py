@@ -468,4 +468,4 @@ def test_fusion_figures_draw_from_records_and_decline_without_them(replay_dir):
 
 
 def test_tail_panels_split_at_the_gaps():
-    assert plots._clusters([1016, 1017, 1018, 2040, 2041, 4090]) == [[1016, 1017, 1018], [2040, 2041], [4090]]
+    assert plots.fusion._clusters([1016, 1017, 1018, 2040, 2041, 4090]) == [[1016, 1017, 1018], [2040, 2041], [4090]]
