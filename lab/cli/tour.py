@@ -100,7 +100,7 @@ def _profile_section(fam: Family, out: Path, payload: dict | None) -> str:
 
     if payload is None:
         return ""
-    tag = "REPLAYED from the reference GPU" if payload.get("replayed") else "measured now"
+    tag = "REPLAYED from the reference GPU" if payload.get("replayed") else "measured in this run"
     params = payload["params"]
     minimum = fam.min_dram_bytes(params)
     if fam.profile_figure == "dram_bytes":

@@ -29,6 +29,20 @@ def describe_provenance(p: dict) -> str:
             f"commit {commit}")
 
 
+def run_stamp() -> str:
+    """'MEASURED IN THIS RUN on NVIDIA H200 (sm_90, 132 SMs, 60.0 MiB L2) at commit 1a2b3c4d5e6f, 2026-12-02 01:40
+    UTC': what a live banner says, so a saved notebook reads as a dated snapshot of one run. Needs a GPU."""
+    import datetime as dt
+
+    from lab.core import device
+    from lab.measure.records import format_bytes, git_commit
+
+    gpu = device.current()
+    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"MEASURED IN THIS RUN on {gpu.name} ({gpu.sm}, {gpu.sm_count} SMs, {format_bytes(gpu.l2_bytes)} L2) "
+            f"at commit {git_commit()[:12]}, {when}")
+
+
 def box(lines: list[str], char: str = "#") -> str:
     """Lines framed by `char`: the notebooks' loud banners."""
     width = max(len(line) for line in lines) + 4
@@ -40,8 +54,8 @@ REPLAY_HEAD = "REPLAY MODE: NOTHING BELOW IS MEASURED ON THIS MACHINE."
 
 
 def mode_box(live: bool, reason: str, live_lines: list[str], body: list[str]) -> str:
-    """A notebook's banner: `live_lines` (what runs now) framed with '=' when live, else the REPLAY line and why
-    ('#'); then `body`, one entry per record file (record_lines) and what is computed here."""
+    """A notebook's banner: `live_lines` (what this run measures) framed with '=' when live, else the REPLAY line and
+    why ('#'); then `body`, one entry per record file (record_lines) and what is computed here."""
     head = live_lines if live else [REPLAY_HEAD, f"Why: {reason}."]
     return box(head + body, "=" if live else "#")
 

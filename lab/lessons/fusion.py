@@ -26,7 +26,7 @@ import numpy as np
 
 from lab.core.build import REPO_ROOT
 from lab.core.errors import LabError
-from lab.lessons.common import Markdown, describe_provenance, md, mode_box, record_lines, shown_path
+from lab.lessons.common import Markdown, describe_provenance, md, mode_box, record_lines, run_stamp, shown_path
 from lab.measure import records
 from lab.measure.records import Record, RecordSet, format_bytes, format_value
 
@@ -118,21 +118,17 @@ def checklist_status(record: dict | None) -> str:
         return missing(CHECKLIST)
     where = describe_provenance(record["provenance"])
     sizes = ", ".join(f"{s['M']}x{s['N']}x{s['K']}" for s in record["sizes"])
-    tag = "REPLAYED from" if record.get("replayed") else "measured now on"
+    tag = "REPLAYED from" if record.get("replayed") else "measured in this run on"
     return f"{CHECKLIST}: {tag} {where}; {len(record['levels'])} levels at {sizes or 'no sizes'}."
 
 
 def banner(current: Mode, names: Iterable[str], checklist: bool = False) -> str:
-    """A loud box: LIVE (a short plan measured now, the full records replayed beside it) or REPLAY; then each
+    """A loud box: LIVE (a short plan measured in this run, the full records replayed beside it) or REPLAY; then each
     record file with its provenance, or NO RECORDED RESULTS and the command that records it."""
     live = []
     if current.live:
-        from lab.core import device
-
-        gpu = device.current()
-        live = [f"LIVE MODE: a SHORT plan is checked and measured now on this machine's {gpu.name}",
-                f"({gpu.sm}, {gpu.sm_count} SMs, {format_bytes(gpu.l2_bytes)} L2). Beside each live table,",
-                "the FULL records of the reference GPU are REPLAYED, and labelled so:"]
+        live = [f"A SHORT plan, checked and {run_stamp()}.",
+                "Beside each live table, the FULL records of the reference GPU are REPLAYED, and labelled so:"]
     body = []
     for name in list(names) + ([CHECKLIST] if checklist else []):
         payload = load_checklist() if name == CHECKLIST else replayed(name)

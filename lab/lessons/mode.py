@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from lab.core import device
 from lab.core.errors import LabError
 from lab.core.ladder import Family, Rung
-from lab.lessons.common import box, describe_provenance, family_of
+from lab.lessons.common import box, describe_provenance, family_of, run_stamp
 from lab.lessons.views import reference, reference_path
-from lab.measure.records import RecordSet, format_bytes
+from lab.measure.records import RecordSet
 
 MODE_VARIABLE = "LAB_NOTEBOOK_MODE"
 
@@ -108,14 +108,13 @@ def rung_listing(family: str | Family, current: Mode) -> str:
 _box = box  # the name the lessons modules import
 
 def mode_banner(*family_names: str, current: Mode | None = None) -> str:
-    """A loud box saying whether the numbers below are measured now or replayed, and from where."""
+    """A loud box saying whether the numbers below were measured in this run (where, at which commit, when) or
+    replayed, and from where."""
     current = current or mode()
     if current.live:
-        gpu = device.current()
         return _box([
-            f"LIVE MODE: measuring on this machine's {gpu.name} ({gpu.sm}, {gpu.sm_count} SMs,",
-            f"{format_bytes(gpu.l2_bytes)} L2, CUDA {gpu.driver_cuda} driver) right now.",
-            "Every figure below is measured in this run, with a reduced plan (fewer sizes",
+            run_stamp() + ".",
+            "Every figure below was measured in that run, with a reduced plan (fewer sizes",
             "and shorter timings than `lab bench`; the notebook prints it).",
         ], "=")
     lines = ["REPLAY MODE: NOTHING BELOW IS MEASURED ON THIS MACHINE.", f"Why: {current.reason}."]

@@ -21,7 +21,7 @@ def _profile_file(family: str) -> str:
 
 
 def _tag(prof: dict) -> str:
-    return "REPLAYED" if prof.get("replayed") else "measured now"
+    return "REPLAYED" if prof.get("replayed") else "measured in this run"
 
 
 def profile_records(family: str | Family, current: Mode) -> dict | None:
@@ -40,7 +40,7 @@ def profile_status(prof: dict | None, family: str) -> str:
         return (f"NO PROFILE for {family}: no counters were read here and {_profile_file(family)} is absent, "
                 "so the Nsight Compute cells show nothing. On a GPU with Nsight Compute, "
                 f"`lab profile {family} --json {_profile_file(family)}` (or `lab tour`) writes it.")
-    loud = "REPLAYED, NOT MEASURED HERE: " if prof.get("replayed") else "measured now: "
+    loud = "REPLAYED, NOT MEASURED HERE: " if prof.get("replayed") else "measured in this run: "
     line = (f"{loud}Nsight Compute counters at {describe_params(prof.get('params') or {})} for {len(prof['rows'])} "
             f"rungs, {describe_provenance(prof.get('provenance', {}))}.")
     skipped = prof.get("skipped") or []

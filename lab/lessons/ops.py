@@ -31,7 +31,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lab.core.errors import LabError
-from lab.lessons.common import Markdown, describe_provenance, md, mode_box, record_lines, replayed_record, shown_path
+from lab.lessons.common import (
+    Markdown,
+    describe_provenance,
+    md,
+    mode_box,
+    record_lines,
+    replayed_record,
+    run_stamp,
+    shown_path,
+)
 from lab.measure import records
 
 if TYPE_CHECKING:
@@ -131,14 +140,11 @@ def source(record: dict | None, name: str) -> str:
 
 
 def banner(current: Mode, files: dict[str, dict | None]) -> str:
-    """A loud box: LIVE (section 1 runs lab.ops now; the studies are read from their records) or REPLAY; then each
-    record file with its provenance, or NO RECORDED RESULTS and the command that records it."""
+    """A loud box: LIVE (section 1 runs lab.ops in this run; the studies are read from their records) or REPLAY;
+    then each record file with its provenance, or NO RECORDED RESULTS and the command that records it."""
     live = []
     if current.live:
-        from lab.core import device
-
-        gpu = device.current()
-        live = [f"LIVE MODE: section 1 runs lab.ops now on this machine's {gpu.name} ({gpu.sm}).",
+        live = [f"Section 1 ran lab.ops: {run_stamp()}.",
                 "The studies take minutes of GPU time each: every other section REPLAYS their records:"]
     body = []
     for name in FILES:

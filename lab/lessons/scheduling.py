@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from lab.core import tile_order
 from lab.core.errors import LabError
-from lab.lessons.common import describe_provenance, mode_box, record_lines, shown_path
+from lab.lessons.common import describe_provenance, mode_box, record_lines, run_stamp, shown_path
 from lab.lessons.plots import setting_label
 from lab.measure import records
 from lab.studies import scheduling
@@ -103,25 +103,22 @@ def missing(name: str) -> str:
 
 
 def source(payload: dict | None, name: str) -> str:
-    """Where a payload's numbers come from: replayed (device, date, commit) or measured now; or that it is missing."""
+    """Where a payload's numbers come from: replayed (device, date, commit) or measured in this run; or that it is
+    missing."""
     if payload is None:
         return missing(name)
     where = describe_provenance(payload.get("provenance", {}))
     if payload.get("replayed"):
         return f"{name}: REPLAYED from {where} ({shown_path(payload_path(name))}), not measured here."
-    return f"{name}: measured now, in this run, on {where}."
+    return f"{name}: measured in this run, on {where}."
 
 
 def banner(current: Mode, payloads: dict[str, dict | None]) -> str:
-    """A loud box: LIVE (what is measured now, and that the full records are replayed beside it) or REPLAY;
+    """A loud box: LIVE (what this run measures, and that the full records are replayed beside it) or REPLAY;
     then each record file with its provenance, or NO RECORDED RESULTS."""
     live = []
     if current.live:
-        from lab.core import device
-
-        gpu = device.current()
-        live = [f"LIVE MODE: a SHORT plan is measured now on this machine's {gpu.name} ({gpu.sm},",
-                f"{gpu.sm_count} SMs, {records.format_bytes(gpu.l2_bytes)} L2); no Nsight Compute here.",
+        live = [f"A SHORT plan, {run_stamp()};", "no Nsight Compute in it.",
                 "Beside each live measurement, the FULL records of the reference GPU are",
                 "REPLAYED, and labelled so:"]
     body = []

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from lab.core.errors import LabError
 from lab.lessons import scheduling as _payloads  # its loader reads any {"provenance": ...} payload
-from lab.lessons.common import describe_provenance, mode_box, record_lines, shown_path
+from lab.lessons.common import describe_provenance, mode_box, record_lines, run_stamp, shown_path
 from lab.measure import records
 from lab.measure.records import Record, RecordSet, format_bytes
 from lab.tools import ncu as nsight_compute
@@ -146,19 +146,15 @@ def source(item: dict | RecordSet | None, name: str) -> str:
     again = item.replayed if isinstance(item, RecordSet) else item.get("replayed")
     if again:
         return f"{name}: REPLAYED from {where} ({shown_path(record_path(name))}), not measured here."
-    return f"{name}: measured now, in this run, on {where}."
+    return f"{name}: measured in this run, on {where}."
 
 
 def banner(current: Mode, files: dict[str, dict | RecordSet | None]) -> str:
-    """A loud box: LIVE (a short plan measured now, the full records replayed beside it) or REPLAY; then every
+    """A loud box: LIVE (a short plan measured in this run, the full records replayed beside it) or REPLAY; then every
     record file with its provenance, or NO RECORDED RESULTS and the command that records it."""
     live = []
     if current.live:
-        from lab.core import device
-
-        gpu = device.current()
-        live = [f"LIVE MODE: a SHORT plan is checked and measured now on this machine's {gpu.name}",
-                f"({gpu.sm}, {gpu.sm_count} SMs, {format_bytes(gpu.l2_bytes)} L2); no Nsight Compute here.",
+        live = [f"A SHORT plan, checked and {run_stamp()};", "no Nsight Compute in it.",
                 "Beside each live table, the FULL records of the reference GPU are REPLAYED, and labelled so:"]
     body = []
     for name in FILES:
