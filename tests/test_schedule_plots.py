@@ -327,7 +327,7 @@ def test_live_payloads_feed_the_same_summaries_and_figures(monkeypatch):
     live = Mode(True, "a test")
 
     orders = lesson.live_orders(live)
-    assert "measured now" in lesson.live_note(orders, live, "schedule_orders (live)")
+    assert "measured in this run" in lesson.live_note(orders, live, "schedule_orders (live)")
     assert "the fastest order is" in lesson.order_targets(orders, None) and plots.order_speeds(orders) is not None
     assert "TFLOP/s" in lesson.fp32_contrast(lesson.live_fp32(live))
     items = lesson.live_small_items(live)
