@@ -16,6 +16,9 @@ notebook (for reading the traceback) and exits 1, naming the notebook and the ce
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import hashlib
+import re
 import sys
 import time
 from pathlib import Path
@@ -52,6 +55,61 @@ def notebook_sources(paths: list[str] | None = None) -> list[Path]:
     return found
 
 
+RUN_KEY = "lab_run"  # the .ipynb metadata entry that says where, when and on what inputs its outputs were made
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def notebook_inputs(py: Path) -> dict[str, str]:
+    """What a notebook's outputs depend on, each file with its content hash: the notebook itself, the lessons layer
+    (every notebook reads it), and for each family the notebook names, its module, its kernels and the shared device
+    headers. A saved output made before a change to one of them is stale."""
+    sys.path.insert(0, str(REPO)) if str(REPO) not in sys.path else None
+    from lab.families import families
+
+    text = py.read_text()
+    lessons = sorted((REPO / "lab" / "lessons").rglob("*.py"))
+    files = {py, *lessons}
+    # Families are named in the notebook or in the topic modules of the lessons layer it uses.
+    text += "".join(m.read_text() for m in lessons if m.stem != "__init__" and re.search(rf"\b{m.stem}\b", text))
+    named = [fam for name, fam in families().items() if re.search(rf"[\"']{re.escape(name)}[\"']", text)]
+    for fam in named:
+        files.add(Path(sys.modules[type(fam).__module__].__file__))
+        for rung in fam.rungs:
+            files |= set((REPO / "kernels" / rung.spec.source).parent.glob("*.cu"))
+    if named:
+        files |= set((REPO / "kernels" / "common").glob("*.cuh"))
+    if re.search(r"\blab\.ops\b|from lab import .*\bops\b", text):  # the runtime a notebook teaches
+        files |= {*(REPO / "lab" / "ops").glob("*.py"), REPO / "lab" / "ops" / "default_table.json"}
+    return {str(f.relative_to(REPO)): _digest(f) for f in sorted(files) if f.is_file() and f.is_relative_to(REPO)}
+
+
+def run_stamp(py: Path, mode: str) -> dict:
+    """The metadata a run writes into the .ipynb: the commit, the date, live or replay, the GPU, and the inputs."""
+    sys.path.insert(0, str(REPO)) if str(REPO) not in sys.path else None
+    from lab.measure.records import git_commit
+
+    device = "no GPU"
+    if mode == "live":
+        from lab.core import device as lab_device
+
+        gpu = lab_device.current()
+        device = f"{gpu.name} ({gpu.sm}, {gpu.sm_count} SMs)"
+    return {"commit": git_commit(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "mode": mode, "device": device, "inputs": notebook_inputs(py)}
+
+
+def stale_inputs(py: Path, ipynb: Path) -> list[str]:
+    """The inputs that changed since the saved outputs of `ipynb` were made (every input when it records none)."""
+    import json
+
+    saved = json.loads(ipynb.read_text()).get("metadata", {}).get(RUN_KEY, {}).get("inputs", {})
+    now = notebook_inputs(py)
+    return sorted(name for name in now.keys() | saved.keys() if now.get(name) != saved.get(name))
+
+
 def read_paired(py: Path):
     """The notebook as the .py twin describes it, with the pairing recorded in its metadata."""
     import jupytext
@@ -81,6 +139,14 @@ def _first_line(source: str) -> str:
     return line if len(line) <= 80 else line[:77] + "..."
 
 
+def _gpu_mode() -> str:
+    """'live' where the notebooks will find a GPU (lab.lessons.mode's own test), else 'replay'."""
+    sys.path.insert(0, str(REPO)) if str(REPO) not in sys.path else None
+    from lab.lessons.mode import mode
+
+    return "live" if mode().live else "replay"
+
+
 def execute(py: Path, out_path: Path, timeout: int, kernel: str) -> str | None:
     """Execute one notebook and write it to out_path; returns None, or what failed and where."""
     import jupytext
@@ -96,6 +162,8 @@ def execute(py: Path, out_path: Path, timeout: int, kernel: str) -> str | None:
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel, allow_errors=False,
                             resources={"metadata": {"path": str(ipynb_of(py).parent)}}, on_cell_start=on_cell_start)
     failure = None
+    mode = _gpu_mode()
+    nb.metadata[RUN_KEY] = run_stamp(py, mode)
     try:
         client.execute()
     except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:

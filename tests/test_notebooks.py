@@ -264,6 +264,7 @@ def test_synthetic_reference_loads_as_records(tmp_path):
 def _execute(tmp_path: Path, reference_dir: Path | None, monkeypatch) -> dict[str, str]:
     """Execute every notebook into tmp_path; returns each notebook's outputs as one text."""
     monkeypatch.setenv("LAB_NOTEBOOK_MODE", "replay")
+    monkeypatch.setenv("LAB_CHECK_FIGURES", "1")  # every figure drawn must be legible (lab.lessons.figure_check)
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     if reference_dir is not None:
         monkeypatch.setenv("LAB_REFERENCE_RESULTS", str(reference_dir))
@@ -423,3 +424,41 @@ def test_notebook_markdown_types_in_no_measured_numbers(py):
         if cell.cell_type == "markdown":
             found = pattern.findall(cell.source)
             assert not found, f"{py.name}: markdown types in {found}; compute it in a code cell instead"
+
+
+# ----------------------------------------------------------------------------------------------
+# Saved outputs: current, dated, and never "now"
+# ----------------------------------------------------------------------------------------------
+
+def _saved_output_text(ipynb: Path) -> str:
+    nb = json.loads(ipynb.read_text())
+    return "\n".join(_output_text(o) for c in nb["cells"] for o in c.get("outputs", []))
+
+
+@pytest.mark.parametrize("py", NOTEBOOKS, ids=lambda p: p.stem)
+def test_saved_outputs_are_newer_than_every_input(py):
+    """A notebook's saved outputs were made from the notebook, kernels, families and lessons as they are now: a change
+    to any of them (scripts/execute_notebooks.py's notebook_inputs) makes them stale until it is executed again."""
+    ipynb = REPO / "notebooks" / py.with_suffix(".ipynb").name
+    if not _saved_output_text(ipynb).strip():
+        return  # no outputs saved: nothing that could be stale
+    run = json.loads(ipynb.read_text()).get("metadata", {}).get(_script().RUN_KEY)
+    assert run, f"{ipynb.name} has outputs but no record of the run that made them: execute it again"
+    stale = _script().stale_inputs(py, ipynb)
+    assert not stale, (
+        f"{ipynb.name}'s outputs (made at {run['commit'][:12]}, {run['date']}, {run['mode']}) predate a change to "
+        f"{', '.join(stale[:6])}{' and more' if len(stale) > 6 else ''}: execute it again "
+        f"(`python scripts/execute_notebooks.py {py.relative_to(REPO)} --inplace`, on a GPU for live outputs)")
+
+
+@pytest.mark.parametrize("py", NOTEBOOKS, ids=lambda p: p.stem)
+def test_saved_outputs_say_when_they_were_made_and_never_now(py):
+    import re
+
+    ipynb = REPO / "notebooks" / py.with_suffix(".ipynb").name
+    text = _saved_output_text(ipynb)
+    if not text.strip():
+        return
+    found = re.findall(r"[^\n]*\b(?:measured now|right now|measuring now)\b[^\n]*", text, flags=re.IGNORECASE)
+    assert not found, f"{ipynb.name}'s saved outputs say 'now': {found[:3]}"
+    assert "MEASURED IN THIS RUN on" in text or "REPLAY MODE" in text, f"{ipynb.name} says neither where nor when"

@@ -11,7 +11,8 @@
 - diagrams:    figures drawn from that arithmetic, not from records (imported as lab.lessons.diagrams)
 - underfill:   notebook 05's shapes that do not fill the GPU: split-K, decode, grouped GEMM (lab.lessons.underfill)
 
-No figure in a notebook is typed in: every number these print is computed from records.
+No figure in a notebook is typed in: every number these print is computed from records. With LAB_CHECK_FIGURES=1 (the
+notebook tests set it) every figure is checked for legibility before it is drawn (lab.lessons.figure_check).
 """
 
 from lab.lessons.common import Markdown, describe_provenance, md
@@ -109,3 +110,7 @@ __all__ = [
     "select", "show_diff", "show_source", "size_change", "so_far", "spread_table", "tail_residues",
     "tail_sawtooth", "tail_steps",
 ]
+
+from lab.lessons.figure_check import install_if_asked  # noqa: E402
+
+install_if_asked()
