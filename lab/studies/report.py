@@ -23,7 +23,7 @@ def headline_rows(rs: RecordSet, family: str) -> list[dict]:
 
 def headline_table(rs: RecordSet, family: str) -> Table:
     table = Table(title=f"{family} — {rs.label()}", title_justify="left")
-    for col in ("rung", "size", "median ms", "p10-p90 ms", "throughput", "% of ceiling"):
+    for col in ("rung", "size", "median ms", "p10-p90 ms", "throughput", "% of baseline"):
         table.add_column(col, justify="left" if col in ("rung", "size") else "right")
     for row in headline_rows(rs, family):
         table.add_row(row["rung"], row["size"], f"{row['median_ms']:.4f}", row["spread"],
@@ -32,7 +32,7 @@ def headline_table(rs: RecordSet, family: str) -> Table:
 
 
 def headline_markdown(rs: RecordSet, family: str) -> str:
-    lines = ["| rung | size | median ms | p10-p90 ms | throughput | vs ceiling |", "|---|---|---:|---:|---:|---:|"]
+    lines = ["| rung | size | median ms | p10-p90 ms | throughput | vs baseline |", "|---|---|---:|---:|---:|---:|"]
     for row in headline_rows(rs, family):
         lines.append(f"| {row['rung']} | {row['size']} | {row['median_ms']:.4f} | {row['spread']} | "
                      f"{format_value(row['value'], row['metric'])} {row['metric']} | {row['ratio']:.3f}x |")
@@ -124,9 +124,10 @@ README_END = "<!-- results:end -->"
 
 
 def readme_results(rs_by_family: dict[str, RecordSet]) -> str:
-    """The README's results block: the best rung of each family against its same-run ceiling at each
-    headline size, then one sentence per family on where that rung stands against the ceiling."""
-    lines = ["| ladder | size | best rung | throughput | ceiling (same run) | ratio | measured on |",
+    """The README's results block: the best rung of each family against its same-run baseline at each
+    headline size, then one sentence per family on where that rung stands against it (and, where the baseline falls
+    off an alignment cliff, by how much)."""
+    lines = ["| ladder | size | best rung | throughput | baseline (same run) | ratio | measured on |",
              "|---|---|---|---:|---:|---:|---|"]
     sentences = []
     from lab.families import families
@@ -149,7 +150,44 @@ def readme_results(rs_by_family: dict[str, RecordSet]) -> str:
                          f"{rs.provenance.get('device')}, {rs.provenance.get('date', '')[:10]} |")
         if bests:
             sentences.append(best_rung_sentence(rs, family, bests))
+            cliff = alignment_cliff_sentence(family, bests)
+            if cliff:
+                sentences.append(cliff)
     return "\n".join(lines + [""] + sentences + ops_lines())
+
+
+CLIFF = 0.5  # a baseline under half its own rate at the nearest aligned size has fallen off an alignment cliff
+
+
+def alignment_cliff_sentence(family: str, bests: list) -> str:
+    """For GEMM rows whose sizes are not multiples of 8 elements: where the baseline runs at under CLIFF of its own
+    rate at the nearest aligned size of the same type and layout, say so with both rates, so a large ratio there reads
+    as the library's cliff and not as a faster main loop. '' when no row shows one."""
+    def dims(r):
+        return tuple(r.params.get(k) for k in ("M", "N", "K"))
+
+    def same_kind(a, b):
+        return all(a.params.get(k) == b.params.get(k) for k in ("dtype", "layout"))
+
+    found = []
+    for r in bests:
+        if None in dims(r) or all(d % 8 == 0 for d in dims(r)):
+            continue
+        aligned = [o for o in bests if None not in dims(o) and all(d % 8 == 0 for d in dims(o)) and same_kind(o, r)]
+        if not aligned:
+            continue
+        near = min(aligned, key=lambda o: sum(abs(a - b) for a, b in zip(dims(o), dims(r), strict=True)))
+        if r.ceiling_value < CLIFF * near.ceiling_value:
+            kind = "/".join(str(r.params[k]) for k in ("dtype", "layout") if k in r.params)
+            where, there = "x".join(map(str, dims(r))), "x".join(map(str, dims(near)))
+            found.append(f"{where} {kind}: {format_value(r.ceiling_value, r.metric)} against "
+                         f"{format_value(near.ceiling_value, near.metric)} {r.metric} at {there}")
+    if not found:
+        return ""
+    return (f"{family}: the baseline falls off its alignment cliff where rows are not a multiple of 8 elements "
+            f"(not 16-byte aligned, which the library's fastest kernels need): " + "; ".join(found)
+            + ". The lab's rungs repack such operands into aligned scratch first (kernels/common/repack_rows.cu), so "
+            "the ratios at those sizes measure the library's cliff, not a faster main loop.")
 
 
 OPS_TRACE, OPS_GEMMS, OPS_OVERHEAD, OPS_LATENCY = "ops_trace", "ops_trace_gemms", "ops_overhead", "ops_latency"
