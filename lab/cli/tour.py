@@ -53,7 +53,7 @@ def run_live(out: Path, console: Console, quick: bool, names: list[str], profile
                   f"{records.format_bytes(gpu.l2_bytes)} L2) — running every ladder live.[/bold]")
     fams = [families()[n] for n in names]
     reports = compile_reports(gpu.arch, fams)
-    console.print(report.compile_table(reports, f"Compile report for {gpu.sm}"))
+    console.print(report.compile_table(reports, f"Compile report for {gpu.sm} (SASS mix: summary.md)", compact=True))
     sections = [f"## Compile report ({gpu.sm})\n\n{report.compile_markdown(reports)}"]
     stripped = stripped_note(live=True)
     if stripped:
@@ -84,7 +84,7 @@ def run_live(out: Path, console: Console, quick: bool, names: list[str], profile
             task = prog.add_task(f"bench {fam.name}", total=bench.job_count(fam, plan), step="")
             rs = bench.run(fam, plan, progress=lambda s, t=task: prog.update(t, advance=1, step=s))
         records.save(out / f"{fam.name}.json", rs)
-        console.print(report.headline_table(rs, fam.name))
+        console.print(report.best_table(rs, fam.name))
         extra = ""
         if profile and fam.profile_figure:
             extra = _profile_section(fam, out, _measure_profile(fam, out, console))
@@ -127,6 +127,17 @@ def _measure_profile(fam: Family, out: Path, console: Console) -> dict | None:
     return payload
 
 
+def recorded_on(provenances: list[dict]) -> str:
+    """'results recorded on NVIDIA H200 from 2026-11-29 to 2026-12-01 (each section gives its own date)', or on one
+    date where they share it: the records of a replayed tour can be of several days."""
+    if not provenances:
+        return "no recorded results"
+    devices = sorted({p.get("device", "?") for p in provenances})
+    dates = sorted({str(p.get("date", "?"))[:10] for p in provenances})
+    when = f"on {dates[0]}" if len(dates) == 1 else f"from {dates[0]} to {dates[-1]} (each section gives its own date)"
+    return f"results recorded on {' and '.join(devices)} {when}"
+
+
 def run_replay(out: Path, console: Console, arch: int, names: list[str]) -> Path:
     fams = [families()[n] for n in names]
     replays = {}
@@ -135,23 +146,23 @@ def run_replay(out: Path, console: Console, arch: int, names: list[str]) -> Path
             replays[fam.name] = records.reference_records(fam.name)
         except LabError:
             replays[fam.name] = None
-    first = next((r for r in replays.values() if r), None)
-    source = (f"results recorded on {first.provenance['device']} on {first.provenance['date'][:10]}"
-              if first else "no recorded results")
+    source = recorded_on([r.provenance for r in replays.values() if r])
     console.print(f"[bold yellow]No GPU here ({device.why_no_gpu()}): compiling every kernel for sm_{arch} with "
                   f"NVRTC, and replaying {source}. Nothing below was measured on this machine.[/bold yellow]")
     reports = compile_reports(arch, fams)
-    console.print(report.compile_table(reports, f"Compile report for sm_{arch} (compile-only, no GPU)"))
+    console.print(report.compile_table(reports, f"Compile report for sm_{arch} (compile-only, no GPU; SASS mix: "
+                                               "summary.md)", compact=True))
     stripped = stripped_note()
     if stripped:
         console.print(f"[yellow]{stripped}[/yellow]")
     sections = [f"## Compile report (sm_{arch}, compile-only)\n\n{report.compile_markdown(reports)}"]
+    latest = report.reference_sets()  # a later headline run where there is one: the README's table reads the same
     for fam in fams:
         rs = replays[fam.name]
         if rs is None:
             console.print(f"[yellow]{fam.name}: no recorded results under {records.reference_dir()}.[/yellow]")
             continue
-        console.print(report.headline_table(rs, fam.name))
+        console.print(report.best_table(latest.get(fam.name, rs), fam.name))
         extra = _profile_section(fam, out, reference_profile(fam.name)) if fam.profile_figure else ""
         sections.append(_section(rs, fam, _family_plots(rs, fam, out), extra))
     where = records.reference_dir().resolve()  # results/h200/ unless LAB_REFERENCE_RESULTS says otherwise

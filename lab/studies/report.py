@@ -24,10 +24,29 @@ def headline_rows(rs: RecordSet, family: str) -> list[dict]:
 def headline_table(rs: RecordSet, family: str) -> Table:
     table = Table(title=f"{family} — {rs.label()}", title_justify="left")
     for col in ("rung", "size", "median ms", "p10-p90 ms", "throughput", "% of baseline"):
-        table.add_column(col, justify="left" if col in ("rung", "size") else "right")
+        # Names fold onto a second line rather than lose their end on a narrow terminal.
+        table.add_column(col, justify="left" if col in ("rung", "size") else "right",
+                         overflow="fold" if col in ("rung", "size") else "ellipsis")
     for row in headline_rows(rs, family):
         table.add_row(row["rung"], row["size"], f"{row['median_ms']:.4f}", row["spread"],
                       f"{format_value(row['value'], row['metric'])} {row['metric']}", f"{100 * row['ratio']:.1f}%")
+    return table
+
+
+def best_table(rs: RecordSet, family: str) -> Table:
+    """One row per headline size: the fastest rung, its throughput and its ratio to the baseline timed beside it (what
+    a terminal shows; every rung's row is in headline_table and the tour's summary.md)."""
+    table = Table(title=f"{family} — {rs.label()}: the fastest rung per size (every rung: summary.md)",
+                  title_justify="left")
+    for col in ("size", "fastest rung", "throughput", "x baseline"):
+        table.add_column(col, justify="right" if col in ("throughput", "x baseline") else "left", overflow="fold")
+    rows = headline_rows(rs, family)
+    for size in dict.fromkeys(row["size"] for row in rows):
+        group = [row for row in rows if row["size"] == size and row["rung"][:2].isdigit()]
+        if group:
+            best = max(group, key=lambda row: row["value"])
+            table.add_row(size, best["rung"], f"{format_value(best['value'], best['metric'])} {best['metric']}",
+                          f"{best['ratio']:.3f}x ({best['ceiling']})")
     return table
 
 
@@ -61,15 +80,23 @@ def kernel_names(reports: list[CompileReport]) -> list[str]:
     return names
 
 
-def compile_table(reports: list[CompileReport], title: str) -> Table:
+def compile_table(reports: list[CompileReport], title: str, compact: bool = False) -> Table:
+    """The compile report as a terminal table; `compact` leaves out the stack frame and the SASS mix (one line per
+    kernel on an 80-column terminal; the full table is in the tour's summary.md)."""
     table = Table(title=title, title_justify="left")
-    for col in ("kernel", "arch", "regs", "smem B", "stack B", "spills B", "notable SASS"):
-        table.add_column(col, justify="left" if col in ("kernel", "notable SASS") else "right")
+    cols = ("kernel", "arch", "regs", "smem B", "spills B") if compact else \
+        ("kernel", "arch", "regs", "smem B", "stack B", "spills B", "notable SASS")
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("kernel", "notable SASS") else "right",
+                         overflow="fold" if col == "kernel" else "ellipsis")
     for r, name in zip(reports, kernel_names(reports), strict=True):
         mix = " ".join(f"{k}x{v}" for k, v in r.instructions.items()) if r.sass_available else "(no nvdisasm)"
         spills = r.spill_store_bytes + r.spill_load_bytes
-        table.add_row(name, r.arch, str(r.registers), smem_text(r), str(r.stack_frame_bytes),
-                      f"[red]{spills}[/red]" if spills else "0", mix)
+        spill_text = f"[red]{spills}[/red]" if spills else "0"
+        if compact:
+            table.add_row(name, r.arch, str(r.registers), smem_text(r), spill_text)
+        else:
+            table.add_row(name, r.arch, str(r.registers), smem_text(r), str(r.stack_frame_bytes), spill_text, mix)
     return table
 
 
