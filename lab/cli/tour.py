@@ -168,7 +168,7 @@ def run_replay(out: Path, console: Console, arch: int, names: list[str]) -> Path
     where = records.reference_dir().resolve()  # results/h200/ unless LAB_REFERENCE_RESULTS says otherwise
     where = where.relative_to(build.REPO_ROOT) if where.is_relative_to(build.REPO_ROOT) else where
     header = ("# Lab tour — NO GPU: compile-only, with REPLAYED results\n\n"
-              f"Every figure below is replayed from `{where}/` ({source}); none was measured here."
+              f"Every figure below is replayed from `{where}/`: {source}. None was measured here."
               + (f"\n\n{stripped}" if stripped else ""))
     return report.write_summary(out, header, sections)
 
