@@ -7,8 +7,8 @@
     python scripts/execute_notebooks.py notebooks/src/01_memory_bound.py --out /tmp/x   # one notebook
 
 The .py file (notebooks/src/, out of the learner's way) is the source of truth; the .ipynb twin in notebooks/ carries
-the outputs. --sync rewrites each .ipynb's
-cells from its .py and keeps the outputs of cells whose source did not change (jupytext's update).
+the outputs. --sync rewrites each .ipynb's cells from its .py and keeps the outputs of exactly the code cells whose
+source did not change.
 Each cell runs under a time limit (--timeout). On an error the script still writes the partly executed
 notebook (for reading the traceback) and exits 1, naming the notebook and the cell that failed.
 """
@@ -124,14 +124,32 @@ def read_paired(py: Path):
 def sync(py: Path) -> Path:
     """Rewrite the .ipynb's cells from the .py, keeping outputs where a cell's source is unchanged."""
     import jupytext
-    from jupytext.combine import combine_inputs_with_outputs
 
     nb = read_paired(py)
     ipynb = ipynb_of(py)
     if ipynb.is_file():
-        nb = combine_inputs_with_outputs(nb, jupytext.read(ipynb), fmt="py:percent")
+        nb = keep_unchanged_outputs(nb, jupytext.read(ipynb))
     jupytext.write(nb, ipynb)
     return ipynb
+
+
+def keep_unchanged_outputs(nb, saved):
+    """`nb` (cells from the .py) with the outputs of `saved` (the .ipynb) on exactly the code cells whose source is
+    unchanged, matched by source in order, and none on a changed or new cell: an output is never attached to code
+    that did not make it. The saved notebook's metadata (the run that made the outputs) is kept."""
+    pool: dict[str, list] = {}
+    for cell in saved.cells:
+        if cell.cell_type == "code":
+            pool.setdefault(cell.source.strip(), []).append(cell)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        match = pool.get(cell.source.strip())
+        old = match.pop(0) if match else None
+        cell.outputs = old.outputs if old is not None else []
+        cell.execution_count = old.execution_count if old is not None else None
+    nb.metadata = {**saved.metadata, **{k: v for k, v in nb.metadata.items() if k != RUN_KEY}}
+    return nb
 
 
 def _first_line(source: str) -> str:

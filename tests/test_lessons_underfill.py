@@ -1,5 +1,5 @@
-"""lab.lessons.underfill (notebook 05: split-K, decode, grouped GEMM) and its figures in lab.lessons.plots, on synthetic
-records. CPU only.
+"""lab.lessons.underfill (a package; notebook 05: split-K, decode, grouped GEMM) and its figures in lab.lessons.plots,
+on synthetic records. CPU only.
 
 The writers below (write_synthetic_underfill) can also feed tests/test_notebooks.py's synthetic replay: made-up values
 with the shape of real records (`lab study splitk`, scripts/split_k_ncu.py, `lab bench FAMILY --json`,
@@ -298,7 +298,7 @@ def test_live_helpers_in_replay_measure_nothing():
 def test_with_headlines_replaces_one_instances_problems_only():
     from lab.families.grouped_gemm import GroupedGemmFamily
 
-    fam = lesson._with_headlines(GroupedGemmFamily(), lesson.LIVE_GROUPED)
+    fam = lesson.with_headlines(GroupedGemmFamily(), lesson.LIVE_GROUPED)
     assert fam.headline_params() == [dict(p) for p in lesson.LIVE_GROUPED]
     assert GroupedGemmFamily().headline_params() != fam.headline_params()
 
@@ -374,7 +374,9 @@ def test_decode_shapes_show_rung_06s_few_tiles_and_the_empty_rows():
 
 
 def test_decode_plan_uses_the_families_launch_plan(monkeypatch):
-    monkeypatch.setattr(lesson, "_resident", lambda spec, arch: 2)  # no compile: two blocks of any build per SM
+    from lab.lessons.underfill import decode as decode_lesson
+
+    monkeypatch.setattr(decode_lesson, "resident_blocks", lambda spec, arch: 2)  # no compile: two blocks per SM
     copy = lesson.copy_model(_rs(synthetic_copy()))
     text = lesson.decode_plan(132, 90, copy, sides=(4096,), tokens=(1, 128))
     rows = [line.split() for line in text.splitlines()]
@@ -463,7 +465,7 @@ def test_split_tables_show_every_variant_and_the_bits():
 def test_split_reading_holds_the_records_against_the_prediction():
     copy, rate = lesson.copy_model(_rs(synthetic_copy())), lesson.tile_rate(_rs(synthetic_gemm_tc()))
     text = lesson.split_reading(synthetic_split_factors(), synthetic_ncu(), copy, rate, 132)
-    assert text.count("(below the target)") == 2 and "the prediction" in text
+    assert text.count("(below the lesson's target)") == 2 and "the prediction" in text
     assert "Nsight Compute: the workspace mode's split kernel 24.0 us" in text
 
 
@@ -552,3 +554,48 @@ def test_sm_count_of_prefers_the_records_gpu():
     assert lesson.sm_count_of({"sm_count": 100, "provenance": {}}, gpu) == 100
     assert lesson.sm_count_of(_rs([]), gpu) == 132 and lesson.sm_count_of(None, gpu) == gpu.sm_count
     assert math.isfinite(gpu.l2_bytes)
+
+
+# ----------------------------------------------------------------------------------------------
+# The notebook's inline steps: one timing from the records, the header's fields, the code's diff
+# ----------------------------------------------------------------------------------------------
+
+def test_the_replayed_timings_read_one_problem_from_the_records():
+    split = lesson.replayed_split_timing(synthetic_split_factors())
+    assert "256x256x65536 fp16, cold L2: 08_split_k" in split and "cuBLAS's time / the rung's = 0.90" in split
+    decode = lesson.replayed_decode_timing(_rs(synthetic_decode(0.9)))
+    assert "rung / copy = 0.900" in decode and "its time / the rung's = 1.20" in decode
+    grouped = lesson.replayed_grouped_timing(_rs(synthetic_grouped(6.0)))
+    assert "the loop's time / the kernel's = 6.00" in grouped and "ceiling" not in grouped
+    assert "NO RECORDS for split_k_factors:" in lesson.replayed_split_timing(None)
+    assert "NO RECORDS for decode:" in lesson.replayed_decode_timing(None)
+    assert "NO RECORDS for grouped_gemm:" in lesson.replayed_grouped_timing(None)
+    assert lesson.replayed_decode_timing(_rs([])).startswith("(no headline record")
+
+
+def test_header_fields_and_code_diffs_come_from_the_kernels():
+    changed = lesson.header_field("gemm_split_k", "08_split_k")
+    assert changed.startswith("What changed (vs rung 06)") and "Prediction" not in changed
+    assert lesson.header_field("decode", "01_mma_gemv", "What it is").startswith("What it is:")
+    assert "has no 'Nothing' field" in lesson.header_field("decode", "01_mma_gemv", "Nothing")
+    diff = lesson.code_diff(("gemm_tc", "06_persistent"), ("grouped_gemm", "01_grouped_persistent")).text
+    assert diff.startswith("```diff\n--- gemm_tc/06_persistent.cu") and "+struct __align__(128) LabGroup" in diff
+    assert "\n-// gemm_tc / rung 06" not in diff  # the headers are left out: they say in words what changed
+
+
+def test_figures_keep_no_tick_label_past_an_axis():
+    import matplotlib.pyplot as plt
+
+    from lab.lessons import figure_check
+
+    payload = synthetic_split_factors()
+    figs = [plots.split_factors(payload), plots.decode_bandwidth(_rs(synthetic_decode()), target=0.85),
+            plots.grouped_cases(_rs(synthetic_grouped()))]
+    for fig in figs:
+        assert figure_check.problems(fig) == []
+        for ax in fig.axes:
+            lo, hi = sorted(ax.get_ylim())
+            assert all(lo - 1e-6 <= v <= hi + 1e-6 for v in ax.get_yticks())
+        plt.close(fig)
+    labels = [t.get_text() for t in figs[2].axes[0].get_legend().get_texts()]
+    assert any("loop of cuBLAS calls (baseline)" in s for s in labels) and not any("ceiling" in s for s in labels)

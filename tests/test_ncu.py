@@ -233,7 +233,7 @@ def test_the_split_k_record_reads_into_its_launches():
     """The committed record's 64 rows (16 kernels), read by name; these values are the ones the positional
     reader this one replaced gave on the same record, equal to the last bit."""
     payload = json.loads(RECORD.read_text())
-    kernels = underfill._ncu_kernels(payload["rows"])
+    kernels = underfill.ncu_kernels(payload["rows"])
     assert len(kernels) == 16 and {k["grid"] for k in kernels} == {"(132, 1, 1)", "(512, 1, 1)", "(128, 1, 1)"}
     shape_a, shape_b = {"M": 256, "N": 256, "K": 65536}, {"M": 128, "N": 128, "K": 131072}
     zero = {"reduce_us": 0.0, "reduce_read": 0.0, "reduce_write": 0.0}

@@ -462,3 +462,20 @@ def test_saved_outputs_say_when_they_were_made_and_never_now(py):
     found = re.findall(r"[^\n]*\b(?:measured now|right now|measuring now)\b[^\n]*", text, flags=re.IGNORECASE)
     assert not found, f"{ipynb.name}'s saved outputs say 'now': {found[:3]}"
     assert "MEASURED IN THIS RUN on" in text or "REPLAY MODE" in text, f"{ipynb.name} says neither where nor when"
+
+
+def test_sync_keeps_outputs_only_on_unchanged_code_cells():
+    import nbformat
+
+    saved = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("a = 1", outputs=[nbformat.v4.new_output("stream", text="one")]),
+        nbformat.v4.new_code_cell("print(2)", outputs=[nbformat.v4.new_output("stream", text="two")]),
+    ], metadata={_script().RUN_KEY: {"commit": "abc"}})
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("a new heading"),
+        nbformat.v4.new_code_cell("print(3)"),  # changed where "print(2)" stood: no output may move onto it
+        nbformat.v4.new_code_cell("a = 1"),
+    ])
+    got = _script().keep_unchanged_outputs(nb, saved)
+    assert [c.get("outputs") for c in got.cells if c.cell_type == "code"] == [[], saved.cells[0].outputs]
+    assert got.metadata[_script().RUN_KEY] == {"commit": "abc"}

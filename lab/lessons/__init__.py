@@ -1,8 +1,8 @@
 """What the notebooks share, split by concern; this package's namespace is the notebooks' API.
 
-- mode:        LIVE (a GPU here: check and measure now) or REPLAY (the reference GPU's records), and the banner
+- mode:        LIVE (a GPU here: check and measure in this run) or REPLAY (the reference GPU's records), and the banner
 - sources:     a rung's header, knobs, diff from the previous rung, compile reports and instruction mix
-- views:       records measured now or replayed, picked by rung and size: summaries, ratios, tails, figures
+- views:       records measured in this run or replayed, picked by rung and size: summaries, ratios, tails, figures
 - demos:       live-only checks and timing demonstrations
 - nsight:      Nsight Compute counters: bank conflicts, DRAM bytes against the minimum
 - predictions: a header's prediction and its numeric ranges held against the records; the FP32 peak

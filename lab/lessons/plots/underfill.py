@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import NullLocator
 
 from lab.lessons.plots.style import (
     BASELINE_COLOR,
@@ -34,6 +35,16 @@ from lab.measure.records import RecordSet, format_bytes
 def _mnk(key: tuple[int, int, int]) -> str:
     """'256x256x65536': the key the lessons give predictions and reference times by."""
     return "x".join(map(str, key))
+
+
+def ticks_inside(ax, which: str = "xy") -> None:
+    """Keep only the tick marks inside the axes' limits: the tick labels matplotlib lays out past an axis's end are
+    not drawn, but they still sit on the figure as texts (where a legibility check finds them over a title)."""
+    for name in which:
+        axis = ax.xaxis if name == "x" else ax.yaxis
+        lo, hi = sorted(ax.get_xlim() if name == "x" else ax.get_ylim())
+        span = (hi - lo) * 1e-9
+        axis.set_ticks([v for v in axis.get_ticklocs() if lo - span <= v <= hi + span])
 
 
 SPLIT_COLORS = ("#1f77b4", "#2ca02c", "#d62728", "#17becf", "#bcbd22", "#9467bd", "#8c564b", "#e377c2")
@@ -72,13 +83,14 @@ def split_factors(payload: dict, predicted: dict | None = None, path: Path | Non
         ax.set_title(shape_text(key), fontsize=9)
         ax.grid(alpha=0.3)
         plain_ticks(ax, "y")
+        ticks_inside(ax)
     for ax in axes.ravel()[len(keys):]:
         ax.set_visible(False)
     legend_outside(axes[0][-1])
     what = (f"TFLOP/s against the split factor ({payload.get('l2', '?')} L2, {payload.get('dtype', '')} "
             f"{payload.get('layout', '')})")
     fig.suptitle(figure_title("gemm_split_k", what, source=payload_source(payload)), fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     return save(fig, path)
 
 
@@ -108,6 +120,7 @@ def split_kernel_times(launches: list[dict], cublas_us: dict | None = None, sour
     ax.set_xlabel("microseconds (Nsight Compute, caches flushed before each kernel)")
     ax.grid(axis="x", alpha=0.3)
     plain_ticks(ax, "x")
+    ticks_inside(ax, "x")
     legend_outside(ax)
     ax.set_title(figure_title("gemm_split_k", "where the time goes", source=source), fontsize=10)
     fig.tight_layout()
@@ -139,27 +152,37 @@ def decode_bandwidth(rs: RecordSet, dtype: str = "float16", target: float | None
                 ax.plot(ms, [target * y for y in ys], color=CEILING_COLOR, ls=":", lw=1,
                         label=f"target: {target:g} x the copy")
         ax.set_xscale("log", base=2)
+        tokens = sorted({r.params["M"] for r in mine})
+        ax.set_xticks(tokens, [str(m) for m in tokens])
+        ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlabel("M (tokens)")
         ax.set_ylabel("GB/s of W")
         ax.set_ylim(bottom=0)
         ax.set_title(f"N = K = {n}, W = {format_bytes(2 * n * n)}", fontsize=9)
         ax.grid(alpha=0.3)
-        plain_ticks(ax)
+        plain_ticks(ax, "y")
+        ticks_inside(ax, "y")
     legend_outside(axes[0][-1])
     fig.suptitle(figure_title("decode", f"reading the weight, {dtype}, cold L2", source=rs.label()), fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     return save(fig, path)
 
 
+LOOP_COLOR = "#c7c7c7"  # the loop of library calls: a baseline, not an upper bound, so not the ceilings' black
+GROUPED_LABELS = {"cupy_loop": "cupy_loop: a Python loop of cuBLAS calls (baseline)",
+                  "cublas_batched": "cublas_batched: cuBLAS strided-batched (baseline)"}
+
+
 def grouped_cases(rs: RecordSet, path: Path | None = None):
-    """TFLOP/s per headline case and type of the grouped records: every kernel, the loop of calls (the ceiling)
-    and cuBLAS batched where timed; each kernel bar labelled with its speed over the loop."""
+    """TFLOP/s per headline case and type of the grouped records: every kernel, the loop of cuBLAS calls (the
+    baseline the family is timed against) and cuBLAS batched where timed; each kernel bar labelled with its speed
+    over the loop."""
     recs = [r for r in rs.records if r.kind == "headline"]
     if not recs:
         return None
     problems = list(dict.fromkeys((r.params.get("case", "?"), r.params.get("dtype", "")) for r in recs))
     names = list(dict.fromkeys(r.rung for r in recs))
-    fig, ax = plt.subplots(figsize=(1.6 * len(problems) + 3.0, 3.8))
+    fig, ax = plt.subplots(figsize=(max(1.6 * len(problems) + 3.0, 8.0), 4.0))
     width = 0.8 / len(names)
     for i, name in enumerate(names):
         for j, (case, dtype) in enumerate(problems):
@@ -167,19 +190,23 @@ def grouped_cases(rs: RecordSet, path: Path | None = None):
                         and r.params.get("dtype", "") == dtype), None)
             if rec is None:
                 continue
-            style = series_style(name, rec.ceiling)
-            bar = ax.bar(j + (i - (len(names) - 1) / 2) * width, rec.value, width, color=style["color"],
-                         label=name if j == 0 or name not in ax.get_legend_handles_labels()[1] else None)
+            color = LOOP_COLOR if name == rec.ceiling else series_style(name)["color"]
+            label = GROUPED_LABELS.get(name, name)
+            bar = ax.bar(j + (i - (len(names) - 1) / 2) * width, rec.value, width, color=color,
+                         edgecolor="0.3" if name == rec.ceiling else None, lw=0.6,
+                         label=label if label not in ax.get_legend_handles_labels()[1] else None)
             if name != rec.ceiling and rec.ceiling_value:
                 ax.text(bar[0].get_x() + width / 2, rec.value, f"{rec.ratio:.1f}x", ha="center", va="bottom",
                         fontsize=7)
     ax.set_xticks(range(len(problems)))
     ax.set_xticklabels([f"{c}\n{d}" for c, d in problems], fontsize=8)
     ax.set_ylabel("TFLOP/s (useful work)")
+    ax.margins(y=0.1)
     plain_ticks(ax, "y")
+    ticks_inside(ax, "y")
     legend_outside(ax)
-    ax.set_title(figure_title("grouped_gemm", "one launch against a loop of calls; labels: x the loop",
-                              source=rs.label()), fontsize=10)
+    ax.set_title(figure_title("grouped_gemm", "one launch against a loop of cuBLAS calls\nbar labels: times the loop's "
+                              "speed", source=rs.label()), fontsize=10)
     fig.tight_layout()
     return save(fig, path)
 
@@ -198,6 +225,7 @@ def expert_rows(groups, bm: int = 128, title: str = "", path: Path | None = None
     ax.set_xlabel("group (largest first)")
     ax.set_ylabel("rows")
     log_if_decades(ax, [float(m) for m in ms])
+    ticks_inside(ax, "y")
     legend_outside(ax)
     ax.set_title(figure_title("grouped_gemm", title or f"{len(ms)} groups, {sum(ms)} tokens"), fontsize=10)
     fig.tight_layout()
