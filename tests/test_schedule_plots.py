@@ -1,4 +1,5 @@
-"""CPU: the scheduling lesson's figures (lab.lessons.plots) and summaries (lab.lessons.scheduling) on SYNTHETIC payloads
+"""CPU: the scheduling lesson's figures (lab.lessons.plots.scheduling) and summaries (lab.lessons.scheduling, its L2
+model lab.lessons.scheduling_model and its LIVE plan lab.lessons.scheduling_live) on SYNTHETIC payloads
 shaped like those `lab study orders|counters|fp32|streamk|items` writes (lab.studies.scheduling.run; test data, values
 made up, never written under results/). tests/test_notebooks.py writes the same payloads to replay notebook 04 on
 them."""
@@ -14,8 +15,11 @@ import pytest
 matplotlib.use("Agg")
 
 from lab.families import work_queue  # noqa: E402
-from lab.lessons import plots
+from lab.lessons import figure_check  # noqa: E402
 from lab.lessons import scheduling as lesson  # noqa: E402
+from lab.lessons import scheduling_live as live  # noqa: E402
+from lab.lessons import scheduling_model as model  # noqa: E402
+from lab.lessons.plots import scheduling as plots  # noqa: E402
 from lab.studies import scheduling
 
 PROVENANCE = {"device": "SYNTHETIC TEST DATA (not a measurement)", "arch": "sm_90", "sm_count": 132,
@@ -150,8 +154,8 @@ def test_missing_and_unreadable_payloads_say_so(tmp_path, monkeypatch):
     found = lesson.replayed()
     assert all(p is None for p in found.values())
     assert lesson.missing("schedule_orders").startswith("NO RECORDS for schedule_orders")
-    for summary in (lesson.order_table(None), lesson.order_targets(None, None), lesson.ncu_table(None),
-                    lesson.fp32_contrast(None), lesson.small_items_targets(None), lesson.persistent_rounds(None),
+    for summary in (lesson.order_table(None), lesson.order_gains(None, None), lesson.ncu_table(None),
+                    lesson.fp32_contrast(None), lesson.small_items_gains(None), lesson.persistent_rounds(None),
                     lesson.stream_k_ratios(None, lesson.tile_knobs()), lesson.determinism(None)):
         assert "NO RECORDS for" in summary
 
@@ -193,39 +197,39 @@ def test_rounds_follow_the_waves():
 def test_the_read_model_reads_the_minimum_when_everything_fits_and_more_when_not():
     tile, big_l2 = lesson.tile_knobs(), lesson.Gpu(132, 1 << 40, "test")
     small = {"M": 4096, "N": 4096, "K": 4096}
-    assert lesson.predicted_reads(small, tile, big_l2, "row", 0) == lesson.min_reads(small)
+    assert model.predicted_reads(small, tile, big_l2, "row", 0) == lesson.min_reads(small)
     tight = lesson.Gpu(132, 60 * 2**20, "test")
-    shape = lesson.TARGET_SHAPE
-    row = lesson.predicted_reads(shape, tile, tight, "row", 0)
-    grouped = lesson.predicted_reads(shape, tile, tight, "grouped", 16)
+    shape = lesson.HEADLINE_SHAPE
+    row = model.predicted_reads(shape, tile, tight, "row", 0)
+    grouped = model.predicted_reads(shape, tile, tight, "grouped", 16)
     assert row > grouped >= lesson.min_reads(shape)
-    assert "x L2" in lesson.footprint_table([shape], [("row", 0), ("grouped", 8)], tile, tight)
+    assert "x L2" in model.footprint_table([shape], [("row", 0), ("grouped", 8)], tile, tight)
 
 
 def test_live_sweep_straddles_the_wave_boundaries():
     tile = lesson.tile_knobs()
-    ms = lesson.live_sweep_ms(132, tile)
+    ms = live.live_sweep_ms(132, tile)
     tiles = [lesson.rounds({"M": m, "N": scheduling.WAVE_N, "K": scheduling.WAVE_K}, tile, 132)["tiles"] for m in ms]
-    for j in range(1, lesson.LIVE_WAVES + 1):
+    for j in range(1, live.LIVE_WAVES + 1):
         assert any(t <= j * 132 for t in tiles) and any(t > j * 132 for t in tiles)
 
 
 # ----------------------------------------------------------------------------------------------
-# Summaries against the targets
+# Summaries against the expectations
 # ----------------------------------------------------------------------------------------------
 
-def test_order_targets_compare_the_best_order_with_row_major(payloads):
-    text = lesson.order_targets(payloads["schedule_orders"], payloads["schedule_orders_ncu"])
+def test_order_gains_compare_the_best_order_with_row_major(payloads):
+    text = lesson.order_gains(payloads["schedule_orders"], payloads["schedule_orders_ncu"])
     best = lesson.best_order(payloads["schedule_orders"])
     row = next(r for r in payloads["schedule_orders"]["rows"] if r["order"] == "row")
     assert best["order"] == "snake" and f"{row['median_ms'] / best['median_ms']:.3f}x" in text
-    assert "DRAM reads" in text and text.count("the target") == 2
-    assert "no row-order record" in lesson.order_targets({"rows": []}, None)
+    assert "DRAM reads" in text and text.count("as expected (") == 2 and "target" not in text
+    assert "no row-order record" in lesson.order_gains({"rows": []}, None)
 
 
-def test_small_items_targets_use_items_under_the_work_limit(payloads):
-    text = lesson.small_items_targets(payloads["small_items"])
-    small = [r for r in payloads["small_items"]["rows"] if r["alone_us"] < lesson.TARGETS["queue_item_us"]]
+def test_small_items_gains_use_items_under_the_work_limit(payloads):
+    text = lesson.small_items_gains(payloads["small_items"])
+    small = [r for r in payloads["small_items"]["rows"] if r["alone_us"] < lesson.EXPECTED["queue_item_us"]]
     assert small and f"{min(r['launch_us'] / r['queue_us'] for r in small):.1f}x" in text
     assert "empty kernel" in text
 
@@ -268,7 +272,7 @@ def test_record_figures_say_replayed_and_draw_every_shape(payloads, tmp_path):
     assert "REPLAYED on SYNTHETIC" in _title_text(orders)
     assert sum(ax.get_visible() for ax in orders.axes) == len(scheduling.ORDER_SHAPES)
     assert plots.order_dram(payloads["schedule_orders_ncu"]) is not None
-    traffic = plots.order_traffic(payloads["schedule_orders_ncu"], lesson.TARGET_SHAPE, 132, (128, 256))
+    traffic = plots.order_traffic(payloads["schedule_orders_ncu"], lesson.HEADLINE_SHAPE, 132, (128, 256))
     assert "fewest DRAM bytes" in _title_text(traffic)
     tile = lesson.tile_knobs()
     predicted = lesson.sawtooth_prediction(scheduling.WAVE_MS, tile, 132)
@@ -276,7 +280,7 @@ def test_record_figures_say_replayed_and_draw_every_shape(payloads, tmp_path):
     assert len(saw.axes) == 2 and "predicted from lab.core.tile_order" in _title_text(saw)
     lines = [line for line in saw.axes[0].lines if line.get_linestyle() == ":"]
     assert lines, "the wave boundaries are drawn"
-    named = plots.stream_k_named(payloads["schedule_stream_k"], {"1152x4096x4096": 1.8}, lesson.TARGETS)
+    named = plots.stream_k_named(payloads["schedule_stream_k"], {"1152x4096x4096": 1.8}, lesson.EXPECTED)
     assert named is not None
     assert plots.order_speeds(payloads["schedule_orders_fp32"]) is not None
     assert plots.small_items(payloads["small_items"]) is not None
@@ -286,7 +290,7 @@ def test_record_figures_say_replayed_and_draw_every_shape(payloads, tmp_path):
 
 def test_figures_of_empty_payloads_are_none():
     assert plots.order_speeds({"rows": []}) is None and plots.order_dram({"rows": []}) is None
-    assert plots.order_traffic({"rows": []}, lesson.TARGET_SHAPE, 132, (128, 256)) is None
+    assert plots.order_traffic({"rows": []}, lesson.HEADLINE_SHAPE, 132, (128, 256)) is None
     assert plots.stream_k_sawtooth({"sweep": []}) is None and plots.stream_k_named({"named": []}) is None
     assert plots.tile_orders(4, 4, [], workers=4) is None
 
@@ -321,29 +325,29 @@ def test_live_payloads_feed_the_same_summaries_and_figures(monkeypatch):
     monkeypatch.setattr(scheduling, "time_rungs", time_rungs)
     monkeypatch.setattr(work_queue, "measure", lambda sizes, n: small_items_payload()["rows"][:len(sizes)])
     monkeypatch.setattr(records, "provenance", lambda: dict(PROVENANCE))
-    monkeypatch.setattr(lesson, "hopper_refusal", lambda current: None)
-    monkeypatch.setattr(lesson, "_check_rungs", lambda keys, cases: None)
-    monkeypatch.setattr(lesson, "stream_k_bits", lambda shape, runs=3: 0)
-    live = Mode(True, "a test")
+    monkeypatch.setattr(live, "hopper_refusal", lambda current: None)
+    monkeypatch.setattr(live, "_check_rungs", lambda keys, cases: None)
+    monkeypatch.setattr(live, "stream_k_bits", lambda shape, runs=3: 0)
+    on_gpu = Mode(True, "a test")
 
-    orders = lesson.live_orders(live)
-    assert "measured in this run" in lesson.live_note(orders, live, "schedule_orders (live)")
-    assert "the fastest order is" in lesson.order_targets(orders, None) and plots.order_speeds(orders) is not None
-    assert "TFLOP/s" in lesson.fp32_contrast(lesson.live_fp32(live))
-    items = lesson.live_small_items(live)
-    assert "faster per item" in lesson.small_items_targets(items) and plots.small_items(items) is not None
-    persistent = lesson.live_persistent(live, gpu, tile)
+    orders = live.live_orders(on_gpu)
+    assert "measured in this run" in live.live_note(orders, on_gpu, "schedule_orders (live)")
+    assert "the fastest order is" in lesson.order_gains(orders, None) and plots.order_speeds(orders) is not None
+    assert "TFLOP/s" in lesson.fp32_contrast(live.live_fp32(on_gpu))
+    items = live.live_small_items(on_gpu)
+    assert "faster per item" in lesson.small_items_gains(items) and plots.small_items(items) is not None
+    persistent = live.live_persistent(on_gpu, gpu, tile)
     assert lesson.persistent_rounds(persistent).count("per round") == len(scheduling.SQUARES)
-    sk = lesson.live_stream_k(live, gpu, tile)
+    sk = live.live_stream_k(on_gpu, gpu, tile)
     assert "wave-quantized: 07 / 06" in lesson.stream_k_ratios(sk, tile) and "0 output" in lesson.determinism(sk)
     saw = plots.stream_k_sawtooth(sk, lesson.sawtooth_prediction(sorted({r["M"] for r in sk["sweep"]}), tile, 132))
     assert "measured on SYNTHETIC" in _title_text(saw)
-    assert all(c[-1] == lesson.LIVE_MIN_TIME_MS for c in calls if c[0] == "orders")
+    assert all(c[-1] == live.LIVE_MIN_TIME_MS for c in calls if c[0] == "orders")
     assert ("rungs", (lesson.WS_RUNG, lesson.DP_RUNG), 3) in calls
     # REPLAY: nothing runs, and the live cells say so.
     replay = _replay_mode()
-    assert lesson.live_orders(replay) is None and lesson.live_stream_k(replay, gpu, tile) is None
-    assert "REPLAY" in lesson.live_note(None, replay, "x")
+    assert live.live_orders(replay) is None and live.live_stream_k(replay, gpu, tile) is None
+    assert "REPLAY" in live.live_note(None, replay, "x")
 
 
 # --- lab.studies.scheduling.run: one study's payload written where the registry says ---------------------------------
@@ -365,3 +369,66 @@ def test_only_the_small_items_study_takes_options():
         scheduling.run_study("orders", quick=True)
     with pytest.raises(LabError, match="no study 'waves'; the studies are orders, counters, fp32, streamk, items"):
         scheduling.run_study("waves")
+
+
+# --- what the notebook writes out: sources, records of the written-out cells, legible figures ----------------------
+
+def test_the_tile_order_source_and_rung_excerpts_are_the_kernels_own():
+    text = lesson.tile_order_source().text
+    assert "lab_tile_coords" in text and "LAB_RASTER_SNAKE" in text and text.startswith("`kernels/common/")
+    assert "struct StreamK {" in lesson.rung_excerpt("07", "struct StreamK {", 5).text
+    assert "has no line with" in lesson.rung_excerpt("07", "no such line anywhere", 5).text
+    diff = lesson.code_diff("07").text
+    assert "+++ gemm_tc/07_stream_k.cu" in diff
+    assert not any(line.lstrip("+- ").startswith("//") for line in diff.splitlines()[1:-1])
+
+
+def test_the_header_prediction_stops_at_the_next_field():
+    text = lesson.header_prediction(work_queue.SOURCE)
+    assert text.startswith("Prediction") and "Requires:" not in text and "Knobs:" not in text
+    assert "states no prediction" in lesson.header_prediction("common/lab_tile_order.cuh")
+
+
+def test_the_replayed_check_and_timing_of_the_written_out_cells(payloads):
+    sk = payloads["schedule_stream_k"]
+    checked = lesson.checked_shapes(sk)
+    assert "REPLAYED from SYNTHETIC" in checked and lesson.shape_label(scheduling.STREAM_K_CHECKS[0]) in checked
+    shape = scheduling.WAVE_QUANTIZED[0]
+    times = lesson.recorded_times(sk, shape)
+    rows = [r for r in sk["named"] if lesson.shape_label(r) == lesson.shape_label(shape)]
+    ratio = sorted(r["cublas_ms"] for r in rows)[1] / sorted(r["07_stream_k_ms"] for r in rows)[1]
+    assert f"rung 07 runs at {ratio:.3f}x cuBLAS's speed" in times and "median of 3 rounds" in times
+    assert "no rows at 1x1x1" in lesson.recorded_times(sk, {"M": 1, "N": 1, "K": 1})
+    assert "NO RECORDS for" in lesson.checked_shapes(None) and "NO RECORDS for" in lesson.recorded_times(None, shape)
+
+
+def test_summaries_speak_of_expectations(payloads):
+    tile = lesson.tile_knobs()
+    texts = [lesson.order_gains(payloads["schedule_orders"], payloads["schedule_orders_ncu"]),
+             lesson.small_items_gains(payloads["small_items"]), lesson.persistent_rounds(payloads["schedule_stream_k"]),
+             lesson.stream_k_ratios(payloads["schedule_stream_k"], tile),
+             model.predicted_order_ratio(lesson.HEADLINE_SHAPE, tile, lesson.Gpu(132, 60 * 2**20, "test"),
+                                         scheduling.ORDER_SETTINGS)]
+    assert all("target" not in t.lower() for t in texts)
+    assert all("expect" in t for t in texts)
+
+
+def test_every_figure_is_legible(payloads):
+    tile = lesson.tile_knobs()
+    items = dict(payloads["small_items"])
+    skewed = dict(items["rows"][2], mix="skewed", bytes_per_item=items["rows"][2]["bytes_per_item"] + 8)
+    items["rows"] = items["rows"] + [skewed]  # a mix whose mean lands next to a uniform size: one tick label, not two
+    figures = [plots.tile_orders(8, 12, [("row", 0), ("column", 0), ("grouped", 4), ("snake", 4)], workers=12),
+               plots.tile_orders(*tile.grid(lesson.HEADLINE_SHAPE), [("row", 0), ("grouped", 8)], workers=132),
+               plots.order_speeds(payloads["schedule_orders"]), plots.order_dram(payloads["schedule_orders_ncu"]),
+               plots.order_traffic(payloads["schedule_orders_ncu"], lesson.HEADLINE_SHAPE, 132, (tile.bm, tile.bn)),
+               plots.order_speeds(payloads["schedule_orders_fp32"]), plots.small_items(items),
+               plots.stream_k_sawtooth(payloads["schedule_stream_k"],
+                                       lesson.sawtooth_prediction(scheduling.WAVE_MS, tile, 132)),
+               plots.stream_k_named(payloads["schedule_stream_k"], lesson.predicted_ratios(tile, 132),
+                                    lesson.EXPECTED)]
+    legend = "\n".join(t.get_text() for t in figures[-1].axes[0].get_legend().get_texts())
+    for fig in figures:
+        assert figure_check.problems(fig) == [], _title_text(fig)
+        matplotlib.pyplot.close(fig)
+    assert "expected, wave-quantized" in legend

@@ -1,18 +1,17 @@
 """The scheduling lesson (notebook 04: when and where work runs): where its records come from, what
-lab.core.tile_order predicts before anything is measured, the short LIVE plan, and the summaries that hold the
-lesson's targets against the records.
+lab.core.tile_order predicts before anything is measured, and the summaries that hold the lesson's expectations
+against the records. The short LIVE plan is lab.lessons.scheduling_live.
 
 The records are JSON payloads, not RecordSets: `lab study orders` writes schedule_orders.json,
 schedule_orders_ncu.json, schedule_orders_fp32.json and schedule_stream_k.json (lab.studies.scheduling), and
 `lab study items` writes small_items.json (lab.families.work_queue). Every number printed here is computed from
-lab.core.tile_order or from those payloads; the targets are the lesson's, named as targets.
+lab.core.tile_order or from those payloads; the expectations are thresholds stated before measuring.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from lab.core import tile_order
 from lab.core.errors import LabError
-from lab.lessons.common import describe_provenance, mode_box, record_lines, run_stamp, shown_path
+from lab.lessons.common import Markdown, describe_provenance, md, mode_box, record_lines, run_stamp, shown_path
 from lab.lessons.plots import setting_label
 from lab.measure import records
 from lab.studies import scheduling
@@ -36,11 +35,12 @@ _RECORDED_BY = {
     "schedule_stream_k": "lab study streamk --out {dir}",
     "small_items": "lab study items --out {dir}",
 }
-# The lesson's targets (what it sets out to show), not measurements.
-TARGETS = {"order_speedup": 1.3, "order_dram": 0.6, "queue_speedup": 5.0, "queue_item_us": 10.0,
+# What the lesson expects each measurement to show, stated before measuring (thresholds, not measurements).
+EXPECTED = {"order_speedup": 1.3, "order_dram": 0.6, "queue_speedup": 5.0, "queue_item_us": 10.0,
            "persistent": 1.0, "wave-quantized": 1.15, "well-quantized": 0.98}
-TARGET_SHAPE = scheduling.ORDER_SHAPES[0]  # where the order targets are stated: 4096 x 32768 x 8192
+HEADLINE_SHAPE = scheduling.ORDER_SHAPES[0]  # where the order expectations are stated: 4096 x 32768 x 8192
 TC_FAMILY, TC_RUNG = "gemm_tc", "06_persistent"
+TILE_ORDER_HEADER = "common/lab_tile_order.cuh"  # under kernels/: the RASTER orders the rungs include
 DP_RUNG, SK_RUNG, WS_RUNG = "06_persistent", "07_stream_k", "05_warp_specialized"
 FORCED_RUNG = "07_forced_split"  # rung 07 with SK_MIN_GAIN = 0: splits every partial wave
 # Variants of rung 07 a record may hold beside it, with their column titles in stream_k_ratios.
@@ -51,13 +51,6 @@ VARIANTS = ((FORCED_RUNG, "forced / 06"), ("07_do_while", "do-while / 06"), ("07
 ASSUMED_GPU = {"device": "the reference H200 (assumed: no records here to read it from)", "sm_count": 132,
                "l2_bytes": 60 * 2**20}
 
-# LIVE: a short plan (minutes on an H200), the full studies being `lab study orders|counters|fp32|streamk`.
-LIVE_ORDER_SETTINGS = (("row", 0), ("column", 0), ("grouped", 8), ("grouped", 16))
-LIVE_FP32_SETTINGS = (("row", 0), ("grouped", 8))
-LIVE_MIN_TIME_MS = 10.0
-LIVE_ITEM_SIZES = (256, 4096, 65536)
-LIVE_ITEMS = 2000
-LIVE_WAVES = 3  # the stream-K sweep: the M just below and just above the first LIVE_WAVES wave boundaries
 
 
 # ----------------------------------------------------------------------------------------------
@@ -209,87 +202,9 @@ def shape_label(shape: dict) -> str:
     return f"{shape['M']}x{shape['N']}x{shape['K']}"
 
 
-def wave_zero(shape: dict, settings: Iterable[tuple[str, int]], tile: Tile, gpu: Gpu) -> str:
-    """Which panels the first wave of tiles (one per SM) reads in each order, and their bytes (fp16)."""
-    lines = [f"{shape_label(shape)} in {tile.bm} x {tile.bn} tiles: {' x '.join(map(str, tile.grid(shape)))} = "
-             f"{tile.tiles(shape)} tiles, {gpu.sm_count} in flight at once (one persistent block per SM)",
-             f"  {'order':12s} {'A panels':>9s} {'B panels':>9s} {'wave 0 reads':>14s} {'x L2':>6s}"]
-    for order, group in settings:
-        w = tile_order.wave_footprints(shape["M"], shape["N"], shape["K"], tile.bm, tile.bn, gpu.sm_count, order,
-                                     group)[0]
-        lines.append(f"  {setting_label(order, group):12s} {w.a_panels:9d} {w.b_panels:9d} "
-                     f"{w.bytes / 1e6:11.0f} MB {w.bytes / gpu.l2_bytes:6.2f}")
-    return "\n".join(lines)
-
-
-def _wave_panels(shape: dict, tile: Tile, workers: int, order: str, group: int) -> list[tuple[set, set]]:
-    tiles_m, tiles_n = tile.grid(shape)
-    total = tiles_m * tiles_n
-    waves = []
-    for start in range(0, total, workers):
-        stop = min(start + workers, total)
-        coords = [tile_order.tile_of(i, tiles_m, tiles_n, order, group) for i in range(start, stop)]
-        waves.append(({m for m, _ in coords}, {n for _, n in coords}))
-    return waves
-
-
-def predicted_reads(shape: dict, tile: Tile, gpu: Gpu, order: str, group: int, element_bytes: int = 2) -> float:
-    """A model of DRAM bytes read: the L2 as a least-recently-used store of whole panels (A: bm x K, B: K x bn).
-    Wave by wave, every panel the wave needs that the store lacks is read from DRAM; then the wave's panels become
-    the most recent, the oldest leaving when the store is full. Panels are coarse (a wave reads them k-slice by
-    k-slice) and blocks drift apart in time, so this is a prediction to hold the counters against, not a
-    measurement."""
-    from collections import OrderedDict
-
-    sizes = {"A": element_bytes * tile.bm * shape["K"], "B": element_bytes * tile.bn * shape["K"]}
-    store: OrderedDict[tuple[str, int], int] = OrderedDict()
-    held = total = 0
-    for a, b in _wave_panels(shape, tile, gpu.sm_count, order, group):
-        wanted = [("A", m) for m in sorted(a)] + [("B", n) for n in sorted(b)]
-        total += sum(sizes[p[0]] for p in wanted if p not in store)
-        for panel in wanted:
-            if panel in store:
-                store.move_to_end(panel)
-            else:
-                store[panel] = sizes[panel[0]]
-                held += sizes[panel[0]]
-            while held > gpu.l2_bytes:
-                held -= store.popitem(last=False)[1]
-    return total
-
-
 def min_reads(shape: dict, element_bytes: int = 2) -> int:
     """A and B read once each: the fewest DRAM bytes a GEMM can read."""
     return element_bytes * shape["K"] * (shape["M"] + shape["N"])
-
-
-def footprint_table(shapes: Iterable[dict], settings: Iterable[tuple[str, int]], tile: Tile, gpu: Gpu) -> str:
-    """Per shape and order: the median wave's footprint against the L2, and the modelled DRAM reads against the
-    minimum (predicted_reads)."""
-    settings = tuple(settings)
-    lines = [f"L2: {gpu.l2_bytes / 1e6:.1f} MB. Per wave of {gpu.sm_count} tiles: the panels it reads (MB, and as a "
-             "multiple of L2); modelled DRAM reads of the whole GEMM as a multiple of the minimum (A and B once)."]
-    for shape in shapes:
-        lines.append(f"{shape_label(shape)}: minimum reads {min_reads(shape) / 1e6:.0f} MB")
-        lines.append(f"  {'order':12s} {'wave MB':>9s} {'x L2':>6s} {'reads x min':>12s}")
-        for order, group in settings:
-            waves = tile_order.wave_footprints(shape["M"], shape["N"], shape["K"], tile.bm, tile.bn, gpu.sm_count,
-                                             order, group)
-            typical = statistics.median(w.bytes for w in waves)
-            reads = predicted_reads(shape, tile, gpu, order, group)
-            lines.append(f"  {setting_label(order, group):12s} {typical / 1e6:9.0f} {typical / gpu.l2_bytes:6.2f} "
-                         f"{reads / min_reads(shape):12.2f}")
-    return "\n".join(lines)
-
-
-def predicted_order_ratio(shape: dict, tile: Tile, gpu: Gpu, settings: Iterable[tuple[str, int]]) -> str:
-    """The order the model expects to read least at `shape`, and its reads against the row order's."""
-    reads = {s: predicted_reads(shape, tile, gpu, *s) for s in settings}
-    best = min(reads, key=reads.get)
-    row = reads.get(("row", 0)) or predicted_reads(shape, tile, gpu, "row", 0)
-    return (f"model at {shape_label(shape)}: fewest DRAM reads in order {setting_label(*best)}, "
-            f"{reads[best] / row:.2f} of the row order's (the lesson's target for the measured bytes: <= "
-            f"{TARGETS['order_dram']})")
 
 
 def rounds(shape: dict, tile: Tile, sm_count: int) -> dict:
@@ -329,7 +244,7 @@ def sawtooth_prediction(ms: Iterable[int], tile: Tile, sm_count: int, n: int = s
 
 
 # ----------------------------------------------------------------------------------------------
-# The records, summarised against the targets
+# The records, summarised against the expectations
 # ----------------------------------------------------------------------------------------------
 
 def _key(row: dict) -> tuple[int, int, int]:
@@ -358,7 +273,7 @@ def order_table(payload: dict | None, name: str = "schedule_orders") -> str:
     return "\n".join(lines)
 
 
-def best_order(payload: dict | None, shape: dict = TARGET_SHAPE) -> dict | None:
+def best_order(payload: dict | None, shape: dict = HEADLINE_SHAPE) -> dict | None:
     """The fastest order's row at `shape` (None without rows there)."""
     mine = [r for r in (payload or {}).get("rows", []) if _same(shape)(r)]
     return min(mine, key=lambda r: r["median_ms"]) if mine else None
@@ -368,13 +283,14 @@ def _row_of(rows: Iterable[dict], shape: dict, order: str, group: int) -> dict |
     return next((r for r in rows if _same(shape)(r) and r["order"] == order and r["group_m"] == group), None)
 
 
-def _meets(value: float, target: float, at_least: bool = True) -> str:
-    ok = value >= target if at_least else value <= target
-    return f"{'meets' if ok else 'MISSES'} the target ({'>=' if at_least else '<='} {target})"
+def _verdict(value: float, expected: float, at_least: bool = True) -> str:
+    """'as expected (>= 1.3)' or 'NOT as expected (>= 1.3)': a measured value against the lesson's expectation."""
+    ok = value >= expected if at_least else value <= expected
+    return f"{'as expected' if ok else 'NOT as expected'} ({'>=' if at_least else '<='} {expected})"
 
 
-def order_targets(orders: dict | None, ncu: dict | None, shape: dict = TARGET_SHAPE) -> str:
-    """The lesson's two order targets at `shape`: the best order's speed over row-major, and its DRAM reads over
+def order_gains(orders: dict | None, ncu: dict | None, shape: dict = HEADLINE_SHAPE) -> str:
+    """The lesson's two order expectations at `shape`: the best order's speed over row-major, and its DRAM reads over
     row-major's (Nsight Compute)."""
     if orders is None:
         return missing("schedule_orders")
@@ -384,7 +300,7 @@ def order_targets(orders: dict | None, ncu: dict | None, shape: dict = TARGET_SH
     speed = row["median_ms"] / best["median_ms"]
     label = setting_label(best["order"], best["group_m"])
     lines = [f"at {shape_label(shape)}: the fastest order is {label}, {best['tflops']:.1f} TFLOP/s against "
-             f"{row['tflops']:.1f} in row order: {speed:.3f}x, {_meets(speed, TARGETS['order_speedup'])}"]
+             f"{row['tflops']:.1f} in row order: {speed:.3f}x, {_verdict(speed, EXPECTED['order_speedup'])}"]
     if ncu is None:
         lines.append(missing("schedule_orders_ncu"))
         return "\n".join(lines)
@@ -395,7 +311,7 @@ def order_targets(orders: dict | None, ncu: dict | None, shape: dict = TARGET_SH
         return "\n".join(lines)
     ratio = nbest["dram_read_bytes"] / nrow["dram_read_bytes"]
     lines.append(f"its DRAM reads: {nbest['dram_read_bytes'] / 1e9:.2f} GB against {nrow['dram_read_bytes'] / 1e9:.2f} "
-                 f"GB in row order: {ratio:.3f}x, {_meets(ratio, TARGETS['order_dram'], at_least=False)} "
+                 f"GB in row order: {ratio:.3f}x, {_verdict(ratio, EXPECTED['order_dram'], at_least=False)} "
                  f"(L2 hit rate {nbest['l2_hit_rate_pct']:.1f} against {nrow['l2_hit_rate_pct']:.1f} percent)")
     return "\n".join(lines)
 
@@ -437,12 +353,12 @@ def fp32_contrast(payload: dict | None, name: str = "schedule_orders_fp32") -> s
     return "\n".join(lines)
 
 
-def small_items_targets(payload: dict | None, name: str = "small_items") -> str:
-    """The queue's speed-up over one launch per item, for items under the target's microseconds of work (an
+def small_items_gains(payload: dict | None, name: str = "small_items") -> str:
+    """The queue's speed-up over one launch per item, for items under the expected microseconds of work (an
     item's own time: one item alone, `alone_us`), and where the CUDA graph of those launches lands."""
     if payload is None:
         return missing(name)
-    limit, target = TARGETS["queue_item_us"], TARGETS["queue_speedup"]
+    limit, expected = EXPECTED["queue_item_us"], EXPECTED["queue_speedup"]
     rows = sorted(payload.get("rows", []), key=lambda r: r["bytes_per_item"])
     lines = [source(payload, name),
              f"  {'length':>8s} {'mix':8s} {'alone us':>9s} {'launch/queue':>13s} {'graph/queue':>12s} "
@@ -455,7 +371,7 @@ def small_items_targets(payload: dict | None, name: str = "small_items") -> str:
         lines.append(f"  {r['length']:8d} {r['mix']:8s} {r['alone_us']:9.2f} {lq:13.1f} {gq:12.1f} {lg:13.1f}")
     if small:
         lines.append(f"items under {limit:g} us of work (alone): the queue is {min(small):.1f}x to {max(small):.1f}x "
-                     f"faster per item than one launch per item; the slowest of those {_meets(min(small), target)}")
+                     f"faster per item than one launch per item; the slowest of those {_verdict(min(small), expected)}")
     else:
         lines.append(f"(no item in these records takes under {limit:g} us alone)")
     if "empty_kernel" in payload:
@@ -471,7 +387,7 @@ def _named(payload: dict | None, kind: str) -> list[dict]:
 
 def persistent_rounds(payload: dict | None, name: str = "schedule_stream_k") -> str:
     """Rung 06 over rung 05 on the squares, round by round (the rungs take turns, so a drifting clock touches
-    both alike), and the median per shape against the target."""
+    both alike), and the median per shape against the expectation."""
     if payload is None:
         return missing(name)
     rows = _named(payload, "square")
@@ -482,14 +398,14 @@ def persistent_rounds(payload: dict | None, name: str = "schedule_stream_k") -> 
         ratios = [r[f"{WS_RUNG}_ms"] / r[f"{DP_RUNG}_ms"] for r in rows if _same(shape)(r)]
         med = statistics.median(ratios)
         lines.append(f"  {shape_label(shape)}: 06 / 05 per round " + ", ".join(f"{x:.3f}" for x in ratios)
-                     + f"; median {med:.3f}x, {_meets(med, TARGETS['persistent'])}")
+                     + f"; median {med:.3f}x, {_verdict(med, EXPECTED['persistent'])}")
     return "\n".join(lines)
 
 
 def stream_k_ratios(payload: dict | None, tile: Tile, name: str = "schedule_stream_k") -> str:
     """Rung 07 over rung 06 on each named shape (median over its rounds) beside the prediction, the variant that
     splits every partial wave (SK_MIN_GAIN = 0) where the record has it, and per kind whether every shape meets
-    the lesson's target (the squares have none: they show what the model chose)."""
+    the lesson's expectation (the squares have none: they show what the model chose)."""
     if payload is None:
         return missing(name)
     sm_count = sm_count_of(payload, Gpu(ASSUMED_GPU["sm_count"], ASSUMED_GPU["l2_bytes"], ""))
@@ -511,9 +427,9 @@ def stream_k_ratios(payload: dict | None, tile: Tile, name: str = "schedule_stre
             lines.append(f"  {shape_label(shape):18s} {kind:15s} {len(mine):6d} {ratio:8.3f}{extra} "
                          f"{rounds(shape, tile, sm_count)['predicted']:9.2f} {vs_cublas:11.3f}")
     for kind, ratios in by_kind.items():
-        if kind in TARGETS:
+        if kind in EXPECTED:
             lines.append(f"{kind}: 07 / 06 from {min(ratios):.3f}x to {max(ratios):.3f}x (median "
-                         f"{statistics.median(ratios):.3f}x); the lowest {_meets(min(ratios), TARGETS[kind])}")
+                         f"{statistics.median(ratios):.3f}x); the lowest {_verdict(min(ratios), EXPECTED[kind])}")
     return "\n".join(lines)
 
 
@@ -542,166 +458,6 @@ def sweep_crossings(payload: dict | None) -> str:
                                      for k in ("06_persistent", "07_stream_k", "cublas") if k in before["tflops"])
                          + " TFLOP/s")
     return "\n".join(["wave boundaries in the sweep:", *lines]) if lines else "(the sweep crosses no wave boundary)"
-
-
-# ----------------------------------------------------------------------------------------------
-# LIVE: a short plan, measured now
-# ----------------------------------------------------------------------------------------------
-
-def live_plan(gpu: Gpu, tile: Tile) -> str:
-    ms = live_sweep_ms(gpu.sm_count, tile)
-    return "\n".join([
-        "LIVE plan (`lab study orders|counters|fp32|streamk|items` run the full studies):",
-        f"  tile orders: rung {TC_RUNG} on {shape_label(TARGET_SHAPE)} only, "
-        f"{', '.join(setting_label(*s) for s in LIVE_ORDER_SETTINGS)}, {LIVE_MIN_TIME_MS:g} ms of timing each",
-        "  FP32 contrast: gemm_fp32 rung 08 on the same shape, "
-        f"{', '.join(setting_label(*s) for s in LIVE_FP32_SETTINGS)}",
-        "  Nsight Compute counters: NOT measured live (they need one ncu process per study); replayed only",
-        f"  small items: lengths {', '.join(map(str, LIVE_ITEM_SIZES))}, {LIVE_ITEMS} items each",
-        f"  persistent GEMM: rungs 05 and 06 on {', '.join(map(shape_label, scheduling.SQUARES))}, 3 rounds",
-        f"  stream-K: rungs 06 and 07 at N = K = {scheduling.WAVE_N}, M in {', '.join(map(str, ms))}; two "
-        "wave-quantized and two well-quantized shapes, one round; rung 07 run three times for determinism",
-    ])
-
-
-def live_sweep_ms(sm_count: int, tile: Tile, waves: int = LIVE_WAVES) -> list[int]:
-    """The M (multiples of bm) just below and just above each of the first `waves` wave boundaries."""
-    per_row = tile.grid({"M": 1, "N": scheduling.WAVE_N})[1]
-    out = []
-    for j in range(1, waves + 1):
-        below = (j * sm_count // per_row) * tile.bm
-        out += [m for m in (below, below + tile.bm) if m > 0]
-    return sorted(set(out))
-
-
-def hopper_refusal(current: Mode) -> str | None:
-    """Why this GPU cannot run the Hopper rungs (None when it can, or in REPLAY)."""
-    if not current.live:
-        return None
-    from lab.core import device
-    from lab.families import get_family
-    from lab.lessons.mode import runs_on
-
-    arch = device.current().arch
-    rung = get_family(TC_FAMILY).rung(TC_RUNG)
-    if runs_on(rung, arch):
-        return None
-    return (f"this GPU is sm_{arch} and rungs 05-07 need sm_{rung.spec.min_arch}{rung.spec.arch_suffix}: the GEMM "
-            "parts of the live plan are skipped; the replayed records below still show them.")
-
-
-def _timed(what: str, fn: Callable[[], dict]) -> dict:
-    start = time.perf_counter()
-    out = fn()
-    print(f"LIVE: {what} measured in {time.perf_counter() - start:.0f} s (compiling included)")
-    return out
-
-
-def live_orders(current: Mode) -> dict | None:
-    """LIVE (a Hopper GPU): rung 06 in LIVE_ORDER_SETTINGS on TARGET_SHAPE, each order checked first."""
-    if not current.live or hopper_refusal(current):
-        return None
-    return _timed("tile orders", lambda: scheduling.time_orders([TARGET_SHAPE], LIVE_ORDER_SETTINGS,
-                                                                 min_time_ms=LIVE_MIN_TIME_MS))
-
-
-def live_fp32(current: Mode) -> dict | None:
-    if not current.live:
-        return None
-    return _timed("FP32 orders", lambda: scheduling.time_orders([TARGET_SHAPE], LIVE_FP32_SETTINGS, "gemm_fp32",
-                                                                 "08_multistage", min_time_ms=LIVE_MIN_TIME_MS))
-
-
-def live_small_items(current: Mode) -> dict | None:
-    if not current.live:
-        return None
-    from lab.families import work_queue
-
-    rows = _timed("small items", lambda: {"rows": work_queue.measure(LIVE_ITEM_SIZES, LIVE_ITEMS)})["rows"]
-    return work_queue.make_payload(rows, records.provenance())
-
-
-def _check_rungs(keys: Iterable[str], cases: Iterable[dict]) -> None:
-    """lab.measure.verify.check_rung on fp16 TN cases; stops the notebook on a failure (correct before timed)."""
-    from lab.families import get_family
-    from lab.measure.verify import check_rung
-
-    fam = get_family(TC_FAMILY)
-    cases = [dict(c, layout="TN", dtype="float16") for c in cases]
-    for key in keys:
-        results = check_rung(fam, fam.rung(key), cases)
-        failed = [r.line() for r in results if not r.passed]
-        if failed:
-            raise LabError(f"{key} failed its checks; fix it before timing it:\n" + "\n".join(failed[:5]))
-        print(f"checked {key}: {len(results)} cases passed")
-
-
-def _stream_k_payload(named: list[dict], gpu: Gpu, tile: Tile, **extra) -> dict:
-    """Live rows in schedule_stream_k.json's layout, so the same summaries and plots read them."""
-    return {"provenance": records.provenance(), "l2": "cold", "sm_count": gpu.sm_count, "tile": [tile.bm, tile.bn],
-            "named": named, **extra}
-
-
-def live_persistent(current: Mode, gpu: Gpu, tile: Tile) -> dict | None:
-    """LIVE (a Hopper GPU): rungs 05 and 06 on the squares, three rounds, after their checks."""
-    if not current.live or hopper_refusal(current):
-        return None
-
-    def run():
-        _check_rungs((WS_RUNG, DP_RUNG), scheduling.STREAM_K_CHECKS[:2])
-        rows = scheduling.time_rungs(scheduling.SQUARES, (WS_RUNG, DP_RUNG), rounds=3, min_time_ms=LIVE_MIN_TIME_MS)
-        return _stream_k_payload([r | {"kind": "square"} for r in rows], gpu, tile)
-
-    return _timed("persistent GEMM", run)
-
-
-def stream_k_bits(shape: dict, runs: int = 3) -> int:
-    """Rung 07 run `runs` times on one shape (outputs NaN-poisoned first): how many output elements differ."""
-    import cupy as cp
-    import numpy as np
-
-    from lab.families import get_family
-
-    fam = get_family(TC_FAMILY)
-    problem = fam.make_problem(layout="TN", dtype="float16", **shape)
-    outs = []
-    for _ in range(runs):
-        out = cp.full(problem.out_shape, np.nan, dtype=problem.dtype)
-        fam.launch(fam.rung(SK_RUNG), problem, out)
-        outs.append(cp.asnumpy(out).view(np.uint16))
-    return int(max(np.count_nonzero(o != outs[0]) for o in outs[1:]))
-
-
-def live_stream_k(current: Mode, gpu: Gpu, tile: Tile) -> dict | None:
-    """LIVE (a Hopper GPU): rungs 06 and 07 on a few M around the first wave boundaries and four named shapes,
-    after rung 07's checks on shapes that cut tiles across blocks; and rung 07's determinism."""
-    if not current.live or hopper_refusal(current):
-        return None
-
-    def run():
-        _check_rungs((SK_RUNG,), scheduling.STREAM_K_CHECKS)
-        shape = scheduling.WAVE_QUANTIZED[0]
-        bits = {"shape": shape, "runs": 3, "differing_elements": stream_k_bits(shape)}
-        named = scheduling.time_rungs(scheduling.WAVE_QUANTIZED[:2] + scheduling.WELL_QUANTIZED[:2],
-                                      (DP_RUNG, SK_RUNG), min_time_ms=LIVE_MIN_TIME_MS)
-        kinds = named_kinds()
-        named = [r | {"kind": kinds[shape_label(r)]} for r in named]
-        sweep = scheduling.time_rungs([{"M": m, "N": scheduling.WAVE_N, "K": scheduling.WAVE_K}
-                                       for m in live_sweep_ms(gpu.sm_count, tile)], (DP_RUNG, SK_RUNG),
-                                      min_time_ms=LIVE_MIN_TIME_MS)
-        return _stream_k_payload(named, gpu, tile, determinism=bits, sweep=sweep)
-
-    return _timed("stream-K", run)
-
-
-def live_note(payload: dict | None, current: Mode, name: str) -> str:
-    """What the live cell did: measured (its source line), skipped on this GPU, or nothing (REPLAY)."""
-    if payload is not None:
-        return f"LIVE: {source(payload, name)}"
-    if not current.live:
-        return "(REPLAY: nothing is measured here; the reference GPU's records follow.)"
-    return f"(LIVE: not measured here: {hopper_refusal(current) or 'see above'})"
-
 
 
 # ----------------------------------------------------------------------------------------------
@@ -749,3 +505,86 @@ def tiles_per_sm(shapes: Iterable[dict], tile: Tile, sm_count: int) -> str:
     """Tiles per persistent block: how many pipeline fills rung 06 saves per SM over rung 05."""
     return "\n".join(f"{shape_label(s)}: {tile.tiles(s)} tiles, {tile.tiles(s) / sm_count:.2f} per SM, "
                      f"{tile.k_tiles(s)} k-steps per tile" for s in shapes)
+
+
+# ----------------------------------------------------------------------------------------------
+# Sources and records for the cells written out in the notebook
+# ----------------------------------------------------------------------------------------------
+
+def tile_order_source() -> Markdown:
+    """The kernels' tile-order function (lab_tile_coords in kernels/common/lab_tile_order.cuh), as a code block."""
+    from lab.core.build import KERNELS_DIR
+
+    text = (KERNELS_DIR / TILE_ORDER_HEADER).read_text()
+    start = text.index("template <int TILE_ORDER")
+    return md(f"`kernels/{TILE_ORDER_HEADER}`\n\n```cuda\n{text[start:].rstrip()}\n```")
+
+
+def header_prediction(source_path: str) -> str:
+    """The "Prediction" field of a kernel's header comment (kernels/<source_path>), line by line, up to the next
+    field ("Requires:", "Knobs:", ...)."""
+    import re
+
+    from lab.core.build import KERNELS_DIR
+
+    header = []
+    for line in (KERNELS_DIR / source_path).read_text().splitlines():
+        if not line.startswith("//"):
+            break
+        header.append(line[2:].removeprefix(" "))
+    start = next((i for i, line in enumerate(header) if line.startswith("Prediction")), None)
+    if start is None:
+        return f"(kernels/{source_path} states no prediction)"
+    stop = next((i for i in range(start + 1, len(header)) if re.match(r"[A-Z][\w ]*:", header[i])), len(header))
+    return "\n".join(header[start:stop]).rstrip()
+
+
+def checked_shapes(payload: dict | None, name: str = "schedule_stream_k") -> str:
+    """The shapes on which the study checked rung 07 against float64 before timing it (the payload's "checked")."""
+    if payload is None:
+        return missing(name)
+    shapes = payload.get("checked") or []
+    if not shapes:
+        return f"({name} does not list the shapes it checked rung {SK_RUNG} on)"
+    return (f"{source(payload, name)}\nbefore timing, rung {SK_RUNG} was checked against the float64 reference "
+            f"(lab.measure.verify.check_case on each, guard zones included) on: {', '.join(map(shape_label, shapes))}")
+
+
+def recorded_times(payload: dict | None, shape: dict, name: str = "schedule_stream_k") -> str:
+    """At one named shape of the stream-K study: the median time of rungs 06 and 07 and cuBLAS over the rounds,
+    timed in the same run, and rung 07's speed against each."""
+    if payload is None:
+        return missing(name)
+    mine = [r for r in payload.get("named", []) if _same(shape)(r)]
+    if not mine:
+        return f"(no rows at {shape_label(shape)} in {name})"
+    ms = {key: statistics.median(r[f"{key}_ms"] for r in mine) for key in (DP_RUNG, SK_RUNG, "cublas")}
+    times = ", ".join(f"{key} {value * 1e3:.1f} us" for key, value in ms.items())
+    return (f"{source(payload, name)}\nat {shape_label(shape)} (cold L2, median of {len(mine)} rounds): {times}\n"
+            f"rung 07 runs at {ms['cublas'] / ms[SK_RUNG]:.3f}x cuBLAS's speed and "
+            f"{ms[DP_RUNG] / ms[SK_RUNG]:.3f}x rung 06's")
+
+
+def rung_excerpt(key: str, first: str, lines: int) -> Markdown:
+    """`lines` lines of gemm_tc rung `key`'s source from the first line that contains `first`, as a code block."""
+    from lab.core.build import read_source
+    from lab.families import get_family
+
+    spec = get_family(TC_FAMILY).rung(key).spec
+    text = read_source(spec).splitlines()
+    start = next((i for i, line in enumerate(text) if first in line), None)
+    if start is None:
+        return md(f"(`kernels/{spec.source}` has no line with `{first}`)")
+    body = "\n".join(text[start:start + lines])
+    return md(f"`kernels/{spec.source}`, lines {start + 1}-{start + lines}:\n\n```cuda\n{body}\n```")
+
+
+def code_diff(key: str, context: int = 1) -> Markdown:
+    """The diff of gemm_tc rung `key` against the rung before it, code lines only: lines that are only a comment
+    (the header's prose among them, which the cells above quote) are left out."""
+    import re
+
+    from lab.lessons.sources import rung_diff
+
+    lines = [line for line in rung_diff(TC_FAMILY, key, context).splitlines() if not re.match(r"^[-+ ]\s*//", line)]
+    return md("```diff\n" + "\n".join(lines) + "\n```")
