@@ -10,33 +10,99 @@
 
 # %% [markdown]
 # # 02 — The FP32 GEMM ladder: from one thread per output to a pipelined, warp-tiled SGEMM
+
+# %% [markdown]
+# ## What you will learn
 #
-# `C = alpha * A @ B + beta * C` in float32, row-major, any `M, N, K`. A product does `2 M N K` floating-
-# point operations on `4 (M K + K N + M N)` bytes, so the arithmetic per byte grows with the size: past
-# a few hundred on a side it is the arithmetic units, not memory, that set the limit, and the lesson
-# changes from "move bytes well" (notebook 01) to "keep the FMA units fed".
+# - How to count a matrix product before writing it: its FLOPs, the fewest bytes it can move, and how many bytes
+#   per FLOP each kernel really asks of the memory system, computed from its tile sizes.
+# - Why shared-memory tiles cut the traffic to global memory, and why register tiles then cut the traffic to shared
+#   memory, so that each load feeds many FMAs (the `FFMA`-to-`LDS` ratio of the compiled code).
+# - How to launch one rung through its family on a shape no tile divides, check it element by element against a
+#   float64 reference within each element's own error bound, and time it against cuBLAS in the same run.
+# - How registers decide occupancy, and how a `cp.async` pipeline hides global-memory latency.
+# - How a knob-tuning loop works (candidates, check, time, keep the best), and how to tell a real gain from noise.
+
+# %% [markdown]
+# `C = alpha * A @ B + beta * C` in float32, row-major, any `M, N, K`. A product does `2 M N K` floating-point
+# operations on at least `4 (M K + K N + M N)` bytes, so the arithmetic per byte grows with the size: past a few
+# hundred on a side it is the arithmetic units, not memory, that can set the limit, and the lesson changes from
+# "move bytes well" (notebook 01) to "keep the FMA units fed".
 #
 # Two yardsticks, both printed next to every measurement:
 #
-# - **cuBLAS SGEMM** (`cupy.matmul` on float32, TF32 off), timed on the same problem in the same run: the
-#   ceiling the ladder is measured against;
-# - the **FP32 peak**: SMs × FP32 lanes per SM × 2 FLOP per FMA × SM clock (`lab.core.device.fp32_peak`,
-#   which says where its clock came from).
+# - **cuBLAS SGEMM** (`cupy.matmul` on float32, TF32 off), the library baseline, timed on the same problem in the
+#   same run (`fam.launch_ceiling`);
+# - the **FP32 peak**: SMs × FP32 lanes per SM × 2 FLOP per FMA × SM clock (`lab.core.device.fp32_peak`, which
+#   says where its clock came from), a true upper bound for any kernel that does not use tensor cores.
 #
-# Eight rungs, each one change: coalescing, shared-memory tiles, register tiles (1-D, then 2-D),
-# 16-byte loads, warp tiling, and a multi-stage `cp.async` pipeline. For each, one call
-# (`lessons.RungWalk`) shows the steps every rung shares: what changed (the kernel's header and the diff
-# from the previous rung), the compile report (registers, shared memory, spills, and the SASS
-# instruction mix, where the ratio of `FFMA` to shared loads `LDS` tells most of the story), the
-# correctness check, the measurement, the DRAM traffic, the climb so far, and the header's prediction
-# held against the records. Every figure quoted is computed from records in a cell; none is typed in.
+# Eight rungs, each one change: coalescing, shared-memory tiles, register tiles (1-D, then 2-D), 16-byte loads,
+# warp tiling, and a multi-stage `cp.async` pipeline. Rungs 03 (shared-memory tiles) and 05 (register tiles) are
+# written out step by step: the count, the diff, the prediction, the compile report, one launch, one check, one
+# timing, the records and the figure. The other rungs repeat those steps through one call (`lessons.RungWalk`).
+# The approach follows Simon Boehm's worklog "How to optimize a CUDA matmul kernel for cuBLAS-like performance"
+# (siboehm.com/articles/22/CUDA-MMM), which the rung headers cite, and CUTLASS's "Efficient GEMM in CUDA". Every
+# figure quoted is computed from records in a cell; none is typed in.
 
 # %%
+from IPython.display import display
+
 from lab import lessons
+from lab.core import device, occupancy
 from lab.families import get_family
 from lab.families.gemm import dynamic_smem_bytes
+from lab.lessons import gemm_fp32_steps as steps
 from lab.lessons import knob_tuning, plots
 from lab.measure import bench
+from lab.studies import report
+
+GEMM = get_family("gemm_fp32")
+print(GEMM.title, "|", GEMM.metric, "against", GEMM.ceiling_title)
+print("\n".join(f"  {r.key}: {r.title}" for r in GEMM.rungs))
+
+# %% [markdown]
+# ## Counting first: FLOPs, bytes, and bytes per FLOP
+#
+# At the first headline size, the product's FLOPs and the fewest bytes it can move (A and B read once, C written
+# once) say how much arithmetic each byte could feed at best. What a kernel actually asks of the memory system
+# (L1, L2, DRAM) per FLOP depends on how it reuses what it loads:
+#
+# - **naive** (rungs 01 and 02): every FMA, two FLOPs, loads one float of `A` and one of `B`;
+# - **tiled** (rung 03 on): a block that owns a `BM × BN` tile of `C` loads, per step of `k`, a column of `BM`
+#   floats of `A` and a row of `BN` floats of `B`, and does `2 BM BN` FLOPs with them.
+#
+# The cell computes both from each rung's own tile sizes (its knobs in `lab/families/gemm.py`).
+
+# %%
+HEAD = GEMM.headline_params()[0]
+M, N, K = HEAD["M"], HEAD["N"], HEAD["K"]
+flops = 2 * M * N * K  # one multiply and one add per (i, j, k)
+min_bytes = 4 * (M * K + K * N + M * N)  # A and B read once, C written once, 4 bytes a float
+print(f"M = N = K = {M}: {flops / 1e9:.1f} GFLOP on at least {min_bytes / 2**20:.0f} MiB "
+      f"-> at best {min_bytes / flops:.5f} bytes per FLOP ({flops / min_bytes:.0f} FLOP per byte)")
+
+naive_bytes_per_flop = (4 + 4) / 2  # one float of A and one of B per FMA (2 FLOP)
+
+
+def tiled_bytes_per_flop(knobs: dict) -> float:
+    """Per k step a BM x BN block tile loads BM floats of A and BN floats of B, for 2 * BM * BN FLOP."""
+    return 4 * (knobs["BM"] + knobs["BN"]) / (2 * knobs["BM"] * knobs["BN"])
+
+
+BYTES_PER_FLOP = {}
+for key in ("01", "03", "04", "05"):
+    knobs = dict(GEMM.rung(key).spec.knobs)
+    BYTES_PER_FLOP[key] = tiled_bytes_per_flop(knobs) if "BK" in knobs else naive_bytes_per_flop
+    print(f"  rung {key} ({knobs['BM']} x {knobs['BN']} block tile, {GEMM.rung(key).title}): "
+          f"{BYTES_PER_FLOP[key]:.4f} bytes per FLOP = {1 / BYTES_PER_FLOP[key]:5.1f} FLOP per byte -> "
+          f"{BYTES_PER_FLOP[key] * flops / 2**30:7.1f} GiB requested at {M}^3, "
+          f"{BYTES_PER_FLOP[key] * flops / min_bytes:6.0f}x the minimum")
+
+# %% [markdown]
+# Read the last column: the naive kernel asks for many times the bytes the product needs, and only the caches
+# stand between those requests and DRAM. A shared-memory tile divides the requests by the tile's size; the larger
+# block tiles of the register-tiled rungs divide them again. Whether a rung can then be compute-bound depends on
+# how many FLOPs the GPU can do per byte its DRAM delivers, which the records below give.
 
 # %% [markdown]
 # ## Live or replay
@@ -68,11 +134,6 @@ PLANS = (bench.BenchPlan(kinds=("headline",)),
          bench.BenchPlan(kinds=("sweep",), quick=True, sweep_step=1, l2_modes=("cold",)),
          bench.BenchPlan(kinds=("tail",), min_time_ms=5.0, tail_step=3))
 print("LIVE plans:", *PLANS, sep="\n  ")
-
-# %%
-GEMM = get_family("gemm_fp32")
-print(GEMM.title, "|", GEMM.metric, "against", GEMM.ceiling_name)
-print("\n".join(f"  {r.key}: {r.title}" for r in GEMM.rungs))
 
 # %% [markdown]
 # ### Correct first
@@ -120,9 +181,30 @@ print(lessons.peak_status(PEAK, MODE))
 print(lessons.headline_summary(GEMM_RS, GEMM, "ceiling", peak=PEAK_TFLOPS))
 
 # %% [markdown]
+# ### How many FLOPs per DRAM byte the GPU needs
+#
+# The FP32 peak over the DRAM bandwidth (the device copy's, measured on the same GPU, from notebook 01's records)
+# is how many FLOPs a kernel must do per byte from DRAM to be able to reach the peak: the ridge of a roofline. The
+# cell holds each rung's bytes per FLOP from the count above against it. A rung that asks for more than that must
+# have the caches serve most of its requests, or wait for DRAM.
+
+# %%
+COPY_BANDWIDTH = lessons.copy_ceiling(GEMM_RS.provenance.get("device") if GEMM_RS else None)
+if PEAK_TFLOPS and COPY_BANDWIDTH:
+    copy_gbs, copy_where = COPY_BANDWIDTH
+    ridge = PEAK_TFLOPS * 1e12 / (copy_gbs * 1e9)  # FLOP per DRAM byte at which the two limits meet
+    print(f"FP32 peak {PEAK_TFLOPS:.1f} TFLOP/s / DRAM {copy_gbs:.0f} GB/s ({copy_where})\n"
+          f"  = {ridge:.1f} FLOP per byte, i.e. at most {1 / ridge:.4f} bytes per FLOP from DRAM")
+    for key, per_flop in BYTES_PER_FLOP.items():
+        print(f"  rung {key}: asks {per_flop:.4f} bytes per FLOP = {per_flop * ridge:6.2f}x what DRAM can feed at "
+              "the peak")
+else:
+    print("(needs the FP32 peak and the device copy's bandwidth on the same GPU; the records in hand lack one)")
+
+# %% [markdown]
 # How many bytes each rung really pulls from DRAM is the other half of the story of tiling, and time
 # cannot show it: Nsight Compute's counters can. LIVE with `ncu` installed: one launch of each rung at
-# the first headline size is profiled now (a few seconds per rung). Otherwise the reference GPU's
+# the first headline size is profiled in this run (a few seconds per rung). Otherwise the reference GPU's
 # profile (`gemm_fp32_profile.json`) is replayed, if present.
 
 # %%
@@ -171,18 +253,154 @@ GEMM_02 = WALK("02")
 # %% [markdown]
 # ## Rung 03 — shared-memory tiles
 #
-# The `k` loop walks `K` in steps of `BK`. Each step, the block copies a `BM×BK` tile of `A` and a
-# `BK×BN` tile of `B` into shared memory (coalesced), waits at a barrier, and every thread runs `BK`
-# steps of its dot product from shared memory. Each element fetched from global memory is now reused by
-# a whole row or column of the block's threads instead of being requested again by every warp.
+# The `k` loop walks `K` in steps of `BK`. Each step, the block copies a `BM×BK` tile of `A` and a `BK×BN` tile of
+# `B` into shared memory (coalesced), waits at a barrier, and every thread runs `BK` steps of its dot product from
+# shared memory. Each element fetched from global memory is now reused by a whole row or column of the block's
+# threads instead of being requested again by every warp: the count at the top gives the factor, from the tile's
+# sides alone.
 #
-# The report shows the tiles (static shared memory), the barriers (`BAR`), and shared loads: the
-# broadcast read of `As` is fused four `k` steps at a time into `LDS.128`, the read of `Bs` is a plain
-# `LDS`. The header expects a modest gain: by its model the shared-memory version has the same ceiling
-# as rung 02 (as many wavefronts per FMA), and Hopper's large L1 already served part of rung 02's reuse.
+# ### What changed: the diff from rung 02
 
 # %%
-GEMM_03 = WALK("03")
+print(lessons.knobs_line(GEMM, "03"))
+lessons.show_diff(GEMM, "03")
+
+# %% [markdown]
+# ### Predict first
+#
+# Before looking at any time: rung 02 asked for a float of `A` and one of `B` per FMA, and this tile asks for a
+# small fraction of that from global memory. But every FMA still reads two values, now from shared memory, and
+# shared memory serves a limited number of wavefronts per clock. Will the step be large or small? Write your guess
+# down, then read the header's prediction, written before the rung was ever run:
+
+# %%
+print(lessons.prediction(GEMM, "03"))
+
+# %% [markdown]
+# ### The compile report
+#
+# The report shows the tiles (static shared memory), the barriers (`BAR`), and shared loads: the broadcast read of
+# `As` is fused four `k` steps at a time into `LDS.128`, the read of `Bs` is a plain `LDS`. The last line counts how
+# many FMAs each load instruction feeds, the ratio the register tiles of rungs 04 and 05 will raise.
+
+# %%
+REPORTS_03 = lessons.compile_pair(GEMM, "03", ARCH)  # rung 02's, then rung 03's, as the ladder builds them
+display(lessons.md(report.compile_markdown(REPORTS_03)))
+print(lessons.instruction_delta(REPORTS_03))
+print(lessons.operand_mix(REPORTS_03[-1:]))
+
+# %% [markdown]
+# ### One launch, on a shape no tile divides
+#
+# `M, N, K = 1000, 1003, 517`: no side is a multiple of the 32-wide tile, so the last row and column of blocks are
+# partial and the last `k` tile is short. The output is filled with NaN first, so an element the kernel never
+# writes stays NaN. The launch geometry is arithmetic (grid `ceil(N / BN) × ceil(M / BM)`), printed in both modes;
+# the launch itself needs a GPU.
+
+# %%
+ODD = dict(steps.ODD_SHAPE)  # M, N, K = 1000, 1003, 517
+RUNG_03 = GEMM.rung("03")
+grid, block, smem = GEMM.geometry(RUNG_03, ODD["M"], ODD["N"])
+knobs_03 = dict(RUNG_03.spec.knobs)
+print(f"{RUNG_03.key} on M={ODD['M']} N={ODD['N']} K={ODD['K']}: grid {grid[0]} x {grid[1]} = {grid[0] * grid[1]} "
+      f"blocks of {block[0]} threads; the last block column holds {ODD['N'] - (grid[0] - 1) * knobs_03['BN']} of "
+      f"{knobs_03['BN']} columns, the last block row {ODD['M'] - (grid[1] - 1) * knobs_03['BM']} of {knobs_03['BM']} "
+      f"rows, the last k tile {ODD['K'] % knobs_03['BK'] or knobs_03['BK']} of {knobs_03['BK']} steps")
+
+if MODE.live:
+    import cupy as cp
+
+    fam = get_family("gemm_fp32")
+    rung = fam.rung("03")
+    problem = fam.make_problem(seed=3, **ODD)  # fresh random A and B, never zeros; beta = 0, so C is not read
+    out = cp.full(problem.out_shape, cp.nan, dtype=cp.float32)  # poisoned: an element never written stays NaN
+    fam.launch(rung, problem, out)
+    cp.cuda.get_current_stream().synchronize()  # a fault in the kernel surfaces here, not in a later cell
+    print(f"launched {rung.key} on {problem.label}: {int(cp.isnan(out).sum())} of {out.size} elements still NaN")
+else:
+    print("On a GPU this cell launches rung 03 once on that shape into a NaN-filled output. The replayed records "
+          "hold no launch of this shape; the next cell shows the checks they recorded.")
+
+# %% [markdown]
+# ### One check, against float64
+#
+# The reference is the same product in float64, from the same float32 inputs. A float32 sum of `K` products is not
+# exact, so each element gets its own bound (`fam.error_bound`, from `lab.measure.bounds`): it grows with `K` and
+# with the sizes of that element's own products. An element passes when its error is at most its bound; the
+# largest ratio says how much of the bound the kernel used.
+
+# %%
+if MODE.live:
+    import numpy as np
+
+    ref = fam.reference(problem)  # float64, M x N (x ldc: the padding columns, none here)
+    bound = fam.error_bound(problem, ref)  # each element's allowed |error|
+    got = out.get().astype(np.float64)
+    err = np.abs(got - ref)
+    print(f"{problem.label}: {int(np.isnan(got).sum())} elements NaN; largest |error| {np.nanmax(err):.3g}; "
+          f"largest |error| / bound {np.nanmax(err / bound):.3g} (at most 1 passes)")
+else:
+    print("On a GPU this cell compares that output with the float64 reference, element by element, against "
+          "fam.error_bound; replayed here instead are the bound margins recorded on the reference GPU:")
+print(steps.bound_margin(GEMM, "03"))
+
+# %% [markdown]
+# One shape proves little. `lab.measure.verify.check_rung` (run on every rung at the top of the notebook, LIVE only)
+# repeats the same check on the spread of check cases, on three input distributions, with guard zones around the
+# output (a write outside it is caught) and a second run with a different poison (a result that moves is a race):
+
+# %%
+print(lessons.check_summary(GEMM_CHECKS, GEMM, "03"))
+
+# %% [markdown]
+# ### One timing, against cuBLAS in the same run
+#
+# `lab.measure.timing.measure` times each launch between CUDA events, after warm-up launches, with the L2 flushed
+# before every timed launch (cold L2), and returns the median and its spread. cuBLAS is timed the same way, on the
+# same problem, right after: the ratio of the two medians is the figure, since both saw the same GPU, clocks and
+# temperature.
+
+# %%
+if MODE.live:
+    from lab.measure import timing
+
+    flusher = timing.L2Flusher()  # a buffer twice the L2's size, written before every timed launch
+    mine = timing.measure(lambda i: fam.launch(rung, problem, out, i), l2="cold", flusher=flusher)
+    cublas = timing.measure(lambda i: fam.launch_ceiling(problem, out, i), l2="cold", flusher=flusher)
+    print(f"{rung.key}: median {mine.median_ms:.4f} ms (p10-p90 {mine.p10_ms:.4f}-{mine.p90_ms:.4f}) = "
+          f"{fam.throughput(problem, mine.median_ms):.2f} TFLOP/s\n"
+          f"cuBLAS: median {cublas.median_ms:.4f} ms = {fam.throughput(problem, cublas.median_ms):.2f} TFLOP/s\n"
+          f"-> {cublas.median_ms / mine.median_ms:.3f}x cuBLAS on {problem.label}, measured in this run")
+else:
+    print("On a GPU this cell times rung 03 and cuBLAS on the odd shape, cold L2, one after the other. The "
+          "replayed records timed both the same way at the headline sizes; their ratio:")
+    print(lessons.ratio(GEMM_RS, GEMM, "03", "ceiling"))
+
+# %% [markdown]
+# ### The records, and the prediction held against them
+#
+# The headline records (median, spread, TFLOP/s, the fraction of cuBLAS timed beside it, against rung 02 and
+# against the FP32 peak), then the DRAM traffic of one launch from the profile, then the ladder so far as bars.
+
+# %%
+print(lessons.headline_summary(GEMM_RS, GEMM, "03", peak=PEAK_TFLOPS))
+print(lessons.dram_summary(GEMM_PROFILE, GEMM, "03"))
+
+# %%
+lessons.plot(plots.ladder_bars, lessons.so_far(GEMM_RS, GEMM, "03"), "gemm_fp32", peak=PEAK_TFLOPS,
+             peak_label="FP32 peak")
+
+# %% [markdown]
+# **Reading the figure.** Each bar is one rung at the first headline size, labelled with its TFLOP/s and its
+# fraction of cuBLAS; the dashed line is cuBLAS from the same run, the dotted one the FP32 peak. Look at the step
+# from rung 02 to rung 03, not at the height of either: the tile cut global requests by the factor the count at the
+# top printed, yet the bar grew by much less, and the DRAM bytes in the line above the figure did not fall at all
+# (the paragraph after the next cell says why). That gap is the lesson of this rung: the limit moved from global
+# memory to shared memory, where each FMA still costs two loads. The check below says whether the header's
+# range held.
+
+# %%
+print(lessons.prediction_check(GEMM_RS, GEMM, "03"))
 
 # %% [markdown]
 # **DRAM traffic does not fall at this rung.** The line below compares rung 02 and rung 03 from the
@@ -210,15 +428,105 @@ GEMM_04 = WALK("04")
 # %% [markdown]
 # ## Rung 05 — a 2-D register tile: each thread computes a `TM×TN` block
 #
-# Per `k`, a thread copies `TM` values of `A` and `TN` values of `B` from shared memory into registers,
-# then does their outer product, `TM·TN` FMAs, from registers alone. The block tile grows to match. The
-# cost is registers: the accumulators and the operand fragments live there, and the register count
-# decides how many blocks fit on an SM. The header expects the low end of its range: the register
-# count in the report allows only one block per SM, so nothing hides that block's global loads and
-# barriers.
+# Per `k`, a thread copies `TM` values of `A` and `TN` values of `B` from shared memory into registers, then does
+# their outer product, `TM·TN` FMAs, from registers alone. The block tile grows to match. Rung 03 moved the
+# operands from global to shared memory; this rung makes each value read from shared memory feed many FMAs.
+#
+# ### The count: shared-memory bytes per FLOP, and registers per block
+#
+# The first lines count what a thread reads from shared memory per FLOP, at rung 03 and here, from the knobs. The
+# cost is registers: the accumulators and the operand fragments live there, and the register count decides how many
+# blocks fit on an SM. The last lines do that arithmetic from the compile report.
 
 # %%
-GEMM_05 = WALK("05")
+k03, k05 = dict(GEMM.rung("03").spec.knobs), dict(GEMM.rung("05").spec.knobs)
+smem_03 = (4 + 4) / 2  # rung 03: per FMA (2 FLOP), one value of As and one of Bs
+smem_05 = 4 * (k05["TM"] + k05["TN"]) / (2 * k05["TM"] * k05["TN"])  # TM + TN values feed TM * TN FMAs
+print(f"shared-memory bytes a thread reads per FLOP: rung 03 {smem_03:.3f}, rung 05 {smem_05:.3f} "
+      f"(TM={k05['TM']}, TN={k05['TN']}) -> {smem_03 / smem_05:.0f}x fewer")
+print(f"  = FFMA per float read from shared memory: rung 03 {4 / (2 * smem_03):.1f}, rung 05 {4 / (2 * smem_05):.1f} "
+      "(the compile reports' last line counts the same from the SASS)")
+print(f"global bytes per FLOP (the count at the top): rung 03 {BYTES_PER_FLOP['03']:.4f}, "
+      f"rung 05 {BYTES_PER_FLOP['05']:.4f} ({k05['BM']} x {k05['BN']} block tile)")
+
+REPORTS_05 = lessons.compile_pair(GEMM, "05", ARCH)  # rung 04's, then rung 05's
+rep = REPORTS_05[-1]
+registers_per_block = rep.registers * k05["THREADS"]
+print(f"rung 05: {rep.registers} registers x {k05['THREADS']} threads = {registers_per_block} registers a block; "
+      f"an SM has 65536 -> {65536 // registers_per_block} block(s) by registers alone")
+try:  # lab.core.occupancy knows the limits of the archs in its table
+    print("lab.core.occupancy, all limits at once:",
+          occupancy.occupancy(device.arch_number(rep.arch), k05["THREADS"], rep.registers, rep.smem_static_bytes))
+except ValueError as exc:
+    print(f"(lab.core.occupancy: {exc})")
+
+# %% [markdown]
+# ### What changed: the diff from rung 04
+
+# %%
+print(lessons.knobs_line(GEMM, "05"))
+lessons.show_diff(GEMM, "05")
+
+# %% [markdown]
+# ### Predict first
+#
+# The count says shared-memory traffic per FLOP fell several times against rung 03; the register arithmetic says
+# one block per SM, eight warps, with nothing to run while that block waits on its global loads and barriers. Which
+# wins? Guess the step over rung 04, then read the header's prediction:
+
+# %%
+print(lessons.prediction(GEMM, "05"))
+
+# %% [markdown]
+# ### The compile report
+#
+# The `FFMA`-to-`LDS` ratio in the last line is the count above, as the compiler emitted it.
+
+# %%
+display(lessons.md(report.compile_markdown(REPORTS_05)))
+print(lessons.instruction_delta(REPORTS_05))
+print(lessons.operand_mix(REPORTS_05[-1:]))
+
+# %% [markdown]
+# ### One launch, one check, one timing
+#
+# The same three steps as rung 03's cells, on the same odd shape, through `lab.lessons.gemm_fp32_steps` (each of its
+# functions does what those cells wrote out: a NaN-filled output and one launch; the float64 reference, each
+# element's bound and the largest ratio; `timing.measure` on the rung and on cuBLAS, cold L2, in this run).
+
+# %%
+if MODE.live:
+    problem_05, out_05 = steps.launch_once(GEMM, "05", seed=3, **ODD)
+    print(steps.float64_check(GEMM, problem_05, out_05))
+    print(steps.time_against_baseline(GEMM, "05", problem_05, out_05), "(measured in this run)")
+else:
+    print("On a GPU this cell launches rung 05 on the odd shape, checks it against float64 and times it against "
+          "cuBLAS. Replayed here: the recorded bound margins and the headline records' ratio to cuBLAS.")
+    print(steps.bound_margin(GEMM, "05"))
+    print(lessons.ratio(GEMM_RS, GEMM, "05", "ceiling"))
+print(lessons.check_summary(GEMM_CHECKS, GEMM, "05"))
+
+# %% [markdown]
+# ### The records, and the prediction held against them
+
+# %%
+print(lessons.headline_summary(GEMM_RS, GEMM, "05", peak=PEAK_TFLOPS))
+print(lessons.dram_summary(GEMM_PROFILE, GEMM, "05"))
+
+# %%
+lessons.plot(plots.ladder_bars, lessons.so_far(GEMM_RS, GEMM, "05"), "gemm_fp32", peak=PEAK_TFLOPS,
+             peak_label="FP32 peak")
+
+# %% [markdown]
+# **Reading the figure.** Compare the steps rung 03 to 04 and rung 04 to 05 with the step rung 02 to 03. The
+# register tiles cut the shared loads per FMA, the quantity the compile reports' last line tracks, and the bars
+# follow that quantity more closely than they followed the global-memory count at rung 03. Then look at the step
+# from rung 04 to rung 05 against how far it cut shared loads per FMA: one block per SM (the register arithmetic
+# above) leaves that block's global loads and barriers exposed, which keeps rung 05 well below cuBLAS; rung 06 goes
+# after that cost.
+
+# %%
+print(lessons.prediction_check(GEMM_RS, GEMM, "05"))
 
 # %% [markdown]
 # ## Rung 06 — 16-byte loads, and `A` transposed in shared memory
@@ -269,15 +577,80 @@ print("dynamic shared memory per block:", dynamic_smem_bytes(GEMM.rung("08")), "
 GEMM_08 = WALK("08")
 
 # %% [markdown]
-# The prediction also says how the stage count should matter: `STAGES = 4` no faster than 3, and 2
-# within a few percent. The ladder's records time one stage count only; the tuning rounds timed several
-# with every other knob held still, beside cuBLAS in the same round. Here are the groups at rung 07's
-# tile (where the prediction was written) and at the family's own default knobs:
+# ### Tuning rung 08's knobs: the loop
+#
+# Rung 08's tile shape, stage count and register budget are knobs (`-D` defines), and the best values depend on the
+# GPU. Finding them is a loop: a list of candidate settings; for each, build it, **check** it (a setting that fails
+# a check is dropped, never timed), **time** it beside cuBLAS in the same run, and **keep the best**. The cell below
+# is that loop, on four candidates at the first headline size. `scripts/gemm_sweep.py` is the same loop with more
+# candidates, four sizes, longer timings and cuBLAS timed at both ends of the round; its rounds are the records
+# replayed after it. From `lab.lessons.knob_tuning` the loop takes only `with_knobs` (a rung with knobs changed,
+# `THREADS` derived again from the warp tiles) and `changed_knobs` (a setting's name).
+
+# %%
+CANDIDATES = [{}, {"STAGES": 3}, {"STAGES": 2}, {"BM": 128, "MINB": 2, "STAGES": 3}]  # changes from the defaults
+TUNE_CASES = lessons.few_cases(GEMM, 6)
+if MODE.live:
+    import cupy as cp
+
+    from lab.core.build import compile_report
+    from lab.measure import timing
+    from lab.measure.verify import check_rung
+
+    base = GEMM.rung("08")
+    tune_problem = GEMM.make_problem(seed=5, **HEAD)
+    tune_out = cp.empty(tune_problem.out_shape, cp.float32)
+    flusher = timing.L2Flusher()
+    cublas = timing.measure(lambda i: GEMM.launch_ceiling(tune_problem, tune_out, i), l2="cold", flusher=flusher)
+    print(f"cuBLAS on {tune_problem.label}: {GEMM.throughput(tune_problem, cublas.median_ms):.2f} TFLOP/s")
+    kept = None
+    for change in CANDIDATES:
+        candidate = knob_tuning.with_knobs(base, **change)
+        name = knob_tuning.changed_knobs(dict(candidate.spec.knobs), dict(base.spec.knobs))
+        compiled = compile_report(candidate.spec.with_knobs(VEC=4), ARCH, GEMM.dynamic_smem_bytes(candidate))
+        failed = [r.line() for r in check_rung(GEMM, candidate, TUNE_CASES) if not r.passed]
+        if failed:  # a wrong kernel is not a fast one: never timed
+            print(f"  {name:24s} {len(failed)} check(s) failed, not timed: {failed[0]}")
+            continue
+        t = timing.measure(lambda i, c=candidate: GEMM.launch(c, tune_problem, tune_out, i), l2="cold",
+                           flusher=flusher)
+        ratio = cublas.median_ms / t.median_ms
+        print(f"  {name:24s} {compiled.registers} registers, {'spills' if compiled.spills else 'no spills'}: "
+              f"{GEMM.throughput(tune_problem, t.median_ms):6.2f} TFLOP/s = {ratio:.3f}x cuBLAS")
+        if kept is None or ratio > kept[1]:
+            kept = (name, ratio)
+    print(f"kept: {kept[0]} at {kept[1]:.3f}x cuBLAS (measured in this run)" if kept else "no candidate passed")
+else:
+    print(f"On a GPU this cell runs that loop: {len(CANDIDATES)} candidates, each checked on {len(TUNE_CASES)} "
+          f"cases and timed at M = N = K = {HEAD['M']} beside cuBLAS. Replayed below: the last tuning round, the "
+          "same loop as scripts/gemm_sweep.py ran it.")
+
+# %% [markdown]
+# The last round of the records, setting by setting, with the one the loop kept. The second line is cuBLAS timed at
+# the start and at the end of the same round: how much a figure drifts within one round, the scale against which
+# a difference between two settings means anything.
 
 # %%
 TUNING = knob_tuning.load()
+LAST_ROUND = max((r["round"] for r in TUNING["rounds"]), default=0) if TUNING else 0
+print(knob_tuning.round_table(TUNING, LAST_ROUND, "08_multistage", dict(GEMM.rung("08").spec.knobs)))
+
+# %% [markdown]
+# **Reading the round.** Read each column on its own: the ranking of the settings need not be the same at every
+# size, so "the best" depends on the size the loop ranks by (the first headline size here; the sizes one off a
+# multiple of the tile can favour other shapes). The register column shows the price of the taller or wider thread
+# tiles (`TM=16`, `TN=16`): more registers a thread, so fewer blocks per SM. When the loop kept a setting other than
+# the family's defaults, the last line says by how much it beat them at each size: set that gap against cuBLAS's
+# own drift in the second line, and against the same comparison in other rounds (below), before calling it a gain.
+#
+# The prediction also says how the stage count should matter: `STAGES = 4` no faster than 3, and 2 within a few
+# percent. The ladder's records time one stage count only; the tuning rounds timed several with every other knob
+# held still, beside cuBLAS in the same round. Here are the groups at rung 07's tile (where the prediction was
+# written) and at the family's own default knobs:
+
+# %%
 print(knob_tuning.knob_effect(TUNING, "08_multistage", "STAGES", dict(GEMM.rung("08").spec.knobs),
-                         like=[dict(GEMM.rung("07").spec.knobs), dict(GEMM.rung("08").spec.knobs)]))
+                              like=[dict(GEMM.rung("07").spec.knobs), dict(GEMM.rung("08").spec.knobs)]))
 
 # %% [markdown]
 # **Rung 08 moves more DRAM bytes than rung 07.** Its tile is half as tall (`BM` in the knobs above), so
@@ -289,7 +662,6 @@ print(knob_tuning.knob_effect(TUNING, "08_multistage", "STAGES", dict(GEMM.rung(
 # stop rung 08 from being the faster rung.
 
 # %%
-COPY_BANDWIDTH = lessons.copy_ceiling(GEMM_RS.provenance.get("device") if GEMM_RS else None)
 print(lessons.dram_change(GEMM_PROFILE, GEMM, "07", "08"))
 for key in ("07", "08"):
     print(lessons.dram_rate(GEMM_PROFILE, GEMM_RS, GEMM, key, *(COPY_BANDWIDTH or (None, ""))))
@@ -307,7 +679,13 @@ for params in lessons.headline_sizes(GEMM_RS) or [None]:
     lessons.plot(plots.ladder_bars, GEMM_RS, "gemm_fp32", params=params, peak=PEAK_TFLOPS, peak_label="FP32 peak")
 
 # %% [markdown]
-# The same records as one comparison: each target across the headline sizes, and as a fraction of its
+# **Reading the figures.** Read the bars left to right as the ladder's story: the large steps are the rungs that
+# changed what each load feeds (register tiles) or how many blocks share an SM (rung 06), the small ones changed how
+# a load is served. Then compare the figures with one another: the cuBLAS line moves between sizes too, so hold each
+# bar's fraction of cuBLAS (its second label), not its height, from one size to the next.
+
+# %% [markdown]
+# The same records as one comparison: each kernel across the headline sizes, and as a fraction of its
 # own figure at the first size. A size one past a multiple of the tile adds a row and a column of
 # nearly empty blocks; a size one short of it keeps the grid but loses the 16-byte path.
 
@@ -334,6 +712,12 @@ lessons.headline_table(GEMM_RS, "gemm_fp32")
 lessons.plot(plots.throughput_vs_size, GEMM_RS, "gemm_fp32", peak=PEAK_TFLOPS, peak_label="FP32 peak")
 
 # %% [markdown]
+# **Reading the figure.** Look for where each curve flattens: past that side the GPU is full, and the plateau's
+# height is the rung's own limit, the one its section above explained. Left of it, the number of blocks, not the
+# kernel, sets the throughput, which is why the small sizes say little about a rung. In the lower panel, a rung
+# whose fraction of cuBLAS stays level across the plateau has the same bottleneck at every size.
+
+# %% [markdown]
 # The best rung against cuBLAS, size by size (and the sizes where it is the faster of the two), then
 # against rung 07:
 
@@ -357,11 +741,16 @@ print(lessons.tail_steps(GEMM_RS, GEMM))
 # %%
 lessons.plot(plots.tail, GEMM_RS, "gemm_fp32")
 
+# %% [markdown]
+# **Reading the figure.** Look for two patterns along `N`: a step down just past each multiple of the tile width
+# (partial tiles), and a repeating pattern of period four on the vectorized rungs (the scalar path). Compare their
+# depth with cuBLAS's own wiggles on the same axis: a tail effect smaller than those is not worth a code path.
+
 # %%
 print(lessons.tail_sawtooth(GEMM_RS, GEMM))
 
 # %% [markdown]
-# The sawtooth in one table: each target's median at `N` a multiple of four against its median at the
+# The sawtooth in one table: each kernel's median at `N` a multiple of four against its median at the
 # other sizes. A ratio near one means the tail costs nothing; rungs 06 to 08 are where the scalar path
 # can show.
 
@@ -384,6 +773,12 @@ lessons.dram_table(GEMM_PROFILE, GEMM)
 lessons.dram_plot(GEMM_PROFILE, GEMM)
 
 # %% [markdown]
+# **Reading the figure.** Hold each bar against the count at the top of the notebook: the bytes a rung requests per
+# FLOP are an upper end, the minimum is the lower end, and where the bar falls between them is how much the L2
+# caught. Rung 03 against rung 02 and rung 08 against rung 07 are the two places where the bars rise clearly;
+# the sections of those rungs explain why, and the timings show why that did not slow them.
+
+# %% [markdown]
 # ---
 # ## What to take away
 #
@@ -397,5 +792,7 @@ lessons.dram_plot(GEMM_PROFILE, GEMM)
 #   instructions per shared-memory access cost more than any tile shape or stage count bought (rung 08's
 #   tuning note, from Nsight Compute and the SASS). Tensor cores, the next ladders' subject, change the
 #   arithmetic itself.
+# - Tuning is a loop with a check inside it: candidates, check, time beside the library baseline in the same run,
+#   keep the best; a gain is only one when it is larger than the drift of the same measurement within the round.
 # - Every prediction above sits next to a number computed from records, so each one can be seen to hold
 #   or fail.
