@@ -3,7 +3,7 @@
 - mode:        LIVE (a GPU here: check and measure in this run) or REPLAY (the reference GPU's records), and the banner
 - sources:     a rung's header, knobs, diff from the previous rung, compile reports and instruction mix
 - views:       records measured in this run or replayed, picked by rung and size: summaries, ratios, tails, figures
-- demos:       live-only checks and timing demonstrations
+- demos:       live-only checks of a ladder before any timing
 - nsight:      Nsight Compute counters: bank conflicts, DRAM bytes against the minimum
 - predictions: a header's prediction and its numeric ranges held against the records; the FP32 peak
 - walk:        RungWalk, one call for the steps every rung repeats
@@ -20,8 +20,6 @@ from lab.lessons.demos import (
     check_ladder,
     check_summary,
     few_cases,
-    first_launch_versus_steady,
-    host_clock_versus_events,
 )
 from lab.lessons.mode import (
     MODE_VARIABLE,
@@ -100,8 +98,8 @@ __all__ = [
     "Claim", "MODE_VARIABLE", "Markdown", "Mode", "REGIMES", "Ratio", "RungWalk", "arch_note", "best_rung",
     "ceiling_name", "ceiling_summary", "check_ladder", "check_summary", "claims", "cold_versus_warm", "compile_arch",
     "compile_pair", "conflict_metrics", "copy_ceiling", "describe_gpu", "describe_provenance", "dram_change",
-    "dram_plot", "dram_rate", "dram_summary", "dram_table", "few_cases", "figure", "first_launch_versus_steady",
-    "fp32_peak", "headline_sizes", "headline_summary", "headline_table", "host_clock_versus_events",
+    "dram_plot", "dram_rate", "dram_summary", "dram_table", "few_cases", "figure",
+    "fp32_peak", "headline_sizes", "headline_summary", "headline_table",
     "instruction_delta", "kinds_status", "knobs_line", "ladder_records", "launch_paths", "md", "missing",
     "mma_mix", "mode", "mode_banner", "mostly_rewritten", "one_record", "operand_mix", "peak_status", "plot",
     "prediction", "prediction_check", "profile_plot", "profile_records", "profile_status", "profile_value",
