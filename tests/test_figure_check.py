@@ -64,3 +64,11 @@ def test_installed_check_stops_a_savefig(tmp_path, monkeypatch):
     with pytest.raises(figure_check.FigureProblem, match="a readable figure.*'tiny' is 4.0 pt"):
         fig.savefig(tmp_path / "bad.png")
     plt.close(fig)
+
+
+def test_tick_labels_outside_the_view_are_not_counted():
+    fig, ax = _figure()
+    ax.set_yscale("log")
+    ax.set_ylim(1.5, 2.5)  # a log axis keeps minor ticks (and their labels) outside this view
+    assert figure_check.problems(fig) == []
+    plt.close(fig)

@@ -21,11 +21,27 @@ class FigureProblem(AssertionError):
     """A figure a reader could not read."""
 
 
+def _undrawn_tick_labels(fig) -> set[int]:
+    """Tick labels matplotlib keeps but does not draw: those of ticks outside the axis's view (a log axis keeps
+    stale minor ticks there)."""
+    hidden = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            span = (hi - lo) or 1.0
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                loc = tick.get_loc()
+                if loc is None or not lo - 1e-9 * span <= loc <= hi + 1e-9 * span:
+                    hidden |= {id(tick.label1), id(tick.label2)}
+    return hidden
+
+
 def _texts(fig):
     from matplotlib.text import Text
 
+    hidden = _undrawn_tick_labels(fig)
     for text in fig.findobj(Text):
-        if text.get_visible() and text.get_text().strip() and text.get_alpha() != 0:
+        if id(text) not in hidden and text.get_visible() and text.get_text().strip() and text.get_alpha() != 0:
             yield text
 
 
