@@ -21,6 +21,7 @@ matplotlib.use("Agg")
 
 from lab.lessons import (
     Mode,  # noqa: E402
+    ops_records,  # noqa: E402
     plots,  # noqa: E402
 )
 from lab.lessons import ops as lesson  # noqa: E402
@@ -286,7 +287,7 @@ def test_compile_record_missing_and_present(monkeypatch, tmp_path):
     if real is not None:  # the repository's own CPU record
         text = lesson.compile_summary(real)
         assert lesson.CPU_LABEL.upper() in text and "variants built" in text and "median" in text
-    monkeypatch.setattr(lesson, "compile_record_path", lambda: tmp_path / "absent.json")
+    monkeypatch.setattr(ops_records, "compile_record_path", lambda: tmp_path / "absent.json")
     assert lesson.load(lesson.COMPILE) is None
     line = lesson.missing(lesson.COMPILE)
     assert "NO RECORDS for compile_variants" in line and "python -m lab.studies.compile_study" in line
@@ -464,6 +465,62 @@ def test_boundary_says_where_decode_stops_paying(files):
     assert "decode beats every other path at no M" in lesson.boundary_reading(never)
 
 
+def test_boundary_names_the_first_loss_and_every_win_after_it(files):
+    """A sweep where decode loses at one M and wins again later: the reading says the first M another path is faster
+    (not the last win), and where decode wins again; the checklist and the table comparison agree with it."""
+    dip = json.loads(json.dumps(files[lesson.TRACE]))
+    ms = dip["boundary"]["M"]
+    rival = [min(v[i] for p, v in dip["boundary"]["us"].items() if p != "decode" and v[i] is not None)
+             for i in range(len(ms))]
+    wins_at = {ms[0], ms[1], ms[3]}  # wins, wins, loses, wins again, then loses for good
+    dip["boundary"]["us"]["decode"] = [r * (0.9 if m in wins_at else 1.1) for m, r in zip(ms, rival, strict=True)]
+    runs = lesson.decode_runs(dip)
+    assert (runs["pays_up_to"], runs["first_loss"]) == (ms[1], ms[2]) == lesson.decode_limit(dip)
+    assert [m for m, _ in runs["wins_again"]] == [ms[3]] and runs["loses_again_from"] == ms[4]
+    text = lesson.boundary_reading(dip)
+    assert f"decode pays up to M = {ms[1]}; from M = {ms[2]} another path is faster" in text
+    assert f"decode is the fastest again at M = {ms[3]}" in text and f"from M = {ms[4]} another path" in text
+    assert f"pays up to M = {ms[3]}" not in text
+    rows = {r[0]: r for r in lesson.checklist_rows(files | {lesson.TRACE: dip}, lesson.trace_of(dip))}
+    number = rows["The specialization's boundary is measured and written down, a generic fallback behind it"][1]
+    assert f"fastest up to M = {ms[1]}, slower from M = {ms[2]}, fastest again at M = {ms[3]}" in number
+
+
+def test_the_h200_boundary_reading_agrees_with_its_own_numbers():
+    """The reference record: decode is slower than cuBLAS at M = 12 and 16, faster again at M = 24."""
+    record = lesson.load(lesson.TRACE) if (REPO / "results" / "h200" / "ops_trace.json").exists() else None
+    if record is None or not record.get("boundary"):
+        pytest.skip("no reference ops_trace.json")
+    for m, ok, ratio in lesson.decode_wins(record):
+        assert ok == (ratio > 1), m
+    last, first_loss = lesson.decode_limit(record)
+    assert all(ok for m, ok, _ in lesson.decode_wins(record) if m <= last)
+    assert not next(ok for m, ok, _ in lesson.decode_wins(record) if m == first_loss)
+    assert f"decode pays up to M = {last}; from M = {first_loss} another path is faster" in \
+        lesson.boundary_reading(record)
+
+
+def test_the_tune_loop_replays_one_bucket_and_the_table_is_held_against_it(files):
+    rec = files[lesson.TUNE]
+    first = rec["buckets"][0]
+    assert lesson.recorded_candidates(rec, first["bucket"]) == first["candidates"]
+    assert lesson.recorded_candidates(rec, "no such bucket") is None and lesson.recorded_candidates(None, "x") is None
+    text = lesson.table_against_tune(rec, ARCH, SMS)
+    assert f"of {len(rec['buckets'])} buckets" in text
+    assert lesson.table_against_tune(None, ARCH, SMS).startswith("NO RECORDS for ops_tune")
+
+
+def test_the_first_request_profile(files):
+    assert "keeps no profile" in lesson.first_request_profile(files[lesson.LATENCY])
+    rec = json.loads(json.dumps(files[lesson.LATENCY]))
+    rec["scenarios"]["warm_caches"]["first_request_profile"] = [
+        {"function": "serving_trace.py:1 step", "cumulative_ms": 12.0, "calls": 1},
+        {"function": "api.py:50 matmul", "cumulative_ms": 9.5, "calls": 5}]
+    text = lesson.first_request_profile(rec)
+    assert "12.0 ms" in text and "x5" in text and "api.py:50 matmul" in text
+    assert lesson.first_request_profile(None).startswith("NO RECORDS for ops_latency")
+
+
 def test_overhead_against_the_target(files):
     assert "target <= 3 us: met" in str(lesson.overhead_table(files[lesson.OVERHEAD]))
     assert "target <= 3 us: MISSED" in str(lesson.overhead_table(synthetic_overhead(overhead=4.0)))
@@ -559,6 +616,23 @@ def test_plots_draw(files):
                plots.dispatch_overhead):
         assert fn([]) is None, fn.__name__
     assert plots.decode_boundary({}) is None
+
+
+def test_the_figures_are_legible(files):
+    """No text under 7 pt and no labels over each other (lab.lessons.figure_check), the scenario names included."""
+    import matplotlib.pyplot as plt
+
+    from lab.lessons import figure_check
+    from lab.lessons.plots import ops as ops_plots
+
+    rec = files[lesson.TRACE]
+    figures = [plots.first_request_latency(lesson.latency_rows(files[lesson.LATENCY]), lesson.TARGETS["warm_first_ms"]),
+               plots.autotune_candidates(lesson.tune_rows(files[lesson.TUNE])),
+               plots.decode_boundary(rec["boundary"], 8)]
+    for fig in figures:
+        assert figure_check.problems(fig) == []
+        plt.close(fig)
+    assert ops_plots.scenario_label("empty_caches_with_manifest") == "empty caches\nwith manifest"
 
 
 def test_plot_to_file(files, tmp_path):

@@ -34,7 +34,8 @@ from pathlib import Path
 
 from lab.core.errors import LabError
 from lab.lessons.common import Markdown, describe_provenance, md, replayed_record, shown_path
-from lab.lessons.ops import as_x, candidate_label, label, md_table, table_decision
+from lab.lessons.ops_dispatch import table_decision
+from lab.lessons.ops_records import as_x, candidate_label, label, md_table
 from lab.measure import records
 
 SWEEP, HOST = "ops_sweep", "ops_host_cost"

@@ -10,7 +10,23 @@
 
 # %% [markdown]
 # # 08 — Shape specialization and dispatch: `lab.ops` on a serving trace
+
+# %% [markdown]
+# ## What you will learn
 #
+# - How a **dispatch table** turns "which kernel?" into data: ordered rules, each a condition on the shape, matched
+#   first to last, with cuBLAS behind them all; you will load the lab's table, run its matcher by hand and check it
+#   against `lab.ops`'s own answer.
+# - How **bucketing** (M rounded up to a power of two) turns an open set of batch sizes into a few keys one can tune
+#   and warm up ahead of time.
+# - How **autotune** picks a kernel per bucket: every candidate checked against float64 first, then timed, the best
+#   kept; written out as a loop, and held against what the table alone would have picked.
+# - What specialization costs: compile time as variants multiply, the first request of a fresh process, the host's
+#   time per call to decide.
+# - Where a specialization stops paying: the decode GEMV against the other paths as M grows, read from the sweep.
+# - How `lab.ops` compares with cuBLAS alone, with one generic kernel and with PyTorch on a Llama-like serving trace.
+
+# %% [markdown]
 # Notebooks 03 to 07 built kernels that are each fast on some shapes: the persistent TMA GEMM on large square
 # ones, split-K when K is long and the output small, the decode GEMV when M is a handful of tokens, the portable
 # cp.async GEMM where TMA cannot read the operands. A model does not call "a kernel"; it calls `matmul` thousands of
@@ -19,10 +35,11 @@
 #
 # `lab.ops` is that layer, and the questions come in this order:
 #
-# 1. **what `lab.ops` is**, in six lines (run live on a GPU);
-# 2. **the trace**: a Llama-like layer served for a thousand steps, and where its shapes and its GPU time fall;
-# 3. **the dispatch table**: the rules, why each boundary is where it is, and which path each shape of the trace took;
-# 4. **autotune** per bucket: every candidate checked, then timed; the winner stored;
+# 1. **what `lab.ops` is**, in six lines, checked against float64 and timed against cuBLAS (run live on a GPU);
+# 2. **the trace**: a Llama-like layer served for a thousand steps, where its shapes and its GPU time fall, and the
+#    byte count that says why small M is a different problem;
+# 3. **the dispatch table**: the rules, the matcher, the buckets, and which path each shape of the trace took;
+# 4. **autotune** per bucket: the loop written out (every candidate checked, then timed; the winner stored);
 # 5. **compile time and cache growth** as variants multiply (measured on the development machine's CPU);
 # 6. **the first request**: cold caches, warm caches, and a warm-up manifest;
 # 7. **the trace's result** against cuBLAS alone and against one generic kernel;
@@ -41,17 +58,29 @@
 # a capture; and the course text this lab follows, on shape specialization and its costs.
 
 # %%
+import dataclasses
+import inspect
+import json
+import math
+import timeit
+
 from lab import lessons
 from lab.lessons import ops as lesson
 from lab.lessons import ops_torch, plots
+from lab.lessons.plots import ops as ops_plots
+from lab.ops import dispatch, rules, shapes, tune
+from lab.ops.paths import PATHS
+from lab.ops.shapes import GemmShape
+from lab.studies import serving_trace as st
 
 # %% [markdown]
 # ## Live or replay
 #
 # The studies this notebook reads take minutes of GPU time each (the autotune of every bucket, a thousand steps
 # timed six ways, fresh processes for the latency), so every section replays their records, in both modes. LIVE (a
-# GPU here) adds section 1: `lab.ops` called now. The box lists every record with the device, date and commit it
-# was made on, or that it is missing and the command that makes it (section 11 lists its own records the same way).
+# GPU here) adds what a few seconds can measure in this run: section 1's call, checked and timed, and section 4's
+# tune loop for one bucket. The box lists every record with the device, date and commit it was made on, or that it
+# is missing and the command that makes it (section 11 lists its own records the same way).
 
 # %%
 MODE = lessons.mode()
@@ -79,29 +108,85 @@ print(lesson.targets_text())
 #   calls replay them;
 # - **count** everything it decided: calls, decision-cache hits and misses, paths, fallbacks, compiles.
 #
-# The six lines, run when a GPU is here (a decode-sized GEMM with a fused residual):
+# The six lines, run when a GPU is here (a decode-sized GEMM with a fused residual), then the same call checked
+# element by element against a float64 reference with the error bound `lab.ops.tune` holds every candidate to, and
+# timed against what a CuPy user writes (`cupy.matmul` plus the residual: cuBLAS and one elementwise kernel), cold
+# L2, in the same run:
 
 # %%
 if MODE.live:
+    import cupy as cp
+
     import lab.ops as ops
+    from lab.lessons.common import run_stamp
+    from lab.measure.timing import measure
+    from lab.ops import api
 
     x, w, h = lesson.usage_inputs()  # fp16: x is M × K, w a linear layer's weight (N × K), h the residual (M × N)
     y = ops.matmul(x, w, layout="TN", residual=h)  # y = x @ w.T + h, on the path lab.ops picks
+    cp.cuda.get_current_stream().synchronize()
     print(lesson.usage_report(x, w, h, y, ops.stats()))
+
+    # The check against float64, written out: the reference and each element's bound (fp32 accumulation, one
+    # rounding to fp16; one more where the path stored the product before adding the residual).
+    M, K = x.shape
+    N = w.shape[0]
+    shape = GemmShape(M, N, K, "float16", "TN", True, "residual", GPU.sm_count)
+    exact = api.default_runtime().last_exact  # whether the epilogue read the fp32 product
+    ref, bound = tune.reference_and_bound(shape, x, w, None, None, h, rounded_product=not exact)
+    err = cp.abs(y.astype(cp.float64) - ref)
+    outside = int((~(err <= bound)).sum())  # NaN counts as outside
+    print(f"check: largest |y - ref| = {float(err.max()):.3g}, largest bound = {float(bound.max()):.3g}; "
+          f"{outside} of {err.size} elements outside the bound")
+
+    # One timing against the library baseline in the same run (median of CUDA-event timings, L2 flushed each time).
+    out = cp.empty_like(y)
+    mine = measure(lambda i: ops.matmul(x, w, layout="TN", residual=h, out=out), l2="cold")
+    lib = measure(lambda i: cp.add(cp.matmul(x, w.T), h, out=out), l2="cold")
+    print(f"{run_stamp()}:\n  lab.ops {1e3 * mine.median_ms:.1f} us, cupy.matmul + add {1e3 * lib.median_ms:.1f} us: "
+          f"cuBLAS's time / lab.ops's = {lib.median_ms / mine.median_ms:.2f}x")
 else:
     print("REPLAY: no GPU here, so lab.ops is not called. On a GPU this cell runs ops.matmul(x, w, layout='TN', "
-          "residual=h) and prints the decision and ops.stats().")
+          "residual=h), prints the decision and ops.stats(), checks the result against float64 and times it against "
+          "cupy.matmul; the replayed times of decode-sized shapes are in section 4 (the tune loop) and section 11.")
 
 # %% [markdown]
 # ---
 # ## 2. The trace
 #
-# `lab.studies.serving_trace` models one layer of a Llama-like model: two RMSNorms and five GEMMs, each activation `M
-# × K`
-# against a weight stored `N × K` (layout TN):
+# `lab.studies.serving_trace` models one layer of a Llama-like model: two RMSNorms and five GEMMs, each
+# activation `M × K` against a weight stored `N × K` (layout TN):
 
 # %%
 lesson.layer_gemms()
+
+# %% [markdown]
+# **The count that motivates everything below.** A GEMM reads its activation (`M × K`) and its weight (`N × K`)
+# and writes its output (`M × N`); it does `2·M·N·K` FLOPs. At small M the weight is almost all of the bytes, and it
+# does not shrink with M: the time to read it is a floor that does not move until the FLOPs catch up. The cell
+# counts both for the fused QKV projection, and the FLOPs per byte (the arithmetic intensity) that follow:
+
+# %%
+name, N, K, epi = st.GEMMS[0]  # the fused QKV projection: M x N x K, its weight N x K
+print(f"{name}: N = {N}, K = {K}, fp16 (2 bytes per element)")
+print(f"{'M':>6} {'GFLOP':>9} {'MB moved':>9} {'weight share':>13} {'FLOP per byte':>14}")
+for M in (1, 8, 16, 64, 512, 4096):
+    flops = 2 * M * N * K
+    bytes_moved = 2 * (M * K + N * K + M * N)  # read x and w once, write y once
+    print(f"{M:>6} {flops / 1e9:>9.3f} {bytes_moved / 1e6:>9.1f} {2 * N * K / bytes_moved:>13.1%} "
+          f"{flops / bytes_moved:>14.1f}")
+sweep = lesson.boundary(FILES["ops_trace"]) or {}
+if sweep.get("us", {}).get("decode"):
+    M, us = sweep["M"][0], sweep["us"]["decode"][0]
+    bytes_moved = 2 * (M * K + N * K + M * N)
+    print(f"the decode GEMV at M = {M} on this GEMM ({lesson.label(FILES['ops_trace'])}): {us:.1f} us, so "
+          f"{bytes_moved / (us * 1e-6) / 1e12:.2f} TB/s of the weight streamed from memory")
+
+# %% [markdown]
+# Read the last column: a handful of tokens does about as many FLOPs per byte as tokens per step, far below what
+# tensor cores need to be busy, so the fastest kernel for small M is the one that streams the weight at the memory's
+# speed (the decode GEMV of notebook 05), and the fastest for large M is the tiled tensor-core GEMM. Somewhere in
+# between the two cross; where, for each GEMM of the layer, is what the dispatch table has to encode.
 
 # %% [markdown]
 # A step runs the layer for `M` tokens. Most steps are **decode** steps: `M` is the batch, drawn from a skewed law
@@ -111,7 +196,7 @@ lesson.layer_gemms()
 
 # %%
 TRACE = FILES["ops_trace"]
-STEPS = lesson.trace_of(TRACE)
+STEPS = lesson.trace_of(TRACE)  # regenerated from the record's seed
 print(lesson.trace_summary(STEPS))
 
 # %% [markdown]
@@ -122,6 +207,11 @@ print(lesson.trace_summary(STEPS))
 # %%
 BUCKETS = lesson.bucket_times(TRACE, STEPS)
 lessons.figure(plots.trace_shapes(lesson.shape_rows(TRACE, STEPS), BUCKETS, source=lesson.label(TRACE)))
+
+# %% [markdown]
+# What to look at: on the left, how far the decode steps' M values spread (the axis is logarithmic) and how few the
+# prefill steps are; on the right, the buckets where the coloured bar (time) stands above the grey one (steps):
+# those are the rare steps that cost the most, usually the prefills.
 
 # %%
 lesson.time_table(BUCKETS)
@@ -135,8 +225,112 @@ lesson.time_table(BUCKETS)
 # (a JSON object, `lab/ops/default_table.json`), so it can be read, diffed, handed in and loaded without running
 # anything. `lab tune --table` writes that file from its sweep over shape classes (section 11): one rule per class,
 # each with a note saying which path won the class, its score against the library, and the record and commit it
-# comes from. The "why" column is each rule's note, read from the file. The last column is computed here: the
-# share of the trace's GEMM calls each rule would take if the table alone decided, evaluated for the records' GPU.
+# comes from. Load it and print its rules:
+
+# %%
+raw = json.loads(rules.DEFAULT_FILE.read_text())  # the file as JSON: a list under "rules"
+TABLE = rules.load(rules.DEFAULT_FILE)  # parsed and checked: every condition and setting known
+print(f"{rules.DEFAULT_FILE.name}: {len(raw['rules'])} rules, read first to last; cuBLAS serves what none serves")
+for i, rule in enumerate(TABLE.rules, 1):
+    print(f"  {i}. {rule.describe()}")
+print("the table lab.ops runs with by default:", TABLE == rules.DEFAULT)
+
+# %% [markdown]
+# **The matcher.** A rule matches when all of its conditions hold; the runtime takes the first rule that matches
+# *and* whose path can serve the shape (each path says in one sentence why it refuses one: the decode GEMV refuses
+# M above what it was built for, split-K refuses operands TMA cannot read in place). These are `lab.ops`'s own
+# lines:
+
+# %%
+print(inspect.getsource(rules.Rule.matches))
+print(inspect.getsource(dispatch.Runtime.rule_decision))
+
+# %% [markdown]
+# The conditions themselves, re-implemented here from the table's format (the docstring of `lab/ops/rules.py`):
+# sizes inclusive, tiles of 128 × 128, K over the larger of M and N, the last wave's share of the SMs with the
+# persistent kernel's 128 × 256 tiles. `decide` is the runtime's loop above with them.
+
+# %%
+def holds(name, value, shape):
+    """One condition of a rule."""
+    if name in ("min_m", "min_n", "min_k"):
+        return getattr(shape, name[-1].upper()) >= value
+    if name in ("max_m", "max_n", "max_k"):
+        return getattr(shape, name[-1].upper()) <= value
+    if name == "min_tiles":
+        return shape.tiles >= value  # ceil(M / 128) * ceil(N / 128)
+    if name == "max_tiles":
+        return shape.tiles <= value
+    if name == "min_k_over_mn":
+        return shape.K / max(shape.M, shape.N) >= value
+    if name == "max_last_wave":
+        return shape.last_wave <= value
+    if name == "epilogue":
+        return (shape.epilogue != "none") == value
+    return getattr(shape, name) == value  # aligned, dtype, layout
+
+
+def decide(table, shape, arch):
+    """The first rule that matches and whose path serves the shape, else cuBLAS."""
+    for i, rule in enumerate(table.rules, 1):
+        if all(holds(n, v, shape) for n, v in rule.when) and PATHS[rule.path].refusal(shape, arch) is None:
+            return rule.path, dict(rule.config), f"rule {i}"
+    return "cublas", {}, "fallback"
+
+# %% [markdown]
+# **Predict first.** For each shape below, which rule takes it? The cell prints what the rules read: the sizes, the
+# tiles, how K-heavy it is, the last wave, the alignment and the epilogue. Write your answers down, then run the
+# next cell.
+
+# %%
+def gemm(M, N, K, aligned=True, epilogue="none"):
+    return GemmShape(M, N, K, "float16", "TN", aligned, epilogue, GPU.sm_count)
+
+
+EXAMPLES = {"qkv, one token": gemm(1, 6144, 4096), "qkv, a batch of 12": gemm(12, 6144, 4096),
+            "down, a batch of 300": gemm(300, 4096, 14336, epilogue="residual"),
+            "o_proj, a 2048-token prefill": gemm(2048, 4096, 4096, epilogue="residual"),
+            "4095 cubed (rows not 16-byte multiples)": gemm(4095, 4095, 4095, aligned=False),
+            "K-heavy 256 x 256 x 65536": gemm(256, 256, 65536)}
+for what, s in EXAMPLES.items():
+    print(f"{what:42s} M={s.M:<5} N={s.N:<5} K={s.K:<6} tiles={s.tiles:<5} K/max(M,N)={s.K / max(s.M, s.N):<7.2f} "
+          f"last wave={s.last_wave:.2f} aligned={s.aligned} epilogue={s.epilogue}")
+
+# %%
+for what, s in EXAMPLES.items():
+    path, config, why = decide(TABLE, s, GPU.arch)
+    assert (path, config, why) == lesson.table_decision(TABLE, s, GPU.arch)  # lab.ops's answer, the same
+    assert [all(holds(n, v, s) for n, v in r.when) for r in TABLE.rules] == [r.matches(s) for r in TABLE.rules]
+    refused = [f"{r.path} ({PATHS[r.path].refusal(s, GPU.arch)})" for r in TABLE.rules
+               if r.matches(s) and PATHS[r.path].refusal(s, GPU.arch)]
+    print(f"{what:42s} -> {why}: {lesson.candidate_label(path, config)}"
+          + (f"   (matched but refused: {'; '.join(refused)})" if refused else ""))
+print("every decision above equals lab.ops's (lab.lessons.ops.table_decision, the runtime's loop without a GPU), "
+      "and every condition equals Rule.matches")
+print("a refusal, for comparison: decode on", EXAMPLES["down, a batch of 300"].M, "rows:",
+      PATHS["decode"].refusal(EXAMPLES["down, a batch of 300"], GPU.arch), "| split_k on 4095 cubed:",
+      PATHS["split_k"].refusal(EXAMPLES["4095 cubed (rows not 16-byte multiples)"], GPU.arch))
+
+# %% [markdown]
+# **Buckets.** The tune cache cannot hold an entry per M (a serving loop sees every batch size), so it files a
+# shape under its bucket: M rounded up to a power of two, N and K exact (they are the model's weight sizes). The
+# rounding is one line; here it is on a list of M values, and the key a whole shape gets:
+
+# %%
+print(inspect.getsource(shapes.m_bucket))
+for M in (1, 2, 3, 5, 8, 9, 12, 16, 17, 24, 33, 100, 129, 300, 4095):
+    bits = (M - 1).bit_length()
+    print(f"  M = {M:5d}: M - 1 = {M - 1:>13b} in binary, {bits:2d} bits -> bucket M<={shapes.m_bucket(M)} = 2**{bits}")
+print("the tune cache's key for qkv at M = 12:", shapes.bucket(gemm(12, 6144, 4096)))
+
+# %%
+per_m = STEPS.calls_per_m()
+print(f"the trace's {len(per_m)} distinct M values fall into {len({shapes.m_bucket(m) for m in per_m})} M buckets: "
+      f"that many tune entries (per GEMM) cover every step")
+
+# %% [markdown]
+# The table's rules once more, with each rule's note (the "why" column, read from the file) and the share of the
+# trace's GEMM calls each would take if the table alone decided, computed here for the records' GPU:
 
 # %%
 lesson.dispatch_table(STEPS, GPU)
@@ -173,9 +367,63 @@ lesson.counters_table(TRACE, STEPS)
 # float64 reference with the tensor-core error bound, and only then **times** it (cold L2, median, launched the way
 # `lab.ops` launches it: recorded once, replayed). The fastest is stored under the bucket, with every candidate's
 # time or the reason it was rejected.
+#
+# The loop, written out for one bucket: qkv at M = 12, filed under M<=16. The candidates are listed here in both
+# modes (it is the paths' own refusals, no GPU needed); the check and the timing need a GPU, so in replay the cell
+# reads the rows the same loop wrote into `ops_tune.json` on the records' GPU.
+#
+# **Predict first.** The table is the prediction: which path does it pick for this bucket, and is it the one the
+# loop keeps?
 
 # %%
 TUNE = FILES["ops_tune"]
+shape = gemm(12, 6144, 4096)
+top = dataclasses.replace(shape, M=shapes.m_bucket(shape.M))  # tuned at the bucket's largest M
+path, config, why = decide(TABLE, top, GPU.arch)
+print(f"{shapes.bucket(top)}: the table alone picks {lesson.candidate_label(path, config)} ({why})")
+
+# %%
+candidates = tune.candidates(top, GPU.arch)  # every path and configuration that can serve the shape
+print(f"{len(candidates)} candidates: " + ", ".join(lesson.candidate_label(p, c) for p, c in candidates))
+if MODE.live:
+    from lab.lessons.common import run_stamp
+    from lab.ops import api
+
+    inputs = tune.make_inputs(top, seed=20261130)  # a, b, bias, activation, residual: random, never zeros
+    fused = tune.reference_and_bound(top, *inputs)  # float64 result and each element's bound
+    expected = (fused, tune.reference_and_bound(top, *inputs, rounded_product=True) if top.epilogue != "none"
+                else fused)
+    rows = []
+    for p, c in candidates:
+        why_not = tune.check_candidate(api.default_runtime(), top, p, c, inputs, expected)  # check first ...
+        rows.append({"path": p, "config": c, **({"rejected": why_not} if why_not else
+                                                {"us": tune.time_candidate(top, p, c, inputs)})})  # ... then time
+    where = run_stamp()
+else:
+    rows = lesson.recorded_candidates(TUNE, shapes.bucket(top))  # the rows the same loop wrote on the records' GPU
+    where = lesson.label(TUNE) + " (ops_tune.json)"
+timed = [r for r in rows or [] if "us" in r]
+if timed:
+    best = min(timed, key=lambda r: r["us"])  # keep the best
+    print(where + ":")
+    for r in sorted(rows, key=lambda r: r.get("us", math.inf)):
+        shown = (f"{r['us']:8.2f} us  {r['us'] / best['us']:.2f}x the best" if "us" in r else
+                 f"rejected: {r['rejected']}")
+        print(f"  {lesson.candidate_label(r['path'], r['config']):30s} {shown}")
+    print(f"kept for the bucket: {lesson.candidate_label(best['path'], best['config'])}")
+elif rows:
+    print("no candidate passed its check: " + "; ".join(f"{r['path']}: {r['rejected']}" for r in rows))
+else:
+    print(lesson.missing("ops_tune") if TUNE is None else f"ops_tune.json holds no bucket {shapes.bucket(top)}")
+
+# %% [markdown]
+# The prediction held against every bucket of the record: the table's pick at each bucket's tuned M against the
+# loop's winner, and what the table's pick costs where they differ (from the same record):
+
+# %%
+print(lesson.table_against_tune(TUNE, GPU.arch, GPU.sm_count))
+
+# %%
 print(lesson.tune_wins(TUNE))
 
 # %% [markdown]
@@ -186,6 +434,11 @@ print(lesson.tune_wins(TUNE))
 lesson.show(plots.autotune_candidates, lesson.tune_rows(TUNE), "ops_tune", source=lesson.label(TUNE))
 
 # %% [markdown]
+# What to look at: the line at one is whoever won the bucket, so read each panel from left to right and watch which
+# curve lies on it. The decode GEMV's curve sits on it at the smallest buckets and leaves it steeply; cuBLAS's stays
+# near it everywhere (why it is the table's default); the persistent kernel reaches it only on the largest buckets
+# of some GEMMs. The gap between the winner and the runner-up is what tuning buys in that bucket.
+#
 # Every bucket: the winner, the runner-up and by how much, cuBLAS and the generic path against the winner, and the
 # rejected candidates with the reason their check gave.
 
@@ -197,18 +450,33 @@ lesson.tune_table(TUNE)
 # ## 5. Compile time and cache growth as variants multiply
 #
 # Every specialization is a kernel variant: a tile, a pipeline depth, an epilogue, a data type, an arch. Each one
-# is a separate NVRTC compile and a separate cubin in the cache, and the variants multiply: two tiles times two
-# stage counts times six epilogues times two types is already dozens of kernels for one rung.
-# `lab.studies.compile_study` builds such a grid one variant at a time into an empty cache, timing each miss (the key,
-# the
-# NVRTC compile, writing the cubin) and then each hit (the lookup). The growth curve adds one axis at a time; every
-# point is a sum of measured compiles, not an extrapolation.
+# is a separate NVRTC compile and a separate cubin in the cache, and the variants multiply. `lab.studies.compile_study`
+# builds such a grid one variant at a time into an empty cache, timing each miss (the key, the NVRTC compile,
+# writing the cubin) and then each hit (the lookup). The growth curve adds one axis at a time; every point is a sum
+# of measured compiles, not an extrapolation.
 #
 # **This record was measured on the development machine's CPU (NVRTC compiles on the host), with no GPU.** Compile
 # time is host CPU time: on another machine the seconds scale with its CPU, the shape of the growth does not.
+#
+# **Predict first.** The count of variants is the product of the axes' lengths; if every variant cost what the
+# first one did, the total would be that product times one compile:
 
 # %%
 COMPILE = FILES["compile_variants"]
+PREDICTED = {}
+if COMPILE:
+    for axes in COMPILE["axes"]:
+        sizes = {axis: len(values) for axis, values in axes.items() if axis != "rung" and values}
+        variants = math.prod(sizes.values())
+        one = next(g for g in COMPILE["growth"] if g["series"] == axes["rung"] and g["variants"] == 1)
+        PREDICTED[axes["rung"]] = (variants, variants * one["compile_s"])
+        print(f"{axes['rung']}: " + " x ".join(f"{n} {axis}" for axis, n in sizes.items())
+              + f" = {variants} variants; one compiles in {one['compile_s']:.2f} s, so about "
+              f"{variants * one['compile_s']:.0f} s for all")
+else:
+    print(lesson.missing("compile_variants"))
+
+# %%
 print(lesson.compile_summary(COMPILE))
 
 # %%
@@ -218,24 +486,51 @@ lesson.show(plots.compile_growth, COMPILE, "compile_variants")
 lesson.show(plots.compile_time_per_variant, COMPILE, "compile_variants")
 
 # %% [markdown]
+# What to look at: in the growth figure, whether each solid line (seconds) and its dashed twin (megabytes) keep one
+# slope while the axis multiplied in changes: then the cost is linear in the number of variants, and the number of
+# variants is a product of the axes. A steeper segment is an axis whose variants each cost more than the first one
+# did (a fused epilogue is more code to compile). In the strip figure, the spread inside one strip (the same rung
+# with other knobs) and the distance between the misses and the hits: a cache hit costs a lookup, a miss a
+# compile, which is what a warm cache buys.
+#
+# The prediction held against the record (the last point of each growth curve); a ratio above one says the later
+# variants cost more to compile than the first:
+
+# %%
+for rung, (variants, predicted) in PREDICTED.items():
+    last = max((g for g in COMPILE["growth"] if g["series"] == rung), key=lambda g: g["variants"])
+    print(f"{rung}: predicted {predicted:.0f} s for {variants} variants; measured {last['compile_s']:.0f} s for "
+          f"{last['variants']} ({last['compile_s'] / predicted:.2f}x the prediction)")
+
+# %% [markdown]
 # ---
 # ## 6. The first request: cold, warm, and a warm-up manifest
 #
 # A compile happens the first time a process needs a variant that is not in the cache, that is on the first
-# request that brings a new shape: exactly the request a user is waiting on. `lab.studies.ops_study` starts three fresh
+# request that brings a new shape: exactly the request a user is waiting on. `lab.studies.ops_study` starts fresh
 # processes, each serving the same stream of requests (the trace's steps in order, the longest prefills left out;
 # one layer per request), and times every request from its first call to its result:
 #
 # - **empty caches**: the build cache and CuPy's cache are empty, so the first requests compile;
 # - **warm caches**: a second process on the caches the first one filled;
-# - **empty caches with a manifest**: before the first request, `lab.ops.warmup` runs every shape the stream will
-#   use once (the list a service would declare), so the compiles move out of the requests into a warm-up.
+# - **a manifest**: before the first request, `lab.ops.warmup` runs every shape the stream will use once (the list
+#   a service would declare), so the compiles move out of the requests into a warm-up; with empty caches and with
+#   warm ones.
 #
 # "Compiles by the first result" counts the process's NVRTC compiles until the first request returns, the
 # manifest's included; the next column keeps only those the first request made itself.
+#
+# **Predict first.** With a warm cache nothing compiles. If compiles were all a first request pays for, the warm
+# process's first request would take about what its median request takes:
 
 # %%
 LATENCY = FILES["ops_latency"]
+warm = next((r for r in lesson.latency_rows(LATENCY) or [] if r["scenario"] == "warm_caches" and "error" not in r),
+            None)
+print(f"prediction: the warm first request takes about its median, {warm['p50_ms']:.2f} ms ({warm['compiled']} "
+      "compiles)" if warm else lesson.missing("ops_latency"))
+
+# %%
 lesson.latency_table(LATENCY)
 
 # %% [markdown]
@@ -246,8 +541,30 @@ lesson.latency_table(LATENCY)
 print(lesson.latency_target(LATENCY))
 
 # %%
-lesson.show(plots.first_request_latency, lesson.latency_rows(LATENCY), "ops_latency",
+lesson.show(ops_plots.first_request_latency, lesson.latency_rows(LATENCY), "ops_latency",
             target_ms=lesson.TARGETS["warm_first_ms"], source=lesson.label(LATENCY))
+
+# %% [markdown]
+# What to look at: in each group, the first-request bar against the median bar, on a log axis, and both against
+# the dashed target. With empty caches the first request pays for compiling. With a warm cache nothing compiles,
+# so where the first-request bar still stands far above the median bar the prediction fails: the first request
+# pays for something other than NVRTC. The groups with a manifest show whether running the shapes once before the
+# first request removes that cost too.
+#
+# The prediction held against the record, and where the warm process's first request went (the study's profile of
+# it):
+
+# %%
+if warm:
+    print(f"predicted about {warm['p50_ms']:.2f} ms; measured {warm['first_ms']:.1f} ms, "
+          f"{warm['first_ms'] / warm['p50_ms']:.0f}x the median request, with {warm['compiled']} compiles")
+print(lesson.first_request_profile(LATENCY, "warm_caches"))
+
+# %% [markdown]
+# Read the profile from the top: the outermost call first, then what it spent its time in. Where the library's
+# first call (cuBLAS loading its kernels and setting itself up) and the first imports of the modules a call needs
+# hold most of it, that cost is paid once per process, cache or no cache, and only a warm-up before the first
+# request moves it out of a user's way.
 
 # %% [markdown]
 # ---
@@ -266,7 +583,27 @@ lesson.show(plots.first_request_latency, lesson.latency_rows(LATENCY), "ops_late
 #   one *tuned* kernel everywhere;
 # - `hot_forced`: the hot shape's choice everywhere (section 8).
 #
-# "One generic kernel" can mean either of rungs 03 and 06, so the target is held against both.
+# "One generic kernel" can mean either of rungs 03 and 06, so the runtime's target for the trace is held against
+# both.
+#
+# **Predict first.** The tune record alone predicts the GEMMs' part of the answer: weight each bucket's winner and
+# cuBLAS by the trace's calls in that bucket (each bucket was timed at its largest M, so this leans towards the
+# slower end of each bucket):
+
+# %%
+by_bucket = {(r["gemm"], r["m_bucket"]): r for r in lesson.tune_rows(TUNE) or []}
+lab_us = cublas_us = 0.0
+for M, calls in per_m.items():
+    for gemm_name, *_ in st.GEMMS:
+        r = by_bucket.get((gemm_name, shapes.m_bucket(M)))
+        if r and "cublas" in r["candidates"]:
+            lab_us += calls * r["winner_us"]
+            cublas_us += calls * r["candidates"]["cublas"]
+if lab_us:
+    print(f"predicted from ops_tune.json: the GEMMs under lab.ops {lab_us / 1e3:.1f} ms, under cuBLAS "
+          f"{cublas_us / 1e3:.1f} ms per layer over the trace: cublas / lab_ops = {cublas_us / lab_us:.2f}x")
+else:
+    print(lesson.missing("ops_tune"))
 
 # %%
 lesson.totals_table(TRACE)
@@ -277,10 +614,16 @@ print(lesson.trace_targets(TRACE))
 # %% [markdown]
 # The whole layer holds two RMSNorms besides the GEMMs, and the `cublas` method composes them from CuPy's own
 # operations (what a library user writes), while `lab.ops` runs one kernel each. A second record times the GEMMs
-# alone (epilogues included) through both, so the GEMMs' share of the ratio above is on record by itself:
+# alone (epilogues included) through both, so the GEMMs' share of the ratio above is on record by itself, and the
+# prediction above can be held against it:
 
 # %%
 print(lesson.gemm_share(FILES["ops_trace_gemms"], TRACE))
+gemm_totals = (FILES["ops_trace_gemms"] or {}).get("totals_us") or {}
+if lab_us and gemm_totals.get("lab_ops") and gemm_totals.get("cublas"):
+    measured = gemm_totals["cublas"]["total_us"] / gemm_totals["lab_ops"]["total_us"]
+    print(f"the prediction from the tune record, {cublas_us / lab_us:.2f}x, against the GEMMs timed on the trace, "
+          f"{measured:.2f}x")
 
 # %% [markdown]
 # Per distinct step: how many times faster `lab.ops` is than cuBLAS, rung 03 and rung 06 (above the line it wins),
@@ -289,6 +632,12 @@ print(lesson.gemm_share(FILES["ops_trace_gemms"], TRACE))
 # %%
 lesson.show(plots.trace_speedups, lesson.speedup_rows(TRACE), "ops_trace", source=lesson.label(TRACE))
 print(lesson.speedup_reading(TRACE))
+
+# %% [markdown]
+# What to look at: whether any marker falls below the black line (a step `lab.ops` loses), and how the three
+# colours order themselves. Against cuBLAS the points sit in a narrow band; the record of the GEMMs alone says how
+# much of that band the RMSNorms make. Against the generic kernel the points fall as M grows, where the tiled
+# tensor-core kernels use their tiles fully; the lines under the figure count the step sizes `lab.ops` loses.
 
 # %% [markdown]
 # ---
@@ -306,11 +655,26 @@ lesson.hot_cold_table(TRACE, STEPS)
 # Where a specialization stops paying is a measurement, not a guess: the boundary sweep forces each path on one
 # GEMM of the layer as `M` grows (decode GEMV, rung 06, split-K, cuBLAS), and the dotted line is where the dispatch
 # table currently sends decode-sized shapes to the GEMV.
+#
+# **Predict first.** Section 2's count says the GEMV's time is flat while the weight dominates the bytes; the
+# table's decode rule is the lab's prediction of where the flat part ends:
+
+# %%
+i = [r.path for r in TABLE.rules].index("decode")
+print(f"the table sends M <= {lesson.decode_rule_max_m()} to the decode GEMV (rule {i + 1}: "
+      f"{TABLE.rules[i].describe()})")
 
 # %%
 lesson.show(plots.decode_boundary, lesson.boundary(TRACE), "ops_trace", rule_max_m=lesson.decode_rule_max_m(),
             source=lesson.label(TRACE))
 print(lesson.boundary_reading(TRACE))
+
+# %% [markdown]
+# What to look at: the decode GEMV's curve against the lowest of the others at each M. It lies under them at the
+# smallest M, then the curves cross; read the first crossing, not the last win. Between the first crossing and the
+# steep rise the curves are nearly tied, and the lines printed under the figure name every M where decode is ahead
+# again: a win that small at one M of the sweep is within what a rule per range can ignore, while the steep rise
+# after it is where the GEMV stops being a candidate at all.
 
 # %% [markdown]
 # ---
@@ -321,6 +685,19 @@ print(lesson.boundary_reading(TRACE))
 # recorded, **replayed raw** (the floor: what the launches alone cost from Python); `lab.ops` with an output given
 # (its decision cached, its launches replayed); `lab.ops` allocating its output; and `cupy.matmul`. The overhead is
 # `lab.ops` minus the raw replay.
+#
+# **Predict first.** With an output given, `lab.ops`'s fast path builds one flat key from the call's addresses,
+# shapes and strides and looks it up in a dictionary. That much is measured here, on this machine's CPU, in this
+# run (a tuple of the same length, one dictionary lookup):
+
+# %%
+fast = {tuple(range(19)): "replay"}
+n = 200_000
+seconds = timeit.timeit(lambda: fast.get(tuple([1, 2, 3, 4, 5, (8, 4096), (8192, 2), (4096, 4096), (8192, 2),
+                                                (8, 4096), (8192, 2), "e", "e", "TN", None, None, None, None,
+                                                None])), number=n)
+print(f"measured in this run on this machine's CPU: {1e6 * seconds / n:.2f} us per key built and looked up (the "
+      f"runtime's target for its whole overhead: {lesson.TARGETS['overhead_us']:g} us per call)")
 
 # %%
 OVERHEAD = FILES["ops_overhead"]
@@ -329,6 +706,12 @@ lesson.overhead_table(OVERHEAD)
 # %%
 lesson.show(plots.dispatch_overhead, lesson.overhead_rows(OVERHEAD), "ops_overhead",
             target_us=lesson.TARGETS["overhead_us"], source=lesson.label(OVERHEAD))
+
+# %% [markdown]
+# What to look at: the first two bars of each group (the raw replay and `lab.ops` with an output given) and the
+# dashed line above the first one, the runtime's target. The step between the two bars is all that deciding costs
+# once a shape is known, and the prediction above says how much of it one key and one lookup explain; the third bar
+# is the same call allocating its output, and the fourth what a library call from Python costs on the host.
 
 # %% [markdown]
 # ---
@@ -394,6 +777,17 @@ print(ops_torch.sources(TORCH))
 ops_torch.sweep_choices(TORCH["ops_sweep"])
 
 # %% [markdown]
+# **Predict first.** Where the table sends a class to the library, `lab.ops` and PyTorch call the same cuBLASLt
+# algorithm on the same memory, so the ratio there should be a tie; the lab's own kernels are where it can differ:
+
+# %%
+print("classes served by the library (predicted: a tie): "
+      + ", ".join(n.split(":")[0] for n, r in zip(TABLE.notes, TABLE.rules, strict=True) if r.path == "cublas"))
+print("classes served by a lab kernel (predicted: the kernel's gain or loss): "
+      + ", ".join(f"{n.split(':')[0]} ({r.path})" for n, r in zip(TABLE.notes, TABLE.rules, strict=True)
+                  if r.path != "cublas"))
+
+# %% [markdown]
 # ### `lab.ops` under that table against PyTorch, sample by sample
 #
 # Every sample again, now through `lab.ops` with the sweep's table, against what a PyTorch user writes for the same
@@ -416,6 +810,12 @@ ops_torch.class_summary(TORCH["ops_sweep"])
 # %%
 ops_torch.show(plots.ops_torch_ratios, ops_torch.ratio_rows(TORCH["ops_sweep"]), "ops_sweep",
                source=ops_torch.label(TORCH["ops_sweep"]))
+
+# %% [markdown]
+# What to look at: the grey-coloured points (the library path) should hug the tie line, which checks the harness,
+# and their bars say how much two identical calls vary from round to round; the points of the lab's kernels are
+# where the comparison says something, and an open marker is a sample where PyTorch was fast but left the error
+# bound.
 
 # %% [markdown]
 # ### Host time per call
