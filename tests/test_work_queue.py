@@ -159,7 +159,7 @@ def test_load_payload_refuses_what_it_cannot_read(tmp_path):
     with pytest.raises(LabError, match="No measurement at"):
         work_queue.load_payload(tmp_path / "absent.json")
     (tmp_path / "bad.json").write_text("{")
-    with pytest.raises(LabError, match="not valid JSON"):
+    with pytest.raises(LabError, match="not a valid small-items measurement"):
         work_queue.load_payload(tmp_path / "bad.json")
     (tmp_path / "other.json").write_text(json.dumps({"schema": 1, "records": []}))
     with pytest.raises(LabError, match="not a small-items measurement"):

@@ -17,7 +17,6 @@ thousands of launches with no host reset in between are seen to leave it correct
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import numpy as np
 
 from lab.core.build import KernelSpec
 from lab.core.errors import LabError
+from lab.measure.records import read_json
 
 SOURCE = "persistent/small_items.cu"
 BLOCK_THREADS = 256  # the kernel's BLOCK_THREADS knob (its header states the same default)
@@ -477,12 +477,8 @@ def make_payload(rows: list[dict], provenance: dict, **extra) -> dict:
 def load_payload(path: Path | str) -> dict:
     """A payload written by `lab study items`, marked as replayed (for notebooks with no GPU)."""
     path = Path(path)
-    try:
-        payload = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise LabError(f"No measurement at {path}; run `lab study items --out {path.parent}` on a GPU.") from None
-    except json.JSONDecodeError as exc:
-        raise LabError(f"{path} is not valid JSON ({exc}).") from None
+    payload = read_json(path, f"No measurement at {path}; run `lab study items --out {path.parent}` on a GPU.",
+                        "small-items measurement")
     if payload.get("kind") != PAYLOAD_KIND or payload.get("schema") != PAYLOAD_SCHEMA:
         raise LabError(f"{path} is not a small-items measurement of schema {PAYLOAD_SCHEMA} (kind "
                        f"{payload.get('kind')!r}, schema {payload.get('schema')!r}).")

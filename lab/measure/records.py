@@ -154,14 +154,24 @@ def save(path: Path | str, records: RecordSet) -> Path:
     return path
 
 
-def load(path: Path | str) -> RecordSet:
+def read_json(path: Path | str, missing: str, what: str = "record file") -> dict:
+    """A JSON file's object, or LabError in one sentence: `missing` (what to run to make it) when it is absent, that
+    it is not a valid `what` when it does not parse or is not an object."""
     path = Path(path)
     try:
         payload = json.loads(path.read_text())
     except FileNotFoundError:
-        raise LabError(f"No record file at {path}; run `lab bench FAMILY --json {path}` on a GPU first.") from None
+        raise LabError(missing) from None
     except json.JSONDecodeError as exc:
-        raise LabError(f"{path} is not a valid record file ({exc}).") from None
+        raise LabError(f"{path} is not a valid {what} ({exc}).") from None
+    if not isinstance(payload, dict):
+        raise LabError(f"{path} is not a valid {what} (it holds a {type(payload).__name__}, not an object).")
+    return payload
+
+
+def load(path: Path | str) -> RecordSet:
+    path = Path(path)
+    payload = read_json(path, f"No record file at {path}; run `lab bench FAMILY --json {path}` on a GPU first.")
     if payload.get("schema") != SCHEMA:
         raise LabError(f"{path} has record schema {payload.get('schema')}, this lab reads {SCHEMA}.")
     return RecordSet(payload["provenance"], [Record(**r) for r in payload["records"]], replayed=True)

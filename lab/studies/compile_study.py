@@ -42,6 +42,7 @@ from lab.core import build, nvrtc, occupancy
 from lab.core.errors import LabError
 from lab.families.epilogue import OUTS, Epilogue
 from lab.measure.bounds import BFLOAT16
+from lab.measure.records import read_json
 
 SCHEMA = 1
 STUDY = "compile_variants"
@@ -436,13 +437,8 @@ def run(out_dir: Path, *, quick: bool = False, file: str = RECORD, axes: Sequenc
 def load(path: Path | str) -> dict:
     """A record written by run(), checked for its schema and study."""
     path = Path(path)
-    try:
-        record = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise LabError(f"No compile-study record at {path}; run `python -m lab.studies.compile_study {path}` "
-                       "first.") from None
-    except json.JSONDecodeError as exc:
-        raise LabError(f"{path} is not a valid record file ({exc}).") from None
+    record = read_json(path, f"No compile-study record at {path}; run `python -m lab.studies.compile_study {path}` "
+                       "first.")
     if record.get("study") != STUDY or record.get("schema") != SCHEMA:
         raise LabError(f"{path} is not a compile-study record of schema {SCHEMA} (study {record.get('study')!r}, "
                        f"schema {record.get('schema')!r}).")
