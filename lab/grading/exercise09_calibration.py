@@ -125,7 +125,7 @@ def reference_table(heads: list[dict], vocab: int, where: str) -> dict:
 
 def run(out_dir: Path, rounds: int = 3, write_solution: bool = False, progress=print) -> Path:
     from lab.grading.exercises import load
-    from lab.measure.records import provenance
+    from lab.measure.records import provenance, write_json
     from lab.tools.library_gemm import library_name
 
     started = time.perf_counter()
@@ -144,8 +144,7 @@ def run(out_dir: Path, rounds: int = 3, write_solution: bool = False, progress=p
     record["traces"] = time_traces(exercise, rounds, progress)
     record["seconds"] = round(time.perf_counter() - started, 1)
     out = Path(out_dir) / RECORD
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    write_json(out, record)
     return out
 
 

@@ -154,6 +154,15 @@ def save(path: Path | str, records: RecordSet) -> Path:
     return path
 
 
+def write_json(path: Path | str, payload: dict) -> Path:
+    """Write a record (indented, one line per key; values JSON cannot hold as text) with its folder; returns the
+    path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1, default=str) + "\n")
+    return path
+
+
 def read_json(path: Path | str, missing: str, what: str = "record file") -> dict:
     """A JSON file's object, or LabError in one sentence: `missing` (what to run to make it) when it is absent, that
     it is not a valid `what` when it does not parse or is not an object."""

@@ -40,7 +40,7 @@ import numpy as np
 
 from lab.core.build import REPO_ROOT
 from lab.core.errors import LabError
-from lab.measure.records import format_bytes
+from lab.measure.records import format_bytes, write_json
 from lab.studies import profile
 from lab.tools import ncu as nsight_compute
 from lab.tools.triton_gemm import GELU_CUBIC, GELU_SCALE
@@ -822,8 +822,7 @@ def run(out_dir: Path, *, sizes=DEFAULT_SIZES, ncu: bool = True, replay: str = "
     backend = CupyBackend(min_time_ms=min_time_ms, ncu=ncu, replay=replay)
     record = measure_levels(list(sizes), backend=backend, progress=progress)
     path = Path(out_dir) / STUDY_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1) + "\n")
+    write_json(path, record)
     if progress:
         progress(summary_text(record))
     return path

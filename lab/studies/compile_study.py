@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as _dt
-import json
 import math
 import os
 import platform
@@ -42,7 +41,7 @@ from lab.core import build, nvrtc, occupancy
 from lab.core.errors import LabError
 from lab.families.epilogue import OUTS, Epilogue
 from lab.measure.bounds import BFLOAT16
-from lab.measure.records import read_json
+from lab.measure.records import read_json, write_json
 
 SCHEMA = 1
 STUDY = "compile_variants"
@@ -427,8 +426,7 @@ def run(out_dir: Path, *, quick: bool = False, file: str = RECORD, axes: Sequenc
     path."""
     record = measure_grid(quick, axes, cache_root, progress)
     out = Path(out_dir) / file
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1) + "\n")
+    write_json(out, record)
     if progress:
         progress(describe(record))
     return out

@@ -10,12 +10,12 @@ Needs the CUDA driver (cuTensorMapEncodeTiled) and a GPU for the provenance.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from lab.families.grouped_gemm import CASES
 from lab.measure import records
+from lab.measure.records import write_json
 
 RECORD = "grouped_table_cost.json"
 
@@ -35,8 +35,7 @@ def run(out_dir: Path, *, repeats: int = 5, progress: Callable[[str], None] | No
     """Measure (measure) and write out_dir/RECORD; one line per case goes to `progress`. Returns the path."""
     payload = measure(repeats)
     path = Path(out_dir) / RECORD
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=1) + "\n")
+    write_json(path, payload)
     if progress:
         for row in payload["rows"]:
             progress(f"{row['case']}: {row['groups']} groups, {row['maps']} maps, {row['median_ms']:.2f} ms "

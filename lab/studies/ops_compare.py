@@ -76,6 +76,7 @@ from pathlib import Path
 import numpy as np
 
 from lab.core.errors import LabError
+from lab.measure.records import write_json
 from lab.studies import serving_trace as st
 
 DTYPES = ("float16", "bfloat16")
@@ -1006,8 +1007,7 @@ def run(out_dir, *, model: str | Model = "llama3_8b", dtype: str = "float16", st
         "seconds": seconds,
     }
     path = Path(out_dir) / f"ops_vs_torch_{model.name}_{dtype}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=1, default=str) + "\n")
+    write_json(path, payload)
     return path
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from lab.core.errors import LabError
+from lab.measure.records import write_json
 from lab.studies import serving_trace as st
 
 TRACE_SEED, TRACE_STEPS, TRACE_PREFILL_SHARE, TRACE_SKEW = 2026, 1000, 0.05, 1.2
@@ -41,8 +42,7 @@ def _write(directory: Path, name: str, payload: dict) -> Path:
     from lab.measure.records import provenance
 
     path = Path(directory) / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"provenance": provenance(), **payload}, indent=1, default=str) + "\n")
+    write_json(path, {"provenance": provenance(), **payload})
     return path
 
 

@@ -372,7 +372,7 @@ def run_sweep(out_dir: Path, *, rounds: int = 3, seed: int = 20261201, write_tab
               classes: tuple[str, ...] | None = None, progress=print) -> Path:
     """The sweep, the table chosen from it, and lab.ops under that table against PyTorch; one record."""
     from lab.core import device
-    from lab.measure.records import provenance
+    from lab.measure.records import provenance, write_json
     from lab.ops import rules
     from lab.ops.dispatch import Runtime
     from lab.tools.library_gemm import library_name
@@ -420,8 +420,7 @@ def run_sweep(out_dir: Path, *, rounds: int = 3, seed: int = 20261201, write_tab
               "samples": samples, "choices": choices, "table": table_json, "final": final,
               "summary": summarize(final), "seconds": round(time.perf_counter() - started, 1)}
     out = Path(out_dir) / RECORD
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    write_json(out, record)
     if write_table is not None:
         Path(write_table).write_text(json.dumps(table_json, indent=1) + "\n")
     return out

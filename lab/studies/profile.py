@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from lab.core.errors import LabError
+from lab.measure.records import write_json
 from lab.tools import ncu
 from lab.tools.ncu import find_ncu  # also lab.studies.profile.find_ncu: the name the CLI, the tour and the doctor call
 
@@ -97,8 +98,7 @@ def save(path: Path | str, payload: dict) -> Path:
     """Write a profile payload (what ladder_counters returns) as JSON: results/h200/<family>_profile.json
     is one, replayed by the notebooks and the tour where no GPU (or no ncu) is present."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=1) + "\n")
+    write_json(path, payload)
     return path
 
 

@@ -40,7 +40,6 @@ per-round fractions, their spread (max / min - 1), and the methods that vary by 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -760,7 +759,7 @@ def run(out_dir, *, rounds: int = 3, progress=print, quick: bool = False, cases:
 
     from lab.core import device
     from lab.measure import timing
-    from lab.measure.records import Record, provenance
+    from lab.measure.records import Record, provenance, write_json
 
     started = time.perf_counter()
     gpu = device.current()
@@ -835,8 +834,7 @@ def run(out_dir, *, rounds: int = 3, progress=print, quick: bool = False, cases:
              "clocks_read": _clocks() is not None, "cases": infos, "rounds_info": rounds_info, "summary": summary,
              "table": table, "seconds": round(time.perf_counter() - started, 1)}
     path = Path(out_dir) / FILENAME
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload(provenance(), recs, study), indent=1, default=str) + "\n")
+    write_json(path, payload(provenance(), recs, study))
     progress(f"{path} written in {study['seconds']} s")
     return path
 

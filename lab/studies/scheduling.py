@@ -18,6 +18,7 @@ from pathlib import Path
 
 from lab.core.errors import LabError
 from lab.core.tile_order import RASTER, SK_FIXUP_COST, SK_MIN_GAIN
+from lab.measure.records import write_json
 from lab.tools import ncu
 
 # A panel of tiles overflows the 60 MB L2 on the first two, not on the last two (the lesson's shapes).
@@ -273,8 +274,7 @@ def run(out_dir: Path, study: str, *, progress: Callable[[dict | str], None] | N
     small-items study also reports its table (and the empty kernel's launch cost) through `progress`."""
     payload = run_study(study, progress=progress, **options)
     path = Path(out_dir) / STUDY_FILES[study]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=1) + "\n")
+    write_json(path, payload)
     if study == "items" and progress:
         from lab.families import work_queue
 

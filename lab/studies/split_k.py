@@ -6,7 +6,6 @@ DIR/split_k_factors.json (results/<gpu>/ for the reference GPU); notebook 05 plo
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -107,8 +106,6 @@ def split_factor_study(min_time_ms: float = 10.0, progress: Callable[[dict], Non
 
 def run(out_dir: Path, *, min_time_ms: float = 10.0, progress: Callable[[dict], None] | None = None) -> Path:
     """The split-factor study (split_factor_study), written to out_dir/STUDY_FILE; returns the path."""
-    payload = split_factor_study(min_time_ms=min_time_ms, progress=progress)
-    path = Path(out_dir) / STUDY_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=1) + "\n")
-    return path
+    from lab.measure.records import write_json
+
+    return write_json(Path(out_dir) / STUDY_FILE, split_factor_study(min_time_ms=min_time_ms, progress=progress))
