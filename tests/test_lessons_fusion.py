@@ -1,4 +1,5 @@
-"""lab.lessons.fusion (notebooks 06 and 07) and the fusion figures of lab.lessons.plots, on synthetic records. CPU only.
+"""lab.lessons.fusion (a package: notebooks 06 and 07) and its figures (lab.lessons.plots.fusion), on synthetic records.
+CPU only.
 
 The writers below (write_synthetic_fusion) also feed tests/test_notebooks.py's synthetic replay: made-up values with
 the shape of real records (lab bench FAMILY --json, lab study checklist), never written under results/.
@@ -14,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lab.core.build import REPO_ROOT
 from lab.families import epilogue
 from lab.lessons import Mode, plots
 from lab.lessons import fusion as lesson
@@ -211,7 +213,11 @@ def test_unreadable_checklist_is_treated_as_missing(empty_dir):
 
 
 def test_a_family_not_in_the_catalogue_is_named_not_failed(monkeypatch, empty_dir):
-    monkeypatch.setattr(lesson, "ladder", lambda name: None)
+    import sys
+
+    for name in [n for n in sys.modules if n.startswith("lab.lessons.fusion.")]:  # each module's own binding
+        if hasattr(sys.modules[name], "ladder"):
+            monkeypatch.setattr(sys.modules[name], "ladder", lambda name: None)
     assert "NOT IN lab.families" in lesson.status(None, "rmsnorm")
     assert "NOT IN lab.families" in lesson.banner(REPLAY, ("rmsnorm",))
     assert "NOT IN lab.families" in lesson.rung_headers("rmsnorm").text
@@ -440,7 +446,7 @@ def test_numerics_demos():
 
 
 def test_exercise_pointer_follows_the_folders():
-    root = Path(lesson.REPO_ROOT) / "exercises"
+    root = Path(REPO_ROOT) / "exercises"
     text = lesson.exercise_pointer("08", lesson.EPILOGUE_FAMILIES)
     assert ("is coming" in text) == (not any(root.glob("08_*")))
     assert "exercises/06_tile_order" in lesson.exercise_pointer(None, ("gemm_tc",))
@@ -469,3 +475,9 @@ def test_fusion_figures_draw_from_records_and_decline_without_them(replay_dir):
 
 def test_tail_panels_split_at_the_gaps():
     assert plots.fusion._clusters([1016, 1017, 1018, 2040, 2041, 4090]) == [[1016, 1017, 1018], [2040, 2041], [4090]]
+
+
+def test_check_status_is_the_family_modules_own_line():
+    text = lesson.check_status("softmax")
+    assert text.startswith("tests/test_gpu_softmax.py passed") and "\n" not in text and "STATUS" not in text
+    assert "NOT IN lab.families" in lesson.check_status("no_such_family")

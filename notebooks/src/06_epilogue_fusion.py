@@ -10,7 +10,20 @@
 
 # %% [markdown]
 # # 06 — Epilogue fusion: computing on the way to memory
+
+# %% [markdown]
+# ## What you will learn
 #
+# - Why an elementwise op after a GEMM is cheap arithmetic and an expensive pass over memory: the bytes an unfused
+#   bias + GELU moves against a fused one, counted from `M`, `N`, `K` and the types.
+# - How one header of compile-time ops (`kernels/common/lab_epilogue.cuh`) chains bias, GELU and an int8
+#   quantizer onto the persistent GEMM's fp32 accumulator, and what that does to the compiled kernel.
+# - How to launch the fused rung through its family on an awkward shape and check it element by element against
+#   float64 with its own error bound, then time it against the same rung without the epilogue.
+# - How to read the optimization checklist (library calls, graph-level fusion, Triton, the lab's own CUDA) in
+#   time, DRAM bytes and lines of code, and when each step pays.
+
+# %% [markdown]
 # A linear layer is rarely a bare GEMM. Its output gets a bias, maybe a per-row or per-column scale, an
 # activation (ReLU, GELU, SiLU), a clamp, a residual, and before the next layer perhaps a quantization to int8 or
 # fp8. Written as library calls, each of those is one more kernel that reads the GEMM's output `C` from memory
@@ -18,17 +31,10 @@
 # GEMM's registers, one instruction before the store: applying them there, in the GEMM's **epilogue**, removes
 # the extra kernels and the extra passes over `C`.
 #
-# This notebook follows that idea through the lab's code and its records:
-#
-# 1. why the write-back matters: the bytes a separate pass adds, before anything is measured;
-# 2. the functor chain of `kernels/common/lab_epilogue.cuh`: the ops, their code, and what fusing them does to
-#    rung 06's compiled kernel;
-# 3. correctness: what the checks cover, and the quantizers on their special values;
-# 4. time: the fused rung against the same rung without an epilogue, and against two library paths;
-# 5. DRAM bytes, fused and unfused, against the minimum;
-# 6. the optimization checklist: library calls, graph-level fusion, Triton, the lab's own CUDA, side by side
-#    in time, bytes and lines of code;
-# 7. what rung 06's header predicted, against what was measured.
+# The sections: (1) the bytes a separate pass adds, counted before anything is measured; (2) the functor chain
+# and what fusing does to rung 06's compiled kernel; (3) correctness, with one launch written out; (4) time, the
+# fused rung against the same rung without an epilogue and against two library paths; (5) DRAM bytes, fused and
+# unfused; (6) the optimization checklist; (7) what the headers predicted.
 #
 # The fused kernels are gemm_tc rung 06 (the persistent Hopper GEMM) and gemm_fp32 rung 08, built with the chain
 # (families `gemm_tc_epilogue` and `gemm_fp32_epilogue` in `lab/families/gemm_epilogue.py`). Every measured figure
@@ -37,14 +43,19 @@
 # fused into the GEMM), and Micikevicius et al., "FP8 formats for deep learning" (2022) for e4m3.
 
 # %%
+import numpy as np
+
 from lab import lessons
+from lab.families import get_family
 from lab.lessons import fusion as lesson
 from lab.lessons import plots
+from lab.measure import timing, verify
+from lab.studies import checklist as checklist_study
 
 # %% [markdown]
 # ## Live or replay
 #
-# LIVE (a GPU here) checks the fused rungs and measures a short plan now, shown first; the reference GPU's full
+# LIVE (a GPU here) checks the fused rungs and measures a short plan in this run, shown first; the reference GPU's full
 # records are replayed beside it, labelled as such. REPLAY (no GPU) shows only the records, and says so. The box
 # lists every record file this notebook reads, with the device, date and commit it was made on.
 
@@ -70,8 +81,43 @@ print(lesson.live_plan_text(lesson.EPILOGUE_FAMILIES))
 # reads `C` back and writes it again. Written op by op, as `y = y + bias` then the GELU's expression, each
 # operation is such a pass, and CuPy widens to fp32 on the way, so the passes move twice the bytes of `C`.
 #
-# The model below counts bytes only: the family's minimum (`min_dram_bytes`: `A`, `B` and the bias read once,
-# `C` written once) against the same plus one pass over `C`. It is arithmetic, not a measurement.
+# The count below is arithmetic, not a measurement: the bytes of `Y = GELU_tanh(A @ W.T + bias)` (the operation
+# of section 6's checklist) if every array and every intermediate went to DRAM once per kernel that touches it.
+# Three ways to compute it: fused (the epilogue in the GEMM: the minimum), one separate elementwise pass (graph-level
+# fusion), and one CuPy expression at a time, exactly as `lab.studies.checklist.library` writes it.
+
+# %%
+def epilogue_bytes(M: int, N: int, K: int) -> dict:
+    """DRAM bytes of Y = GELU_tanh(A @ W.T + bias) per path, if every pass goes to DRAM."""
+    fp16, fp32 = 2, 4                               # bytes per element
+    gemm_in = fp16 * M * K + fp16 * N * K           # A and W read once
+    bias = fp32 * N                                 # read once
+    C = fp16 * M * N                                # one fp16 M x N array, written (or read) once
+    fused = gemm_in + bias + C                      # the epilogue in the GEMM: Y written once
+    one_pass = fused + 2 * C                        # the GEMM writes C; one kernel reads it and writes Y
+    # op by op: (bytes read, bytes written) per element of each kernel after the GEMM (its fp16 C is the `C` above)
+    steps = [(fp16, fp32),                          # z = C + bias: fp16 in, fp32 out
+             (fp32, fp32), (fp32, fp32),            # 0.5 * z; z ** 3
+             (fp32, fp32), (2 * fp32, fp32),        # 0.044715 * _; z + _
+             (fp32, fp32), (fp32, fp32),            # 0.7978845608 * _; tanh(_)
+             (fp32, fp32), (2 * fp32, fp32),        # 1.0 + _; (0.5 * z) * _
+             (fp32, fp16)]                          # Y[...] = _ (converted to fp16)
+    op_by_op = fused + sum(r + w for r, w in steps) * M * N
+    return {"fused (minimum)": fused, "one pass (graph fusion)": one_pass, "op by op (library)": op_by_op,
+            "kernels after the GEMM, op by op": len(steps)}
+
+
+M = N = K = 4096                                    # the first headline problem
+count = epilogue_bytes(M, N, K)
+print(f"Y = GELU_tanh(A @ W.T + bias) at {M}^3, fp16 A, W and Y, fp32 bias:")
+for path in ("fused (minimum)", "one pass (graph fusion)", "op by op (library)"):
+    print(f"  {path:24s} {count[path] / 2**20:8.0f} MiB = {count[path] / count['fused (minimum)']:5.2f}x the minimum")
+print(f"  op by op launches {count['kernels after the GEMM, op by op']} kernels after the GEMM, each with an fp32 "
+      f"M x N intermediate of {4 * M * N / 2**20:.0f} MiB")
+
+# %% [markdown]
+# The same minimum, as the family computes it (`min_dram_bytes`), against one extra pass over `C`, at both
+# headline sizes:
 
 # %%
 print(lesson.traffic_model())
@@ -180,14 +226,97 @@ print(lesson.bounds_doc())
 lesson.quantizer_demo()
 
 # %% [markdown]
+# ### One launch, written out
+#
+# Rung 06 with bias + GELU on `M = 1000`, `N = 1023`, `K = 512`: no dimension a multiple of the tiles, and an odd
+# `N`, so every row ends without the paired 2-byte store. The family makes the problem (fresh random inputs and
+# bias, never zeros), its float64 reference and each element's bound (carried through every op by
+# `lab.families.epilogue`). With no GPU here the family makes them on the host (`array_module = np`), so the
+# reference and the bound are computed in either mode.
+
+# %%
+EPI = get_family("gemm_tc_epilogue")
+if not MODE.live:
+    EPI.array_module = np           # no GPU: the problem and its float64 reference are made on the host
+rung = EPI.rung("06")
+problem = EPI.make_problem(seed=0, M=1000, N=1023, K=512, epilogue="bias+gelu_tanh", layout="TN", dtype="float16")
+ref = EPI.reference(problem)                      # float64: A @ W.T + bias, then GELU, from the stored fp16 inputs
+bound = EPI.error_bound(problem, ref)             # each element's allowed |error|
+print(f"{problem.label}: rung {rung.key}, output {problem.out_shape} {problem.dtype}")
+print(f"the bound: median {np.median(bound / np.maximum(np.abs(ref), 1e-3)):.1e} of |y| (|y| >= 1e-3), "
+      f"largest {bound.max():.1e} in absolute terms")
+
+# %% [markdown]
+# On a GPU (an H200: rung 06 needs `sm_90a`): the output allocated and poisoned with NaN, the launch, a
+# synchronize, the largest error against its bound. `lab.measure.verify.compare_output` is the same comparison
+# with the checks' rules; `lab.measure.verify.check_rung` adds guard zones, three input distributions, a second
+# run for races and every case above (the banner's LIVE cell ran it before anything was timed).
+
+# %%
+REFUSED = lesson.live_refusal(MODE, "gemm_tc_epilogue")     # why this GPU cannot run rung 06 (None: it can)
+if MODE.live and not REFUSED:
+    import cupy as cp
+
+    out = cp.full(problem.out_shape, cp.nan, dtype=problem.dtype)     # poisoned
+    EPI.launch(rung, problem, out)
+    cp.cuda.get_current_stream().synchronize()
+    got = cp.asnumpy(EPI.output_values(out)).astype(np.float64)
+    err = np.abs(got - ref)
+    print(f"unwritten (still NaN): {int(np.count_nonzero(np.isnan(got)))} of {got.size}")
+    print(f"largest |error| {np.nanmax(err):.2e}; largest |error| / bound {np.nanmax(err / bound):.3f} (1 or less "
+          "passes)")
+    print("lab.measure.verify.compare_output:", verify.compare_output(EPI, problem, out).describe())
+elif MODE.live:
+    print(f"LIVE, but {REFUSED}")
+else:
+    print("REPLAY: on a GPU this cell launches rung 06 with the chain into a NaN-poisoned output and prints its "
+          "largest error against the bound above; the family's record of its checks on the reference GPU:")
+    print(" ", lesson.check_status("gemm_tc_epilogue"))
+
+# %% [markdown]
 # ---
 # ## 4. Fused against plain against the library: time
 #
 # `lab bench gemm_tc_epilogue` times, on each headline problem and in the same run: rung 06 without an
-# epilogue (the ceiling, `plain_gemm`), rung 06 with the chain, **cupy_fused** (cuBLAS, then one generated
-# elementwise kernel for the whole chain: graph-level fusion) and **cupy_ops** (cuBLAS, then one CuPy
-# operation per op, as a user first writes it). The headline problems: bias + GELU at 4096^3 and 8192^3, with a
-# fp16 output and with an int8 output scaled per row. LIVE: the first problem, checked and measured now.
+# epilogue (`plain_gemm`, what the fused rung is measured against), rung 06 with the chain, **cupy_fused**
+# (cuBLAS, then one generated elementwise kernel for the whole chain: graph-level fusion) and **cupy_ops**
+# (cuBLAS, then one CuPy operation per op, as a user first writes it). The headline problems: bias + GELU at
+# 4096^3 and 8192^3, with a fp16 output and with an int8 output scaled per row.
+#
+# **Predict first.** Rung 06's header predicts the fused rung's time over the plain one's; section 1's count and
+# the cell after it bound what the library paths' extra passes cost at the copy's bandwidth. Read both before the
+# measurements:
+
+# %%
+print(lesson.fused_prediction("gemm_tc_epilogue"))
+
+# %% [markdown]
+# ### One timing against the plain rung, in the same run
+#
+# The fused rung, the same rung without the epilogue, and the graph-fusion library path (`cupy_fused`: cuBLAS,
+# then one generated elementwise kernel), each timed with `lab.measure.timing.measure` (CUDA events, cold L2, a
+# median over repetitions) on the first headline problem, so the three times come from one run on one GPU.
+
+# %%
+if MODE.live and not REFUSED:
+    head = EPI.headline_params()[0]                              # 4096^3 fp16, TN, bias + GELU, fp16 output
+    big = EPI.make_problem(seed=0, **head)
+    y = cp.empty(big.out_shape, dtype=big.dtype)
+    graph_fusion = EPI.baselines()["cupy_fused"]
+    t_fused = timing.measure(lambda i: EPI.launch(rung, big, y, i), l2="cold")
+    t_plain = timing.measure(lambda i: EPI.launch_ceiling(big, y, i), l2="cold")
+    t_graph = timing.measure(lambda i: graph_fusion(big, y, i), l2="cold")
+    print(f"{big.label}, measured in this run (cold L2, medians):")
+    for name, t in (("plain rung 06", t_plain), ("fused rung 06", t_fused), ("cupy_fused", t_graph)):
+        print(f"  {name:14s} {t.median_ms:.4f} ms (p10-p90 {t.p10_ms:.4f}-{t.p90_ms:.4f})")
+    print(f"  -> fused / plain = {t_fused.median_ms / t_plain.median_ms:.3f}; "
+          f"cupy_fused / fused = {t_graph.median_ms / t_fused.median_ms:.2f}")
+else:
+    print("REPLAY: on a GPU (sm_90a) this cell times the fused rung, the plain rung and cupy_fused on the first "
+          "headline problem in the same run; the replayed times of every headline problem are the table below.")
+
+# %% [markdown]
+# The short LIVE plan (`lab bench`'s, on the first headline problem) and then the reference GPU's full records:
 
 # %%
 LIVE_TC = lesson.live_records(MODE, "gemm_tc_epilogue")
@@ -207,11 +336,24 @@ print(lesson.status(TC, "gemm_tc_epilogue"))
 lesson.epilogue_table(TC, "gemm_tc_epilogue")
 
 # %% [markdown]
-# Each path's time over the plain GEMM's (the plain GEMM is one; lower is faster), the lesson's target for the
-# fused rung dashed:
+# Each path's time over the plain GEMM's (the plain GEMM is one; lower is faster), the bar this lesson sets for
+# the fused rung dashed:
 
 # %%
 lesson.show(plots.epilogue_times, TC, "gemm_tc_epilogue", target=lesson.TARGETS["fused_over_plain"])
+
+# %% [markdown]
+# **Reading the bars.** One panel per headline problem; the hatched bar is the plain rung, at one by
+# construction. The fused rung's bar is what fusing costs: how far above one it sits is the epilogue's own
+# arithmetic and stores. The grey bars are the library paths: their height above the fused bar is the price of
+# the extra passes over `C` (and, for `cupy_ops`, of one kernel and one fp32 intermediate per op). Compare the
+# fp16-output panels with the int8 ones: the library paths pay their passes either way, the fused rung stores a
+# byte instead of two.
+#
+# The prediction of rung 06's header, held against these records:
+
+# %%
+print(lesson.fused_prediction_check(TC, "gemm_tc_epilogue"))
 
 # %% [markdown]
 # The FP32 ladder's rung 08 with the same chain, against itself without it (no library baseline: CuPy's fp32
@@ -230,7 +372,13 @@ lesson.epilogue_table(FP32, "gemm_fp32_epilogue")
 lesson.show(plots.epilogue_times, FP32, "gemm_fp32_epilogue", target=lesson.TARGETS["fused_over_plain"])
 
 # %% [markdown]
-# The lesson's targets, judged on these records: the fused rung within a few per cent of the plain one at
+# **Reading the bars.** Two bars a panel: with no library path here, the fused bar's height above one is the whole
+# story. The chain's instructions per output are the same as on the tensor-core rung, but the SIMT mainloop spends
+# far longer on each tile, so the same epilogue is a smaller share of the time: expect this bar closer to one than
+# the tensor-core rung's.
+
+# %% [markdown]
+# The bars this lesson sets, judged on these records: the fused rung within a few per cent of the plain one at
 # both sizes, and clearly faster than the op-by-op library path at 4096^3 (the thresholds are printed with the
 # verdicts).
 
@@ -271,14 +419,69 @@ print(lesson.sweep_overhead(TC, "gemm_tc_epilogue"))
 CHECKLIST = lesson.load_checklist()
 print(lesson.checklist_status(CHECKLIST))
 
+# %% [markdown]
+# **Predict first.** Section 1's count, at the record's sizes: the library level is the op-by-op path, graph
+# fusion the one-pass path, Triton and the lab's kernel the fused one.
+
+# %%
+LEVEL_PATH = {"library": "op by op (library)", "graph_fusion": "one pass (graph fusion)",
+              "triton": "fused (minimum)", "lab_fused": "fused (minimum)"}
+for size in (CHECKLIST or {}).get("sizes", []):
+    predicted = epilogue_bytes(size["M"], size["N"], size["K"])
+    print(f"{size['M']}x{size['N']}x{size['K']}: " + ", ".join(
+        f"{level} {predicted[path] / 2**20:.0f} MiB" for level, path in LEVEL_PATH.items()))
+
+# %% [markdown]
+# What Nsight Compute measured, one call each (caches flushed first), against the record's minimum:
+
 # %%
 print(lesson.checklist_bytes(CHECKLIST))
+
+# %% [markdown]
+# And measured against predicted, level by level. The GEMM alone (cuBLAS, no epilogue) already moves more than
+# the count's `A` and `W` read once: its tiles re-read them through the L2, and some of those re-reads reach DRAM.
+# The cell adds that excess, measured, to each level's count, and divides the measured bytes by the sum.
+
+# %%
+if CHECKLIST is None:
+    print(lesson.checklist_status(CHECKLIST))
+for size in (CHECKLIST or {}).get("sizes", []):
+    predicted = epilogue_bytes(size["M"], size["N"], size["K"])
+    gemm = checklist_study.dram_bytes(size["gemm"])           # cuBLAS's GEMM alone, measured
+    if not gemm:
+        print(f"{size['M']}x{size['N']}x{size['K']}: the GEMM alone was not measured; no excess to add")
+        continue
+    excess = gemm - predicted["fused (minimum)"]               # what the GEMM moves beyond A, W once and Y once
+    print(f"{size['M']}x{size['N']}x{size['K']}: the GEMM alone moved {gemm / 2**20:.0f} MiB, "
+          f"{excess / 2**20:.0f} MiB more than the count")
+    for level, path in LEVEL_PATH.items():
+        entry = size["levels"].get(level, {})
+        measured = checklist_study.dram_bytes(entry) if entry.get("status") == "ok" else None
+        expected = predicted[path] + excess
+        shown = "not measured" if not measured else f"{measured / 2**20:6.0f} MiB = {measured / expected:.2f}x"
+        print(f"  {level:13s} count {predicted[path] / 2**20:6.0f} MiB + excess = {expected / 2**20:6.0f} MiB; "
+              f"measured {shown}")
+
+# %% [markdown]
+# **Reading it.** Where measured over expected is close to one, the count explains the level's bytes: each pass
+# it named went to DRAM, and nothing else did. Below one, some of a level's passes hit the L2 (an intermediate
+# read right after it was written). Above one, the level moves bytes the count does not name; for a fused level
+# that is its own GEMM re-reading more of `A` and `W` than cuBLAS's does (other tiles, another tile order:
+# notebook 04 measures what the order does to DRAM reads).
 
 # %% [markdown]
 # Left: each level's time over the plain GEMM's. Right: its DRAM bytes, the minimum dashed.
 
 # %%
 lesson.show_checklist(plots.checklist_levels, CHECKLIST)
+
+# %% [markdown]
+# **Reading the panels.** Read the right-hand panel first: the library level's bar towers over the rest, and the
+# count of section 1 said by how much before anything ran; graph fusion removes the intermediates but keeps one
+# pass over `Y`; the two fused levels sit near the GEMM's own bytes. Then the left-hand panel: time follows the
+# bytes only partly. The library level pays for its bytes and its launches; between the fused levels the bytes
+# are nearly equal, so what separates their times is the GEMM itself (tiles, pipelining, the epilogue's overlap),
+# not the epilogue's memory traffic.
 
 # %% [markdown]
 # ---
@@ -309,19 +512,11 @@ print(lesson.checklist_verdicts(CHECKLIST))
 # ---
 # ## 7. What was predicted, against what was measured
 #
-# Rung 06's header holds a prediction for the fused epilogue, written before any GPU run. Quoted from the source:
-
-# %%
-print(lesson.fused_prediction("gemm_tc_epilogue"))
-
-# %% [markdown]
-# Each range in it against the fused / plain ratio of the fp16-output headline problem at that size:
-
-# %%
-print(lesson.fused_prediction_check(TC, "gemm_tc_epilogue"))
-
-# %% [markdown]
-# And the FP32 rung's header:
+# Rung 06's header holds a prediction for the fused epilogue, written before any GPU run; section 4 printed it
+# before the measurements and held it against them after.
+#
+# Section 4 held each range in it against the fused / plain ratio of the fp16-output headline problem at that size.
+# The FP32 rung's header:
 
 # %%
 print(lesson.fused_prediction("gemm_fp32_epilogue"))

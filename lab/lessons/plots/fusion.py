@@ -93,6 +93,7 @@ def checklist_levels(record: dict, path: Path | None = None):
     for (ax_t, ax_b), size in zip(axes, sizes, strict=True):
         entries = _checklist_entries(size)
         names = [n for n, _ in entries]
+        tops = {ax_t: [1.0], ax_b: [size["min_dram_bytes"] / 1e6]}  # the tallest bar per panel: room for its label
         colors = [CEILING_COLOR if n == "gemm" else RUNG_COLORS[i % len(RUNG_COLORS)] for i, n in enumerate(names)]
         for i, (name, entry) in enumerate(entries):
             ok = entry.get("status") == "ok" and entry.get("x_gemm") is not None
@@ -100,6 +101,7 @@ def checklist_levels(record: dict, path: Path | None = None):
                 ax_t.bar(i, entry["x_gemm"], color="white" if name == "gemm" else colors[i], edgecolor=colors[i],
                          hatch="//" if name == "gemm" else None)
                 ax_t.text(i, entry["x_gemm"], f"{entry['x_gemm']:.2f}x", ha="center", va="bottom", fontsize=7)
+                tops[ax_t].append(entry["x_gemm"])
             else:
                 ax_t.text(i, 0.02, "not timed", ha="center", va="bottom", fontsize=7, rotation=90)
             moved = (entry.get("dram") or {}).get("bytes") if ok else None
@@ -107,6 +109,7 @@ def checklist_levels(record: dict, path: Path | None = None):
                 ax_b.bar(i, moved / 1e6, color=colors[i])
                 ax_b.text(i, moved / 1e6, f"{moved / size['min_dram_bytes']:.2f}x", ha="center", va="bottom",
                           fontsize=7)
+                tops[ax_b].append(moved / 1e6)
         minimum = size["min_dram_bytes"]
         ax_b.axhline(minimum / 1e6, color=CEILING_COLOR, ls="--", lw=1, label=f"minimum {minimum / 1e6:.0f} MB")
         shape = f"{size['M']}x{size['N']}x{size['K']}"
@@ -115,8 +118,7 @@ def checklist_levels(record: dict, path: Path | None = None):
             ax.set_ylabel(what, fontsize=8)
             ax.set_title(shape, fontsize=9)
             ax.grid(axis="y", alpha=0.3)
-            ax.set_ylim(bottom=0)
-            ax.margins(y=0.15)
+            ax.set_ylim(0, max(tops[ax]) * 1.15)
             plain_ticks(ax, "y")
         legend_outside(ax_b)
     source = f"REPLAYED from {record['provenance'].get('device', '?')}" if record.get("replayed") else "measured"
@@ -152,7 +154,7 @@ def row_ladder(rs: RecordSet, family: str, target: float | None = None, min_n: i
                 digit = name[:2].isdigit()
                 ax.bar(left, rec.ratio, width, color=style["color"] if digit else "white", edgecolor=style["color"],
                        hatch=None if digit else "//", label=name if x == 0 else None)
-                ax.text(left, rec.ratio, f"{rec.ratio:.2f}", ha="center", va="bottom", fontsize=6, rotation=90)
+                ax.text(left, rec.ratio, f"{rec.ratio:.2f}", ha="center", va="bottom", fontsize=7, rotation=90)
         if target:
             covered = [x for x, n in enumerate(ns) if min_n is None or n >= min_n]
             if covered:
