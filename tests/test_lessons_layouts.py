@@ -149,3 +149,21 @@ def test_the_bank_figure_titles_count_the_wavefronts():
     plt.close(fig)
     assert "unpadded, 64-byte rows: 4 wavefronts" in titles and "unpadded, 256-byte rows: 8 wavefronts" in titles
     assert "padded (+16 B), 64-byte rows: 1 wavefront" in titles and "swizzled, 256-byte rows: 1 wavefront" in titles
+
+
+@pytest.mark.parametrize("draw", [diagrams.fragment_figure, diagrams.ldmatrix_figure, diagrams.bank_figure,
+                                  diagrams.pipeline_figure, diagrams.roles_figure,
+                                  lambda: diagrams.roles_figure(k_tiles=10, stages=2),
+                                  lambda: diagrams.bank_figure((64, 256), 16)])
+def test_each_diagram_is_legible(draw):
+    """No text under 7 pt and no two labels over each other (lab.lessons.figure_check, which CI runs on every
+    notebook figure)."""
+    import matplotlib.pyplot as plt
+
+    from lab.lessons import figure_check
+
+    fig = draw()
+    try:
+        assert figure_check.problems(fig) == []
+    finally:
+        plt.close(fig)

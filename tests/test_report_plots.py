@@ -473,3 +473,86 @@ def test_ladder_grid_draws_a_panel_per_type_and_layout(tmp_path):
 def test_ladder_grid_returns_none_without_headline_records_or_panel_keys():
     assert plots.ladder_grid(RecordSet(dict(PROVENANCE), []), "gemm_tc") is None
     assert plots.ladder_grid(synthetic("copy"), "copy") is None  # copy's params have no dtype or layout
+
+
+# ----------------------------------------------------------------------------------------------
+# Legibility: no text under 7 pt, no labels over each other (lab.lessons.figure_check), nothing drawn of all zeros
+# ----------------------------------------------------------------------------------------------
+
+def test_every_figure_passes_the_legibility_check():
+    import matplotlib.pyplot as plt
+
+    from lab.lessons import figure_check
+
+    figures = _all_figures() + [("ladder_grid", plots.ladder_grid(_tc_headline(), "gemm_tc"))]
+    for name, fig in figures:
+        try:
+            assert figure_check.problems(fig) == [], name
+        finally:
+            plt.close(fig)
+
+
+def _crowded_tc_headline(rungs: int = 12) -> RecordSet:
+    """_tc_headline with many more rungs per panel than the bars have room to label."""
+    recs = list(_tc_headline().records)
+    base = [r for r in recs if r.rung == "03_swizzled_multistage"]
+    for i in range(4, 4 + rungs):
+        recs += [Record("gemm_tc", f"{i:02d}_more", r.kind, r.params, r.bytes_moved, r.l2, r.median_ms, r.p10_ms,
+                        r.p90_ms, r.reps, r.metric, r.value * (0.9 + 0.01 * i), r.ceiling, r.ceiling_value)
+                 for r in base]
+    return RecordSet(dict(PROVENANCE), recs)
+
+
+def test_ladder_grid_labels_are_never_under_7_points_and_drop_out_where_they_do_not_fit():
+    import matplotlib.pyplot as plt
+
+    from lab.lessons import figure_check
+
+    for rs in (_tc_headline(), _crowded_tc_headline(), _crowded_tc_headline(30)):
+        fig = plots.ladder_grid(rs, "gemm_tc")
+        try:
+            labels = [t for ax in fig.axes for t in ax.texts]
+            assert all(t.get_fontsize() >= figure_check.MIN_POINTS for t in labels)
+            assert figure_check.problems(fig) == []
+            bars = sum(1 for r in rs.records if r.rung != r.ceiling)
+            assert len(labels) <= bars
+        finally:
+            plt.close(fig)
+    fig = plots.ladder_grid(_crowded_tc_headline(30), "gemm_tc")
+    try:  # bars too narrow for a 7-point label: the labels go, they do not shrink
+        assert len([t for ax in fig.axes for t in ax.texts]) < sum(1 for r in _crowded_tc_headline(30).records
+                                                                    if r.rung != r.ceiling)
+    finally:
+        plt.close(fig)
+    fig = plots.ladder_grid(_tc_headline(), "gemm_tc")
+    try:  # with room to spare, every rung's bar keeps its label
+        assert len([t for ax in fig.axes for t in ax.texts]) == sum(1 for r in _tc_headline().records
+                                                                     if r.rung != r.ceiling)
+    finally:
+        plt.close(fig)
+
+
+def test_profile_bars_draw_nothing_when_every_rung_counts_zero(tmp_path):
+    zeros = [{"rung": r, "smem_bank_conflicts_ldsm": 0.0} for r in TRANSPOSE_RUNGS]
+    assert plots.ladders.all_zero(zeros, "smem_bank_conflicts_ldsm")
+    assert plots.ladders.all_zero([{"rung": "01_naive"}], "smem_bank_conflicts_ldsm")  # absent counts as zero
+    assert not plots.ladders.all_zero([], "smem_bank_conflicts_ldsm")
+    assert plots.profile_bars(zeros, "smem_bank_conflicts_ldsm", "gemm_tc", path=tmp_path / "z.png") is None
+    assert not (tmp_path / "z.png").exists()
+    one = zeros[:-1] + [{"rung": TRANSPOSE_RUNGS[-1], "smem_bank_conflicts_ldsm": 3.0}]
+    assert not plots.ladders.all_zero(one, "smem_bank_conflicts_ldsm")
+    assert _is_png(plots.profile_bars(one, "smem_bank_conflicts_ldsm", "gemm_tc", path=tmp_path / "one.png"))
+
+
+def test_tick_labels_stay_inside_the_axes_limits():
+    """matplotlib keeps labels for ticks past an axis's limits (undrawn); the figures keep only the drawn ones."""
+    import matplotlib.pyplot as plt
+
+    fig = plots.ladder_bars(gemm_synthetic(), "gemm_fp32", peak=66.9)
+    try:
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        lo, hi = ax.get_ylim()
+        assert all(lo <= t <= hi for t in ax.get_yticks())
+    finally:
+        plt.close(fig)

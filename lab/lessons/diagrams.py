@@ -14,14 +14,15 @@ from lab.lessons import layouts
 GROUP_COLORS = plt.get_cmap("tab10").colors[:8]  # one colour per groupID g = lane / 4 (8 groups of 4 lanes)
 STAGE_COLORS = plt.get_cmap("Set2").colors
 IDLE = "#eeeeee"
+MIN_POINTS = 7.0  # no text in these figures is smaller (lab.lessons.figure_check holds every figure to it)
 
 
 def _grid(ax, shape: tuple[int, int], xlabel: str, ylabel: str, title: str) -> None:
     rows, cols = shape
     ax.set_xlim(0, cols)
     ax.set_ylim(rows, 0)  # row 0 at the top, as a matrix is written
-    ax.set_xticks(np.arange(cols) + 0.5, [str(c) for c in range(cols)], fontsize=6)
-    ax.set_yticks(np.arange(rows) + 0.5, [str(r) for r in range(rows)], fontsize=6)
+    ax.set_xticks(np.arange(cols) + 0.5, [str(c) for c in range(cols)], fontsize=MIN_POINTS)
+    ax.set_yticks(np.arange(rows) + 0.5, [str(r) for r in range(rows)], fontsize=MIN_POINTS)
     ax.tick_params(length=0)
     ax.set_xlabel(xlabel, fontsize=8)
     ax.set_ylabel(ylabel, fontsize=8)
@@ -29,7 +30,7 @@ def _grid(ax, shape: tuple[int, int], xlabel: str, ylabel: str, title: str) -> N
     ax.set_aspect("equal")
 
 
-def _cell(ax, row: int, col: int, color, text: str = "", fontsize: float = 5.5, edge: str = "white") -> None:
+def _cell(ax, row: int, col: int, color, text: str = "", fontsize: float = 7.0, edge: str = "white") -> None:
     ax.add_patch(Rectangle((col, row), 1, 1, facecolor=color, edgecolor=edge, lw=0.6))
     if text:
         ax.text(col + 0.5, row + 0.5, text, ha="center", va="center", fontsize=fontsize)
@@ -38,7 +39,7 @@ def _cell(ax, row: int, col: int, color, text: str = "", fontsize: float = 5.5, 
 def fragment_figure():
     """A (16x16), B (16x8) and C (16x8) of mma.sync.m16n8k16: each element's lane and register, coloured by
     the lane's group g = lane / 4 (lab_mma.cuh's table)."""
-    fig, axes = plt.subplots(1, 3, figsize=(14, 5.2), gridspec_kw={"width_ratios": [16, 8, 8]})
+    fig, axes = plt.subplots(1, 3, figsize=(17, 8.2), gridspec_kw={"width_ratios": [16, 8, 8]})
     what = {"A": ("k", "row m", "A: 16 x 16 (row-major), 4 x .b32 a0..a3"),
             "B": ("column n", "k", "B: 16 x 8 (column-major), 2 x .b32 b0, b1"),
             "C": ("column n", "row m", "C/D: 16 x 8 fp32, 4 registers c0..c3")}
@@ -67,14 +68,14 @@ def ldmatrix_figure():
     _grid(ax, (16, 16), "k", "row m", "ldmatrix.x4: the lane giving each row piece's address")
     for (row, half), lane in np.ndenumerate(givers):  # one 16-byte row piece: 8 halves, one address
         ax.add_patch(Rectangle((8 * half, row), 8, 1, facecolor=STAGE_COLORS[lane // 8], edgecolor="white", lw=0.8))
-        ax.text(8 * half + 4, row + 0.5, f"lane {lane}", ha="center", va="center", fontsize=6)
+        ax.text(8 * half + 4, row + 0.5, f"lane {lane}", ha="center", va="center", fontsize=MIN_POINTS)
     ax.legend(handles=[Patch(color=STAGE_COLORS[m], label=f"matrix {m} -> register {m}") for m in range(4)],
-              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=6, frameon=False)
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=MIN_POINTS, frameon=False)
     for ax, trans in zip(axes[1:], (False, True), strict=True):
         receivers = layouts.ldmatrix_receivers(trans)
         _grid(ax, (8, 8), "column", "row", f"one 8x8 matrix{', .trans' if trans else ''}: receiving lane")
         for (r, c), lane in np.ndenumerate(receivers):
-            _cell(ax, r, c, GROUP_COLORS[lane // 4], str(lane), fontsize=6)
+            _cell(ax, r, c, GROUP_COLORS[lane // 4], str(lane))
     fig.suptitle("ldmatrix: lanes 8i..8i+7 point at the 8 rows of matrix i; register i of every lane receives "
                  "matrix i in the mma fragment's order", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 0.94))
@@ -101,7 +102,7 @@ def bank_figure(row_bytes: tuple[int, ...] = (64, 256), pad_bytes: int = 16, chu
                 for g, chunks in enumerate(cells):
                     hit = chunk in chunks
                     text = ",".join(str(c) for c in chunks)
-                    _cell(ax, r, g, row_colors[r] if hit else IDLE, text, fontsize=6 if len(chunks) < 3 else 5)
+                    _cell(ax, r, g, row_colors[r] if hit else IDLE, text)
     fig.suptitle(f"One ldmatrix matrix reads logical chunk {chunk} of 8 consecutive tile rows (coloured): "
                  "it takes as many shared-memory wavefronts as the most rows in one bank group", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
@@ -150,14 +151,14 @@ def roles_figure(k_tiles: int = 8, stages: int = 4, load_time: float = 3.0, mma_
             lanes_ax.barh(span.stage, span.end - span.start, left=span.start, height=0.6, color=color, alpha=0.45,
                           hatch="///", edgecolor="grey", lw=0.5)
             lanes_ax.text((span.start + span.end) / 2, span.stage, f"k{span.tile}", ha="center", va="center",
-                          fontsize=6)
+                          fontsize=MIN_POINTS)
             continue
         y = roles.index(span.role)
         waiting = span.what.startswith("wait")
         ax.barh(y, span.end - span.start, left=span.start, height=0.6, color=IDLE if waiting else color,
                 edgecolor="grey" if waiting else "black", lw=0.5)
         if not waiting and span.end - span.start >= 0.5:
-            ax.text((span.start + span.end) / 2, y, f"k{span.tile}", ha="center", va="center", fontsize=6)
+            ax.text((span.start + span.end) / 2, y, f"k{span.tile}", ha="center", va="center", fontsize=MIN_POINTS)
     ax.set_yticks(range(len(roles)), ["producer warp (TMA)"] + [f"consumer warpgroup {c} (wgmma)"
                                                                   for c in range(consumers)], fontsize=7)
     ax.invert_yaxis()

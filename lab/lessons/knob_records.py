@@ -61,7 +61,7 @@ def probe_table(filename: str = "gemm_tc_knobs.json") -> str:
         elif "tflops" not in row:
             lines.append(f"  {name:24s} failed its check: not timed")
         else:
-            ratio = f"{row['x_cublas']:.3f}x cuBLAS" if "x_cublas" in row else "(the ceiling)"
+            ratio = f"{row['x_cublas']:.3f}x cuBLAS" if "x_cublas" in row else "(the library baseline)"
             lines.append(f"  {name:24s} {row['tflops']:7.1f} TFLOP/s  {ratio}")
     return "\n".join(lines)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-from matplotlib.ticker import ScalarFormatter
+from matplotlib.ticker import FixedLocator, ScalarFormatter
 
 from lab.lessons.plots.style import (
     BASELINE_COLOR,
@@ -55,13 +55,14 @@ def bandwidth_vs_bytes(rs: RecordSet, family: str, path: Path | None = None):
         ax.set_title(rung, fontsize=10)
         ax.grid(alpha=0.3)
         plain_ticks(ax)
-        ax.legend(fontsize=6, loc="lower right")  # bottom right: past the HBM plateau, under the curves
+        ax.legend(fontsize=7, loc="upper left")  # top left: above the launch-bound sizes, clear of the L2 mark
     for ax in axes.flat[len(rungs):]:
         ax.set_visible(False)
     axes[0][0].set_ylabel("GB/s")
     fig.suptitle(figure_title(family, "bandwidth vs size: launch-bound (left), L2-resident, HBM plateau (right)",
                               source=rs.label()), fontsize=10)
     fig.tight_layout()
+    _tidy(fig)
     return save(fig, path)
 
 
@@ -87,6 +88,7 @@ def tail(rs: RecordSet, family: str, path: Path | None = None):
     plain_ticks(ax)
     legend_outside(ax)
     fig.tight_layout()
+    _tidy(fig)
     return save(fig, path)
 
 
@@ -115,10 +117,11 @@ def ladder_bars(rs: RecordSet, family: str, path: Path | None = None, params: di
     ax.set_ylabel(recs[0].metric)
     ax.set_title(figure_title(family, f"ladder ({recs[0].l2} L2) against {ceiling.rung}", params, rs.label()),
                  fontsize=9)
-    ax.tick_params(axis="x", rotation=20, labelsize=8)
+    _slanted_names(ax)
     plain_ticks(ax, "y")
     legend_outside(ax)
     fig.tight_layout()
+    _tidy(fig)
     return save(fig, path)
 
 
@@ -152,12 +155,12 @@ def throughput_vs_size(rs: RecordSet, family: str, path: Path | None = None, l2:
         plain_ticks(a)
     ax.set_ylabel(sweep[0].metric)
     rel.set_ylabel(f"fraction of {ceiling} (same run)")
-    ax.set_title(figure_title(family, f"{sweep[0].metric} against size ({l2} L2)"), fontsize=9)
+    ax.set_title(figure_title(family, f"{sweep[0].metric} against size ({l2} L2)", source=rs.label()), fontsize=9)
     rel.set_title(f"against {ceiling}, size by size", fontsize=9)
     handles, labels = ax.get_legend_handles_labels()  # every series, the ceiling and the peak: one legend
     rel.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=7)
-    fig.suptitle(rs.label(), fontsize=9)
     fig.tight_layout()
+    _tidy(fig)
     return save(fig, path)
 
 
@@ -181,16 +184,16 @@ def headline_by_size(rs: RecordSet, family: str, path: Path | None = None):
         if labels[0] in by_size:
             rel.plot(xs, [y / by_size[labels[0]] for y in ys], marker="o", ms=4, label=rung, **style)
     for a in (ax, rel):
-        a.set_xticks(range(len(labels)), labels, rotation=15, fontsize=7)
+        a.set_xticks(range(len(labels)), labels, fontsize=7, rotation=90 if len(labels) > 3 else 0)
         a.grid(alpha=0.3)
         plain_ticks(a, "y")
     ax.set_ylabel(recs[0].metric)
-    rel.set_ylabel(f"fraction of its own figure at {labels[0]}")
-    ax.set_title(figure_title(family, f"headline sizes ({recs[0].l2} L2)"), fontsize=9)
-    rel.set_title("each target against itself at the first size", fontsize=9)
+    rel.set_ylabel("fraction of its own figure\nat the first size")
+    ax.set_title(figure_title(family, f"headline sizes ({recs[0].l2} L2)", source=rs.label()), fontsize=9)
+    rel.set_title(f"each rung and baseline against itself at {labels[0]}", fontsize=9)
     legend_outside(rel)
-    fig.suptitle(rs.label(), fontsize=9)
     fig.tight_layout()
+    _tidy(fig)
     return save(fig, path)
 
 
@@ -216,8 +219,9 @@ def _grid_panel(ax, recs: list, targets: list[str], ceiling: str, drop: tuple[st
             left = x - 0.4 + width * (t + 0.5)
             ax.bar(left, rec.value, width, color="white" if is_ceiling else color, edgecolor=color,
                    hatch="//" if is_ceiling else None, label=target if x == 0 else None)
-            if not is_ceiling:  # the rung's fraction of the ceiling timed on the same problem
-                ax.text(left, rec.value, f"{rec.ratio:.2f}", ha="center", va="bottom", fontsize=6, rotation=90)
+            if not is_ceiling:  # the rung's fraction of the ceiling timed on the same problem (dropped if it won't fit)
+                ax.text(left, rec.value, f"{rec.ratio:.2f}", ha="center", va="bottom", fontsize=BAR_LABEL_POINTS,
+                        rotation=90, gid=BAR_LABEL)
     ax.set_xticks(range(len(sizes)), [_size_label(p, drop) for p in sizes], fontsize=7)
     ax.grid(axis="y", alpha=0.3)
     plain_ticks(ax, "y")
@@ -243,33 +247,46 @@ def ladder_grid(rs: RecordSet, family: str, path: Path | None = None,
             _grid_panel(axes[i][j], mine, targets, ceiling, panel_keys)
             axes[i][j].set_title(f"{panel_keys[0]}={row_value}, {panel_keys[1]}={col_value}", fontsize=9)
         axes[i][0].set_ylabel(recs[0].metric)
-    axes[0][0].set_ylim(0, max(r.value for r in recs) * 1.15)  # room for the ratio labels (the y axis is shared)
+    axes[0][0].set_ylim(0, max(r.value for r in recs) * 1.2)  # room for the ratio labels (the y axis is shared)
     legend_outside(axes[0][-1])
     fig.suptitle(figure_title(family, f"headline sizes ({recs[0].l2} L2) against {ceiling}; "
                               f"labels: fraction of {ceiling} in the same run", source=rs.label()), fontsize=10)
     fig.tight_layout()
+    _drop_labels_that_do_not_fit(fig)
+    _tidy(fig)
     return save(fig, path)
+
+
+def all_zero(rows: list[dict], metric: str) -> bool:
+    """Whether every row counts 0 of `metric` (a row without it counts 0): a figure of it would be bars of height
+    zero on a meaningless axis, so profile_bars draws none and the caller says it in a sentence."""
+    return bool(rows) and not any(float(r.get(metric, 0) or 0) for r in rows)
 
 
 def profile_bars(rows: list[dict], metric: str, family: str, params: dict | None = None, source: str = "",
                  path: Path | None = None):
     """Bars of one Nsight Compute metric per rung (e.g. shared-memory bank conflicts), each labelled with
-    its value; a log axis when the rungs span decades, so a small count is not drawn as nothing."""
-    if not rows:
+    its value; a log axis when the rungs span decades, so a small count is not drawn as nothing. None when
+    there are no rows, or when every rung counted zero (`all_zero`: say that in a sentence instead)."""
+    if not rows or all_zero(rows, metric):
         return None
     fig, ax = plt.subplots(figsize=(8, 3.8))
-    values = [float(r.get(metric, 0)) for r in rows]
+    values = [float(r.get(metric, 0) or 0) for r in rows]
     names = [r["rung"] for r in rows]
     bars = ax.bar(names, values, color=[series_style(n)["color"] for n in names])
     for bar, v in zip(bars, values, strict=True):
-        ax.text(bar.get_x() + bar.get_width() / 2, max(v, 0), f"{v:.3g}", ha="center", va="bottom", fontsize=7)
+        ax.text(bar.get_x() + bar.get_width() / 2, max(v, 0), f"{v:,.0f}" if 1 <= v < 1e6 else f"{v:.3g}", ha="center",
+                va="bottom", fontsize=7)
     log = log_if_decades(ax, values)
+    if not log:
+        ax.set_ylim(0, max(values) * 1.15)  # room for the value labels above the tallest bar
     ax.set_ylabel(metric + (" (log scale)" if log else ""), fontsize=8)
     ax.set_title(figure_title(family, f"{metric} per rung (Nsight Compute)", params, source), fontsize=9)
-    ax.tick_params(axis="x", rotation=20, labelsize=8)
+    _slanted_names(ax)
     if not log:
         plain_ticks(ax, "y")
     fig.tight_layout()
+    _tidy(fig)
     return save(fig, path)
 
 
@@ -292,11 +309,12 @@ def dram_bars(rows: list[dict], minimum: int | None, family: str, params: dict |
     ax.set_ylabel("MB (1 MB = 10^6 B)" + (", log scale" if log else ""))
     ax.set_title(figure_title(family, "DRAM bytes per rung against the minimum (Nsight Compute)", params, source),
                  fontsize=9)
-    ax.tick_params(axis="x", rotation=20, labelsize=8)
+    _slanted_names(ax)
     if not log:
         plain_ticks(ax, "y")
     legend_outside(ax)
     fig.tight_layout()
+    _tidy(fig)
     return save(fig, path)
 
 
@@ -337,6 +355,7 @@ def l2_sweep(rs: RecordSet, family: str = "copy", path: Path | None = None):
                  fontsize=10)
     legend_outside(ax)
     fig.tight_layout()
+    _tidy(fig)
     return save(fig, path)
 
 
@@ -377,4 +396,106 @@ def small_items(payload: dict, path: Path | None = None):
     ax.grid(True, which="major", alpha=0.3)
     legend_outside(ax)
     fig.tight_layout()
+    _tidy(fig)
     return save(fig, path)
+
+
+# ----------------------------------------------------------------------------------------------
+# Legibility (what lab.lessons.figure_check holds every figure to): no text under 7 pt, no two labels on top of
+# each other. A label that does not fit is dropped or moved, never shrunk.
+# ----------------------------------------------------------------------------------------------
+
+BAR_LABEL_POINTS = 7.0  # the smallest text a figure carries
+BAR_LABEL = "bar label"  # the gid of a bar's value label that may be dropped where it does not fit
+
+
+SLANTED = "slanted names"  # the gid of a bar chart's x axis whose names _tidy stands upright if they collide
+
+
+def _slanted_names(ax) -> None:
+    """A bar chart's category names slanted and anchored at their right end under their bar, so long rung names
+    do not run into each other (`_tidy` stands them upright where even slanted they would)."""
+    ax.xaxis.set_gid(SLANTED)
+    for label in ax.get_xticklabels():
+        label.set_rotation(45)
+        label.set_horizontalalignment("right")
+        label.set_rotation_mode("anchor")
+        label.set_fontsize(8)
+
+
+def _upright_if_crowded(fig) -> bool:
+    """Slanted bar names (SLANTED) that still overlap each other are set vertical; whether any were."""
+    from itertools import pairwise
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    changed = False
+    for ax in fig.axes:
+        if ax.xaxis.get_gid() != SLANTED:
+            continue
+        labels = [t for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        if any(_overlap_share(a, b) > CROWDED_SHARE for a, b in pairwise(boxes)):
+            for t in labels:
+                t.set_rotation(90)
+                t.set_horizontalalignment("center")
+                t.set_rotation_mode("default")
+            changed = True
+    return changed
+
+
+CROWDED_SHARE = 0.1  # slanted names whose boxes share more than this part of the smaller one stand upright
+
+
+def _overlap_share(a, b) -> float:
+    """The part of the smaller of two boxes that lies inside the other (a slanted label's box is its bounding box)."""
+    w, h = min(a.x1, b.x1) - max(a.x0, b.x0), min(a.y1, b.y1) - max(a.y0, b.y0)
+    smaller = min(a.width * a.height, b.width * b.height)
+    return w * h / smaller if w > 0 and h > 0 and smaller > 0 else 0.0
+
+
+def _boxes_overlap(a, b) -> bool:
+    return min(a.x1, b.x1) > max(a.x0, b.x0) and min(a.y1, b.y1) > max(a.y0, b.y0)
+
+
+def _drop_labels_that_do_not_fit(fig) -> None:
+    """Remove each bar label (gid BAR_LABEL) that is wider than its bar, runs past the top of its axes, or overlaps
+    a label already kept: the figure says less rather than print text nobody can read."""
+    from matplotlib.patches import Rectangle
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        frame = ax.get_window_extent(renderer)
+        bars = [p.get_window_extent(renderer) for p in ax.patches if isinstance(p, Rectangle)]
+        kept = []
+        for text in [t for t in ax.texts if t.get_gid() == BAR_LABEL]:
+            box = text.get_window_extent(renderer)
+            x = (box.x0 + box.x1) / 2
+            under = [b for b in bars if b.x0 <= x <= b.x1]
+            narrow = bool(under) and box.width > min(b.width for b in under) * 1.05
+            if narrow or box.y1 > frame.y1 or any(_boxes_overlap(box, k) for k in kept):
+                text.remove()
+            else:
+                kept.append(box)
+
+
+def _tidy(fig) -> None:
+    """Tick labels only where ticks are drawn (inside each axis's limits: matplotlib keeps labels for ticks past the
+    limits, undrawn, which a legibility check would count), and no y tick label over an x tick label in a corner."""
+    for ax in fig.axes:
+        for axis, (lo, hi) in ((ax.xaxis, sorted(ax.get_xlim())), (ax.yaxis, sorted(ax.get_ylim()))):
+            if isinstance(axis.get_major_locator(), FixedLocator):  # placed by hand, labels with them: leave alone
+                continue
+            inside = [t for t in axis.get_majorticklocs() if lo - 1e-9 * abs(hi - lo) <= t <= hi + 1e-9 * abs(hi - lo)]
+            axis.set_major_locator(FixedLocator(inside))
+    if _upright_if_crowded(fig):
+        fig.tight_layout()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        xs = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
+        for label in ax.get_yticklabels():
+            if label.get_visible() and label.get_text() and any(
+                    _boxes_overlap(label.get_window_extent(renderer), b) for b in xs):
+                label.set_visible(False)
