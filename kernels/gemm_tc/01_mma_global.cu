@@ -10,8 +10,9 @@
 //   16*8*16 = 2048 multiply-adds per warp-instruction, where an FFMA does 32.
 // Prediction (4096^3 and 8192^3, H200): ~5-10% of cuBLAS, far below it and the tensor peak (132 SMs; dense
 //   fp16/bf16 ~990 TFLOP/s by the NVIDIA H200 datasheet, 1979 with 2:4 sparsity; cuBLAS measured 720 to
-//   790 TFLOP/s at 4096-8192). Every fragment element is a separate 2-byte load (12 loads per mma, the
-//   same A and B elements loaded again by every warp that needs them, from L1/L2, in 4-byte-apart
+//   790 TFLOP/s at 4096-8192). Every fragment element is a separate 2-byte load (per lane and k-step, 8
+//   for A, shared by the warp's two mma, and 4 for B of each: 16 loads for 2 mma; the same A and B elements
+//   loaded again by every warp that needs them, from L1/L2, in 4-byte-apart
 //   pairs that use a fraction of each 32-byte sector), so the load units, not the tensor cores, limit
 //   it. Rung 02 stages tiles in shared memory and reads whole fragments with one ldmatrix.
 // Tails: every load is guarded (zero outside A and B, so partial mma tiles and K not a multiple of 16

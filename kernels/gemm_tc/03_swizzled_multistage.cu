@@ -26,7 +26,7 @@
 //   STAGES - 1 tiles of compute, the copies skip registers, and the 64x64 warp tile cuts the reads.
 // Prediction (4096^3 and 8192^3, H200; written before any GPU run): 2.5-3.5x over rung 02, about
 //   0.45-0.65x of cuBLAS (measured before it: cuBLAS 750 to 810 TFLOP/s fp16, rung 02 141 to 159 TFLOP/s;
-//   the ladder's target is 0.60x). mma.sync cannot reach the tensor cores' full rate on
+//   the ladder aims for 0.60x). mma.sync cannot reach the tensor cores' full rate on
 //   Hopper (wgmma can), and with 2 blocks of 4 warps per SM the ldmatrix -> mma dependence inside a
 //   k-step is hidden only by the other warps: that is the ceiling this rung expects to hit.
 // Tails: at an edge k-tile (a block-uniform test) every 16-byte copy is checked: a chunk outside A or B

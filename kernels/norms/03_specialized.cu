@@ -15,7 +15,7 @@
 //   128-256 threads, so more rows in flight per SM. (The split by row length is the one OneFlow's CUDA
 //   layer_norm.cuh makes between a warp per row, a block per row cached on chip and an uncached block;
 //   the idea, not its code.)
-// Prediction: 0.9-0.97x of the device copy for 1024 <= n <= 8192, both norms and types (the target);
+// Prediction: 0.9-0.97x of the device copy for 1024 <= n <= 8192, both norms and types (what this rung is for);
 //   0.85-0.95x at n = 32768, where a row takes a 1024-thread block of more than 32 registers a thread, so
 //   an SM holds one row and nothing loads while it reduces; 0.8-0.95x at n = 512.
 //   Against rung 02: +5-30% over rung 02 at n = 1024, 1.3-1.8x rung 02 at n = 32768, within 5% of it at

@@ -85,6 +85,10 @@ def profile_plot(prof: dict | None, family: str, metric: str = "smem_bank_confli
     if prof is None:
         print(profile_status(None, family))
         return
+    if plots.all_zero(prof["rows"], metric):  # bars of height zero would say nothing: say it in a sentence
+        print(f"{metric}: 0 on every rung profiled ({', '.join(r['rung'] for r in prof['rows'])}); "
+              f"{_tag(prof)}: {describe_provenance(prof.get('provenance', {}))}.")
+        return
     source = f"{_tag(prof)}: {describe_provenance(prof.get('provenance', {}))}"
     figure(plots.profile_bars(prof["rows"], metric, family, prof.get("params"), source), f"no {metric} rows")
 

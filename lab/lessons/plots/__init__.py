@@ -16,7 +16,12 @@ from lab.lessons.plots.fusion import (  # noqa: F401
     row_ladder,
     tail_by_base,
 )
-from lab.lessons.plots.ladders import (  # noqa: F401
+from lab.lessons.plots.ladders import (  # noqa: F401  # noqa: F401
+    BAR_LABEL,
+    BAR_LABEL_POINTS,
+    CROWDED_SHARE,
+    SLANTED,
+    all_zero,
     bandwidth_vs_bytes,
     dram_bars,
     headline_by_size,
@@ -24,11 +29,10 @@ from lab.lessons.plots.ladders import (  # noqa: F401
     ladder_bars,
     ladder_grid,
     profile_bars,
-    small_items,
     tail,
     throughput_vs_size,
 )
-from lab.lessons.plots.ops import (  # noqa: F401
+from lab.lessons.plots.ops import (  # noqa: F401  # noqa: F401
     HIT_COLOR,
     OPS_COLORS,
     RATIO_LOG_SPAN,
@@ -40,10 +44,11 @@ from lab.lessons.plots.ops import (  # noqa: F401
     dispatch_overhead,
     first_request_latency,
     ops_torch_ratios,
+    scenario_label,
     trace_shapes,
     trace_speedups,
 )
-from lab.lessons.plots.scheduling import (  # noqa: F401
+from lab.lessons.plots.scheduling import (  # noqa: F401  # noqa: F401
     KIND_COLORS,
     ORDER_COLORS,
     WAVE0_COLOR,
@@ -51,6 +56,7 @@ from lab.lessons.plots.scheduling import (  # noqa: F401
     order_speeds,
     order_traffic,
     setting_label,
+    small_items,
     stream_k_named,
     stream_k_sawtooth,
     tile_orders,
@@ -79,10 +85,13 @@ from lab.lessons.plots.style import (  # noqa: F401
     tail_step,
 )
 from lab.lessons.plots.underfill import (  # noqa: F401
+    GROUPED_LABELS,
+    LOOP_COLOR,
     SPLIT_COLORS,
     decode_bandwidth,
     expert_rows,
     grouped_cases,
     split_factors,
     split_kernel_times,
+    ticks_inside,
 )

@@ -359,47 +359,6 @@ def l2_sweep(rs: RecordSet, family: str = "copy", path: Path | None = None):
     return save(fig, path)
 
 
-def small_items(payload: dict, path: Path | None = None):
-    """Microseconds per item against bytes per item, both log, one line per way of running N small items
-    (lab.families.work_queue): per-item launches, their CUDA graph, one batched launch, the persistent queue, and one
-    item alone (dashed grey). Skewed mixes of lengths are single markers at their mean size. Reads a payload
-    of `lab study items` (live, or replayed through lab.families.work_queue.load_payload)."""
-    from lab.families import work_queue
-
-    rows = payload.get("rows") or []
-    if not rows:
-        return None
-    fig, ax = plt.subplots(figsize=(8.5, 4.4))
-    uniform = sorted((r for r in rows if r["mix"] == "uniform"), key=lambda r: r["bytes_per_item"])
-    other = [r for r in rows if r["mix"] != "uniform"]
-    series = [(p, RUNG_COLORS[i], "-") for i, p in enumerate(work_queue.PATHS)] + [("alone", BASELINE_COLOR, "--")]
-    for name, color, ls in series:
-        ax.plot([r["bytes_per_item"] for r in uniform], [r[f"{name}_us"] for r in uniform], ls=ls, color=color,
-                marker="o", ms=3.5, lw=1.5, label=work_queue.PATH_LABELS[name])
-        for r in other:
-            ax.plot([r["bytes_per_item"]], [r[f"{name}_us"]], ls="none", marker="x", ms=7, color=color)
-    for mix in sorted({r["mix"] for r in other}):
-        ax.plot([], [], ls="none", marker="x", ms=7, color=CEILING_COLOR,
-                label=f"x: a {mix} mix of lengths, at its mean size")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    sizes = sorted({r["bytes_per_item"] for r in rows})
-    ax.set_xticks(sizes)
-    ax.set_xticklabels([format_bytes(b) for b in sizes], fontsize=8)
-    ax.minorticks_off()
-    ax.set_xlabel("bytes per item (x and w read, y written; fp32), log scale")
-    ax.set_ylabel("microseconds per item, log scale")
-    n_items = sorted({r["n_items"] for r in rows})
-    what = "time per item, N small RMSNorm items run four ways" + (
-        f" (N = {n_items[0]})" if len(n_items) == 1 else f" (N = {n_items[0]}..{n_items[-1]})")
-    ax.set_title(figure_title("persistent", what, source=work_queue.payload_label(payload)), fontsize=10)
-    ax.grid(True, which="major", alpha=0.3)
-    legend_outside(ax)
-    fig.tight_layout()
-    _tidy(fig)
-    return save(fig, path)
-
-
 # ----------------------------------------------------------------------------------------------
 # Legibility (what lab.lessons.figure_check holds every figure to): no text under 7 pt, no two labels on top of
 # each other. A label that does not fit is dropped or moved, never shrunk.
