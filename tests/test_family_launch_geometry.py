@@ -33,7 +33,7 @@ FAKE_REGISTERS, FAKE_STATIC_SMEM = 64, 0
 CONSTANTS = ("VEC_RUNGS", "PERSISTENT_RUNGS", "STREAM_K_RUNGS", "PLUGIN_RUNG", "WARP_ROW_RUNGS", "SPECIALIZED_ENTRIES")
 MODULE_CONSTANTS = {"gemm_split_k": ("SPLIT_MODES", "MODE_NAMES", "REDUCE_ENTRY"), "decode": ("SPLIT_K_RUNG",)}
 FAMILIES = ("copy", "transpose", "gemm_fp32", "gemm_tc", "gemm_fp32_epilogue", "gemm_tc_epilogue", "softmax",
-            "rmsnorm", "layernorm", "gemm_split_k", "decode", "grouped_gemm")
+            "rmsnorm", "layernorm", "gemm_split_k", "decode", "grouped_gemm", "attention")
 CEILING_LAUNCHES_A_RUNG = ("gemm_fp32_epilogue", "gemm_tc_epilogue")  # their ceiling is the rung without the chain
 
 
@@ -247,6 +247,18 @@ def problem(family, case: dict, alloc: Allocator):
         inputs = {"A": [alloc("A", (lay.a_elements,), dtype)], "B": [alloc("B", (lay.b_elements,), dtype)]}
         prob = family._problem(params, shapes, inputs)
         return prob, alloc("out", prob.out_shape, dtype)
+    if name == "attention":
+        B, H, S_q, D = case["B"], case["H"], case["S_q"], case["D"]
+        H_kv, S_k = case.get("H_kv", H), case.get("S_k", S_q)
+        from lab.families.gemm_tc import STORAGE
+
+        storage = STORAGE[case["dtype"]]
+        params = {"B": B, "H": H, "H_kv": H_kv, "S_q": S_q, "S_k": S_k, "D": D, "dtype": case["dtype"],
+                  "causal": int(case.get("causal", 0))} | ({"large_logits": 1} if case.get("large_logits") else {})
+        inputs = {"Q": [alloc("Q", (B, H, S_q, D), storage)], "K": [alloc("K", (B, H_kv, S_k, D), storage)],
+                  "V": [alloc("V", (B, H_kv, S_k, D), storage)]}
+        return Problem("", inputs, (B, H, S_q, D), family.min_dram_bytes(params), params=params, dtype=storage), \
+            alloc("O", (B, H, S_q, D), storage)
     raise KeyError(name)
 
 
@@ -511,6 +523,10 @@ def test_decode_launches_match_the_golden_table(no_gpu):
 
 def test_grouped_gemm_launches_match_the_golden_table(no_gpu):
     _check_family("grouped_gemm", no_gpu)
+
+
+def test_attention_launches_match_the_golden_table(no_gpu):
+    _check_family("attention", no_gpu)
 
 
 def test_every_rung_names_one_of_its_familys_launch_schemes():

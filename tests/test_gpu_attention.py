@@ -1,0 +1,112 @@
+"""GPU: every attention rung against the float64 reference on every check case (both types, causal and not, GQA,
+decode-like and S_q != S_k, rows with no key, large logits; NaN-poisoned outputs and guard zones, repeat runs for
+races, through lab.measure.verify.check_rung); the same at half the bound's model part; large logits stay finite;
+rung 02's refusal of misaligned operands; the PyTorch baseline where PyTorch is installed; a timing smoke test."""
+
+import numpy as np
+import pytest
+
+from lab.families import get_family
+from lab.families.attention import AttentionFamily
+
+pytestmark = pytest.mark.gpu
+
+ATTENTION = get_family("attention")
+SMALL_CASES = [c for c in ATTENTION.check_cases() if max(c["S_q"], c["S_k"]) <= 333]
+
+
+@pytest.mark.parametrize("rung", ATTENTION.rungs, ids=lambda r: r.key)
+def test_attention_rung_correct_on_every_case(rung):
+    from lab.measure.verify import check_rung
+
+    failures = [r.line() for r in check_rung(ATTENTION, rung, seed=31) if not r.passed]
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("rung", ATTENTION.rungs, ids=lambda r: r.key)
+def test_attention_rung_within_half_the_bound(rung):
+    """The bound's model part (E) has a 2x margin on the GPU too (the output's rounding in full)."""
+    from lab.measure.verify import check_rung
+
+    half = AttentionFamily(statistical_scale=0.5)
+    failures = [r.line() for r in check_rung(half, half.rung(rung.key), SMALL_CASES, seed=32) if not r.passed]
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("rung", ATTENTION.rungs, ids=lambda r: r.key)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_large_logits_stay_finite_and_rows_without_keys_are_zero(rung, dtype):
+    import cupy as cp
+
+    from lab.measure.check import GuardedBuffer, compare
+
+    problem = ATTENTION.make_problem(seed=33, dist="large_logits", B=1, H=4, H_kv=2, S_q=300, S_k=200, D=128,
+                                     dtype=dtype, causal=1)
+    buf = GuardedBuffer(problem.out_shape, problem.dtype)
+    buf.poison()
+    ATTENTION.launch(rung, problem, buf.out)
+    cp.cuda.get_current_stream().synchronize()
+    assert not buf.problems()
+    values = cp.asnumpy(ATTENTION.output_values(buf.out)).astype(np.float64)
+    assert np.isfinite(values).all()
+    assert (values[:, :, :100] == 0).all() and not np.signbit(values[:, :, :100]).any()  # rows 0..99 see no key
+    ref = ATTENTION.reference(problem)
+    cmp = compare(ATTENTION.output_values(buf.out), ref, ATTENTION.error_bound(problem, ref))
+    assert cmp.passed, cmp.describe()
+
+
+def test_rung_02_refuses_a_misaligned_output_and_rung_01_takes_it():
+    import cupy as cp
+
+    from lab.core.errors import LabError
+    from lab.measure.check import compare
+
+    problem = ATTENTION.make_problem(seed=34, B=1, H=2, S_q=17, S_k=33, D=64)
+    raw = cp.empty(int(np.prod(problem.out_shape)) + 8, dtype=problem.dtype)
+    out = raw[1:1 + int(np.prod(problem.out_shape))].reshape(problem.out_shape)  # 2 bytes past a boundary
+    with pytest.raises(LabError, match="16-byte"):
+        ATTENTION.launch(ATTENTION.rung("02"), problem, out)
+    ATTENTION.launch(ATTENTION.rung("01"), problem, out)
+    ref = ATTENTION.reference(problem)
+    assert compare(out, ref, ATTENTION.error_bound(problem, ref)).passed
+
+
+def _torch_ready() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not _torch_ready(), reason="PyTorch with CUDA is not installed")
+def test_the_pytorch_baseline_computes_the_same_attention():
+    import cupy as cp
+
+    from lab.measure.check import compare
+
+    for case in [c for c in SMALL_CASES if c["S_q"] <= c["S_k"]][::5]:
+        problem = ATTENTION.make_problem(seed=35, **case)
+        out = cp.empty(problem.out_shape, problem.dtype)
+        ATTENTION.launch_ceiling(problem, out)
+        ref = ATTENTION.reference(problem)
+        bound = 4 * ATTENTION.error_bound(problem, ref)  # another library's rounding: a looser check of the same values
+        cmp = compare(ATTENTION.output_values(out), ref, bound)
+        assert cmp.passed, (case, cmp.describe())
+
+
+def test_rung_02_is_faster_than_rung_01():
+    """A smoke test of the timing path, not a measurement for the record."""
+    import cupy as cp
+
+    from lab.measure import timing
+
+    problem = ATTENTION.make_problem(seed=36, B=1, H=8, S_q=1024, S_k=1024, D=128)
+    out = cp.empty(problem.out_shape, problem.dtype)
+    times = {}
+    for key in ("01", "02"):
+        rung = ATTENTION.rung(key)
+        ATTENTION.launch(rung, problem, out)  # compile and warm up outside the timing
+        times[key] = timing.measure(lambda i, rung=rung: ATTENTION.launch(rung, problem, out), l2="warm",
+                                    min_time_ms=20).median_ms
+    assert times["02"] < times["01"], times
