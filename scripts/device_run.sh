@@ -64,10 +64,13 @@
 #                                              trace's buckets, the trace, first-request latency), notebook 08, exercise 09's
 #                                              GPU tests; each step boxed to fit BUDGET_S (570) in all
 # Notebooks need the offline wheels carried as .nbwheels (cp -r ../shared/wheels/py312-notebook .nbwheels).
-# Pass LAB_COMMIT=$(git rev-parse HEAD)[+dirty] from the development machine: the device machine's copy of .git
-# can be the session's starting commit, so records would name the wrong one (seen 2026-11-30).
+# The commit records and notebooks name: the device machine's copy of .git can be the session's starting commit
+# (seen 2026-11-30 and 2026-12-02), and `$(git rev-parse HEAD)` written in the device command runs THERE. So write it
+# on the development machine before the call, `git rev-parse HEAD > .labcache/commit` (carried with .labcache), or
+# pass LAB_COMMIT as a literal hash.
 set -uo pipefail
 mode="${1:-smoke}"
+if [ -z "${LAB_COMMIT:-}" ] && [ -f .labcache/commit ]; then export LAB_COMMIT="$(cat .labcache/commit)"; fi
 [ -n "${LAB_COMMIT:-}" ] || echo "warning: LAB_COMMIT is not set; records take their commit from this machine's .git" >&2
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 LAB_CACHE_DIR=/tmp/labcache
 OUT="${OUT:-/tmp/out}"; pack="$OUT/pack"; mkdir -p "$pack"
