@@ -54,6 +54,9 @@
 #                                              with nvmath-python; .labcache from an earlier call's labcache.tgz)
 #   bash scripts/device_run.sh ops-records     lab.ops's GPU tests, the sweep (writes the table), host cost, lab.ops against
 #                                              PyTorch eager and graphed on two models' traces, gemm_tc's headline bench
+#   bash scripts/device_run.sh notebooks-a     notebooks 00-02 executed live, every figure checked (carry .nbwheels)
+#   bash scripts/device_run.sh notebooks-b     notebooks 04 and 06-08 executed live, every figure checked
+#   bash scripts/device_run.sh attention       the attention family's GPU tests, then its headline bench
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
 #                                              the slowest tests' durations
 #   bash scripts/device_run.sh grading         the grader's GPU tests (fault batch, exercises 07-08, exercise 08's numerics
@@ -88,8 +91,10 @@ notebooks() {  # notebooks PATTERN...
   echo "== notebooks: $*"
   python3 -m pip install -q --no-index --find-links .nbwheels nbclient ipykernel jupytext --target /tmp/nbsite \
     && export PYTHONPATH="$PYTHONPATH:/tmp/nbsite" && python3 -m ipykernel install --sys-prefix --name python3 >/dev/null
-  timeout "$(box 560 5)" python3 scripts/execute_notebooks.py "$@" --inplace && mkdir -p "$pack/notebooks" \
-    && for nb in "$@"; do cp "notebooks/$(basename "${nb%.py}").ipynb" "$pack/notebooks/"; done
+  # Each notebook is written when it ends, a failed one partly executed (for its traceback): all come back, and
+  # the log says which failed.
+  timeout "$(box 560 5)" python3 scripts/execute_notebooks.py "$@" --inplace; mkdir -p "$pack/notebooks"
+  for nb in "$@"; do cp "notebooks/$(basename "${nb%.py}").ipynb" "$pack/notebooks/"; done
 }
 
 carried() {  # carried wheels (.whl: nvmath-python for cuBLASLt) and a compile cache from an earlier call (.labcache)
@@ -259,6 +264,21 @@ for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in t
       notebooks notebooks/src/08_specialization_and_dispatch.py ;;
     gemm-records) gemm_records ;;
     notebook02) notebooks notebooks/src/02_gemm_fp32.py ;;
+    notebooks-a)  # notebooks 00-02 executed live, each figure checked (carry .nbwheels, .whl, .labcache)
+      carried; export LAB_CHECK_FIGURES=1
+      notebooks notebooks/src/00_setup_and_method.py notebooks/src/01_memory_bound.py notebooks/src/02_gemm_fp32.py
+      keep_cache ;;
+    notebooks-b)  # notebooks 04 and 06-08 executed live, each figure checked
+      carried; export LAB_CHECK_FIGURES=1
+      notebooks notebooks/src/04_scheduling.py notebooks/src/06_epilogue_fusion.py \
+        notebooks/src/07_softmax_and_norms.py notebooks/src/08_specialization_and_dispatch.py
+      keep_cache ;;
+    attention)  # the attention family's GPU tests, then its headline bench against PyTorch SDPA
+      carried
+      gpu_tests "$(box 300 200)" tests/test_gpu_attention.py --durations=10
+      echo "== lab bench attention (headline)"; timeout "$(box 180 10)" python3 -m lab bench attention --kinds headline \
+        --json "$pack/attention_headline.json" 2>&1 | tail -20
+      keep_cache ;;
     notebook03) notebooks notebooks/src/03_tensor_cores.py ;;
     notebook04) notebooks notebooks/src/04_scheduling.py ;;
     sched-next)
