@@ -1,7 +1,8 @@
 """CPU: the attention family (lab.families.attention): the float64 reference against a direct softmax formula, the
 causal masks (bottom-right aligned, rows with no key), the GQA head mapping, the per-element error bound (positive,
 scaling with the type, a NumPy model of rung 02 inside half of it, wrong models outside it), every rung compiled for
-sm_80 and sm_90 without spills, the launcher's refusals and grid, and the check cases."""
+sm_80 and sm_90 without spills (rung 02 at its other block shapes too), the launcher's refusals and grid, the check
+cases, a lane-level desk-check of rung 02's fragment arithmetic, and its online-softmax rescales in fp32."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from lab.core import build, headers
-from lab.core.errors import LabError
+from lab.core.errors import CompileError, LabError
 from lab.families import families, get_family
 from lab.families.attention import (
     DTYPES,
@@ -143,6 +144,13 @@ def _ex2(t: np.ndarray, rng) -> np.ndarray:
     return np.where(np.abs(r) < F32(2.0**-126), F32(0), r)
 
 
+def _fma(a, b, c) -> np.ndarray:
+    """fmaf on fp32 arrays: a * b is exact in float64 (24 + 24 bits) and so, for the kernel's operands (c within a
+    few binades of -a b), is the sum; one rounding to fp32 then."""
+    with np.errstate(invalid="ignore"):
+        return (np.asarray(a, np.float64) * np.float64(b) + np.asarray(c, np.float64)).astype(F32)
+
+
 def model_flash(problem, block_n: int = 64, seed: int = 0, defect: str = "") -> np.ndarray:
     """What rung 02 computes, in NumPy fp32 (the SFU's error drawn at random, as large as the bound assumes): key
     tiles of block_n, the online max and sum with the O rescale, P rounded to the input type (l sums the rounded
@@ -169,7 +177,7 @@ def model_flash(problem, block_n: int = 64, seed: int = 0, defect: str = "") -> 
         for h in range(p["H"]):
             kv = h % p["H_kv"] if defect == "gqa modulo" else h // group
             q, k, v = q_all[b, h], k_all[b, kv], v_all[b, kv]
-            m = np.full(S_q, -np.inf, F32)
+            m = np.full(S_q, -np.inf, F32)  # the running max in log2 units, (max s) c in fp32, as the kernel keeps it
             l_sum = np.zeros(S_q, F32)
             o = np.zeros((S_q, D), F32)
             for n0 in range(0, S_k, block_n):
@@ -177,11 +185,11 @@ def model_flash(problem, block_n: int = 64, seed: int = 0, defect: str = "") -> 
                 if defect == "fp16 scores":
                     s = s.astype(np.float16).astype(F32)
                 s = np.where(mask[:, n0:n0 + block_n], s, F32(-np.inf))
-                m_new = np.maximum(m, s.max(axis=1))
-                shift = np.where(np.isneginf(m_new), F32(0), m_new) * c
+                m_new = np.maximum(m, (s.max(axis=1) * c).astype(F32))
+                shift = np.where(np.isneginf(m_new), F32(0), m_new)
                 with np.errstate(invalid="ignore"):
-                    alpha = _ex2((m * c - shift).astype(F32), rng)
-                    w = _round_p(_ex2((s * c - shift[:, None]).astype(F32), rng), dtype)
+                    alpha = np.where(m_new == m, F32(1), _ex2((m - shift).astype(F32), rng))
+                    w = _round_p(_ex2(_fma(s, c, -shift[:, None]), rng), dtype)
                 l_sum = (l_sum * alpha + w.sum(axis=1, dtype=F32)).astype(F32)
                 o = ((o if defect == "no rescale" else o * alpha[:, None]) + w @ v[n0:n0 + block_n]).astype(F32)
                 m = m_new
@@ -301,6 +309,21 @@ def test_every_variant_compiles_without_spills(fam, arch):
         if spec.entry == "attention_flash_mma":
             d = dict(spec.knobs)["HEAD_DIM"]
             assert rep.smem_static_bytes == 2 * 64 * (d + 8) * 2  # K and V tiles (Q's reuses them)
+
+
+def test_rung_02_other_block_shapes_build_as_the_header_says():
+    """The knobs the header offers (and the desk-check below runs): BLOCK_M = 128 on THREADS = 256, key tiles of 32
+    and 128, build without spills and with max(BLOCK_M, 2 BLOCK_N) (HEAD_DIM + PAD) * 2 bytes of static shared
+    memory; BLOCK_N = 128 at D = 128 (68 KiB static) does not build."""
+    base = get_family("attention").rung("02").spec
+    for knobs in ({"BLOCK_M": 128, "THREADS": 256, "BLOCK_N": 32}, {"BLOCK_N": 128}, {"BLOCK_N": 32, "HEAD_DIM": 128}):
+        spec = base.with_knobs(**knobs)
+        k = dict(spec.knobs)
+        rep = _report(spec, 80)
+        assert not rep.spills and rep.stack_frame_bytes == 0, (knobs, rep)
+        assert rep.smem_static_bytes == max(k["BLOCK_M"], 2 * k["BLOCK_N"]) * (k["HEAD_DIM"] + k["PAD"]) * 2, knobs
+    with pytest.raises(CompileError, match="shared data"):
+        build.compile_report(base.with_knobs(BLOCK_N=128, HEAD_DIM=128), 80)
 
 
 @pytest.mark.skipif(build.find_nvdisasm() is None, reason="nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
@@ -432,16 +455,18 @@ def test_measured_sizes(fam):
 # --- rung 02's fragment index math, desk-checked ----------------------------------------------------------------
 # Models of mma.m16n8k16 and ldmatrix from the PTX ISA's tables, as tests/test_gemm_tc_fragments.py writes them
 # (copied: a test module is no library), run the index expressions of kernels/attention/02_flash_mma.cu (copied
-# term by term) for every lane of the block's 4 warps, in float64 with exact exponentials and no rounding of P.
-# The mma model fails if a fragment element is held by two lanes or by none (P's packing into A fragments
-# included); the block's output must then equal the float64 reference. This proves the index math and the online
-# softmax's bookkeeping (quad reductions, rescales, masks, skipped tiles, rows without keys), not the compiled code.
+# term by term) for every lane of the block's BLOCK_M / 16 warps, in float64 with exact exponentials and no rounding
+# of P, and with exact-zero mma sums given the sign -0 (the ISA does not promise +0). The mma model fails if a
+# fragment element is held by two lanes or by none (P's packing into A fragments included); the block's output must
+# then equal the float64 reference. This proves the index math and the online softmax's bookkeeping (quad
+# reductions, rescales, masks, skipped tiles, rows without keys and their +0), not the compiled code.
 
 LANES = range(32)
 
 
-def _mma(a_regs, b_regs, c_regs):
-    """a_regs[lane][4][2], b_regs[lane][2][2], c_regs[lane][4] -> d_regs[lane][4] (D = A B + C)."""
+def _mma(a_regs, b_regs, c_regs, zero=0.0):
+    """a_regs[lane][4][2], b_regs[lane][2][2], c_regs[lane][4] -> d_regs[lane][4] (D = A B + C). Sums that are
+    exactly 0 come out as `zero`: the PTX ISA does not promise the sign of a zero sum, so a desk-check can take -0."""
     A, B, C = np.full((16, 16), np.nan), np.full((16, 8), np.nan), np.full((16, 8), np.nan)
     for lane in LANES:
         g, t = lane // 4, lane % 4
@@ -458,6 +483,7 @@ def _mma(a_regs, b_regs, c_regs):
             C[row, col] = c_regs[lane][i]
     assert not (np.isnan(A).any() or np.isnan(B).any() or np.isnan(C).any()), "a fragment element no lane holds"
     D = A @ B + C
+    D = np.where(D == 0, zero, D)
     return [[D[lane // 4 + (8 if i >= 2 else 0), 2 * (lane % 4) + (i & 1)] for i in range(4)] for lane in LANES]
 
 
@@ -475,11 +501,13 @@ def _ldmatrix_x4(smem, addresses, trans=False):
              (m[lane // 4, 2 * (lane % 4)], m[lane // 4, 2 * (lane % 4) + 1]) for m in mats] for lane in LANES]
 
 
-def model_flash_block(q, k, v, m0: int, causal: int, c: float, BLOCK_M=64, BLOCK_N=64, PAD=8) -> dict:
-    """Rung 02's block at query row m0 for one head: {row: output row} for the rows it writes."""
+def model_flash_block(q, k, v, m0: int, causal: int, c: float, BLOCK_M=64, BLOCK_N=64, PAD=8, zero=0.0) -> dict:
+    """Rung 02's block at query row m0 for one head: {row: output row} for the rows it writes. `zero`: the sign
+    the mma model gives exactly-zero sums (_mma)."""
     S_q, D = q.shape
     S_k = k.shape[0]
     STRIDE, DK, DN, NT, NK = D + PAD, D // 16, D // 8, BLOCK_N // 8, BLOCK_N // 16
+    WARPS = BLOCK_M // 16  # THREADS / 32
     smem = np.zeros((max(BLOCK_M, 2 * BLOCK_N), STRIDE))
 
     def copy_rows(first_row, x, r0, rows, count):
@@ -489,14 +517,14 @@ def model_flash_block(q, k, v, m0: int, causal: int, c: float, BLOCK_M=64, BLOCK
     n_end = min(S_k, m0 + BLOCK_M + S_k - S_q) if causal else S_k
     copy_rows(0, q, m0, S_q, BLOCK_M)
     qf = {w: [_ldmatrix_x4(smem, [(16 * w + lane % 16, 16 * kk + 8 * (lane // 16)) for lane in LANES])
-              for kk in range(DK)] for w in range(4)}
-    o = {w: [[[0.0] * 4 for _ in range(DN)] for _ in LANES] for w in range(4)}
-    m = {w: [[-np.inf, -np.inf] for _ in LANES] for w in range(4)}
-    l_part = {w: [[0.0, 0.0] for _ in LANES] for w in range(4)}
+              for kk in range(DK)] for w in range(WARPS)}
+    o = {w: [[[0.0] * 4 for _ in range(DN)] for _ in LANES] for w in range(WARPS)}
+    m = {w: [[-np.inf, -np.inf] for _ in LANES] for w in range(WARPS)}
+    l_part = {w: [[0.0, 0.0] for _ in LANES] for w in range(WARPS)}
     for n0 in range(0, n_end, BLOCK_N):
         copy_rows(0, k, n0, S_k, BLOCK_N)
         copy_rows(BLOCK_N, v, n0, S_k, BLOCK_N)
-        for w in range(4):
+        for w in range(WARPS):
             row = [(m0 + 16 * w + lane // 4, m0 + 16 * w + lane // 4 + 8) for lane in LANES]
             s = [[[0.0] * 4 for _ in range(NT)] for _ in LANES]
             for kk in range(DK):
@@ -505,7 +533,7 @@ def model_flash_block(q, k, v, m0: int, causal: int, c: float, BLOCK_M=64, BLOCK
                                                for lane in LANES])
                     for nt, regs in ((2 * p, (0, 1)), (2 * p + 1, (2, 3))):
                         d = _mma(qf[w][kk], [[frag[lane][regs[0]], frag[lane][regs[1]]] for lane in LANES],
-                                 [s[lane][nt] for lane in LANES])
+                                 [s[lane][nt] for lane in LANES], zero)
                         for lane in LANES:
                             s[lane][nt] = d[lane]
             if n0 + BLOCK_N > S_k or (causal and n0 + BLOCK_N - 1 > m0 + S_k - S_q):
@@ -520,10 +548,10 @@ def model_flash_block(q, k, v, m0: int, causal: int, c: float, BLOCK_M=64, BLOCK
             for r in range(2):
                 tile_max = [max(max(s[lane][nt][2 * r], s[lane][nt][2 * r + 1]) for nt in range(NT)) for lane in LANES]
                 quad = [max(tile_max[4 * (lane // 4) + x] for x in range(4)) for lane in LANES]
-                for lane in LANES:
-                    m_new = max(m[w][lane][r], quad[lane])
-                    shift = (0.0 if m_new == -np.inf else m_new) * c
-                    alpha = 2.0 ** (m[w][lane][r] * c - shift)
+                for lane in LANES:  # m in log2 units, as the kernel keeps it
+                    m_new = max(m[w][lane][r], quad[lane] * c)
+                    shift = 0.0 if m_new == -np.inf else m_new
+                    alpha = 1.0 if m_new == m[w][lane][r] else 2.0 ** (m[w][lane][r] - shift)
                     m[w][lane][r] = m_new
                     total = 0.0
                     for nt in range(NT):
@@ -541,38 +569,100 @@ def model_flash_block(q, k, v, m0: int, causal: int, c: float, BLOCK_M=64, BLOCK
                     for dn, regs in ((2 * p, (0, 1)), (2 * p + 1, (2, 3))):
                         d = _mma([pa[lane][kp] for lane in LANES],
                                  [[frag[lane][regs[0]], frag[lane][regs[1]]] for lane in LANES],
-                                 [o[w][lane][dn] for lane in LANES])
+                                 [o[w][lane][dn] for lane in LANES], zero)
                         for lane in LANES:
                             o[w][lane][dn] = d[lane]
     out = {}
-    for w in range(4):
+    for w in range(WARPS):
         for lane in LANES:
             g, t = lane // 4, lane % 4
             for r in range(2):
                 total = sum(l_part[w][4 * g + x][r] for x in range(4))
-                inv = 1.0 / total if total > 0 else 0.0
+                seen = total > 0
+                inv = 1.0 / total if seen else 0.0
                 i = m0 + 16 * w + g + 8 * r
                 if i >= S_q:
                     continue
                 for dn in range(DN):
                     for e in range(2):
-                        out.setdefault(i, np.full(D, np.nan))[8 * dn + 2 * t + e] = o[w][lane][dn][2 * r + e] * inv
+                        x = o[w][lane][dn][2 * r + e] * inv if seen else 0.0
+                        out.setdefault(i, np.full(D, np.nan))[8 * dn + 2 * t + e] = x
     return out
 
 
-@pytest.mark.parametrize("S_q, S_k, D, causal", [(70, 100, 64, 1), (130, 67, 64, 1), (20, 130, 64, 0),
-                                                  (1, 65, 128, 1), (64, 64, 128, 1)])
-def test_rung_02_index_math_computes_attention(fam, S_q, S_k, D, causal):
+@pytest.mark.parametrize("S_q, S_k, D, causal, knobs", [
+    (70, 100, 64, 1, {}), (130, 67, 64, 1, {}), (20, 130, 64, 0, {}), (1, 65, 128, 1, {}), (64, 64, 128, 1, {}),
+    # The other block shapes the header allows: BLOCK_M = 128 on 8 warps, key tiles of 32 and 128.
+    (150, 90, 64, 1, {"BLOCK_M": 128, "BLOCK_N": 32}), (40, 300, 64, 0, {"BLOCK_N": 128}),
+])
+def test_rung_02_index_math_computes_attention(fam, S_q, S_k, D, causal, knobs):
+    """The mma model gives exact-zero sums the sign -0 (the ISA leaves it open): the rows with no visible key that
+    a block computes anyway ((130, 67): rows 0..62 in the block at 0) must still come out +0."""
     p = fam.make_problem(seed=12, B=1, H=1, S_q=S_q, S_k=S_k, D=D, causal=causal, dtype="float16")
     ref = fam.reference(p)[0, 0]
     q, k, v = (_values(p, n)[0, 0] for n in ("Q", "K", "V"))
     c = LOG2E / math.sqrt(D)
     got = {}
-    for m0 in range(0, S_q, 64):
-        block = model_flash_block(q, k, v, m0, causal, c)
-        assert set(block) == set(range(m0, min(S_q, m0 + 64)))  # every row of the block once, none past S_q
+    block_m = knobs.get("BLOCK_M", 64)
+    for m0 in range(0, S_q, block_m):
+        block = model_flash_block(q, k, v, m0, causal, c, zero=-0.0, **knobs)
+        assert set(block) == set(range(m0, min(S_q, m0 + block_m)))  # every row of the block once, none past S_q
         got |= block
     out = np.array([got[i] for i in range(S_q)])
     np.testing.assert_allclose(out, ref, rtol=1e-10, atol=1e-12)
     empty = visible_keys(S_q, S_k, causal) == 0
-    assert (out[empty] == 0).all()
+    assert (out[empty] == 0).all() and not np.signbit(out[empty]).any()
+
+
+# --- rung 02's online-softmax rescales, in fp32 ----------------------------------------------------------------
+
+def _ex2_exact(x) -> np.ndarray:
+    """A deterministic ex2 (the SFU gives the same result for the same argument every time): 2^x rounded to fp32."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.exp2(np.asarray(x, np.float64)).astype(F32)
+
+
+def _row_weights_fp32(tiles, c, unrounded_rescale=False) -> np.ndarray:
+    """One row's bookkeeping in rung 02, statement by statement in fp32 (the quad max already taken): the factor
+    each key's value ends up multiplied by in O, p_j times every rescale after its tile. unrounded_rescale: the
+    first draft, which kept the raw max and rescaled by 2^(fma(m_raw, c, -m_new c))."""
+    c = F32(c)
+    m = F32(-np.inf)
+    weights: list[np.ndarray] = []
+    for s in tiles:
+        s = np.asarray(s, F32)
+        if unrounded_rescale:
+            m_new = max(m, s.max())
+            shift = F32(0) if m_new == -np.inf else F32(m_new * c)
+            alpha = _ex2_exact(_fma(m, c, -shift))
+        else:
+            m_new = max(m, F32(s.max() * c))
+            shift = F32(0) if m_new == -np.inf else m_new
+            alpha = F32(1) if m_new == m else _ex2_exact(F32(m - shift))
+        m = m_new
+        weights = [(w * alpha).astype(F32) for w in weights] + [_ex2_exact(_fma(s, c, -shift))]
+    return np.concatenate(weights)
+
+
+@pytest.mark.parametrize("D", (64, 128))
+def test_rung_02_rescales_telescope_over_many_tiles(D):
+    """Every key scores the same across 256 tiles (S_k = 16384): every key must end up with the same weight. A
+    rescale recomputed from the unrounded max, 2^(m c - RN(m c)) != 1, tilts the first tile's keys against the
+    last one's by 255 roundings of m c: a bias growing with S_k that no single tile shows."""
+    c = F32(LOG2E / math.sqrt(D))
+    for score in (F32(30000.5), F32(-3000.25), F32(123.456)):
+        # m c rounds, by more than 2^-24 (an error below it would vanish in 2^error's own rounding to 1): the case
+        # that matters, with |m c| of a few or more (large logits: ~90).
+        assert abs(np.float64(F32(score * c)) - np.float64(score) * np.float64(c)) > 2.0**-24
+        tiles = [np.full(64, score, F32)] * 256
+        w = _row_weights_fp32(tiles, c)
+        assert (w == w[0]).all() and 0.5 < w[0] <= 2, (score, w[0], w[-1])
+        bad = _row_weights_fp32(tiles, c, unrounded_rescale=True)
+        assert bad[0] != bad[-1], score  # the first draft's drift, which the check above rejects
+    # A rising max: each key's weight is 2^(s c - m c) up to a few roundings, however many rescales came between.
+    rng = np.random.default_rng(0)
+    scores = np.sort(rng.normal(0, 20, 64 * 64)).astype(F32)  # the max rises in every tile
+    w = _row_weights_fp32(scores.reshape(64, 64), c).astype(np.float64)
+    exact = np.exp2((scores.astype(np.float64) - scores[-1]) * np.float64(c))
+    keep = exact > 1e-30
+    assert np.abs(w[keep] / exact[keep] - 1).max() < 1e-5

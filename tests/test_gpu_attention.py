@@ -1,7 +1,8 @@
 """GPU: every attention rung against the float64 reference on every check case (both types, causal and not, GQA,
 decode-like and S_q != S_k, rows with no key, large logits; NaN-poisoned outputs and guard zones, repeat runs for
 races, through lab.measure.verify.check_rung); the same at half the bound's model part; large logits stay finite;
-rung 02's refusal of misaligned operands; the PyTorch baseline where PyTorch is installed; a timing smoke test."""
+rung 02's rescales exactly 1 while the max stays (equal scores over 256 tiles); rung 02's refusal of misaligned
+operands; the PyTorch baseline where PyTorch is installed; a timing smoke test."""
 
 import numpy as np
 import pytest
@@ -53,6 +54,25 @@ def test_large_logits_stay_finite_and_rows_without_keys_are_zero(rung, dtype):
     ref = ATTENTION.reference(problem)
     cmp = compare(ATTENTION.output_values(buf.out), ref, ATTENTION.error_bound(problem, ref))
     assert cmp.passed, cmp.describe()
+
+
+def test_rung_02_weighs_equal_scores_equally_over_256_tiles():
+    """Every query row scores every one of S_k = 16384 keys the same (Q = K = 24 everywhere, D = 64: raw score
+    36864, exact in fp32; m c = 6647.94 rounds by 0.375 of its ulp), V is +1 on the first half of the keys and -1
+    on the second: O is exactly 0. A rescale that is not exactly 1 when the max stays (2^(m c - RN(m c)), the first
+    draft's) tilts the first tiles' weights against the last ones' by one rounding of m c per tile: here ~1e-2."""
+    import cupy as cp
+
+    problem = ATTENTION.make_problem(seed=37, B=1, H=1, S_q=64, S_k=16384, D=64, dtype="float16")
+    problem.inputs["Q"] = [cp.full((1, 1, 64, 64), 24, dtype=cp.float16)]
+    problem.inputs["K"] = [cp.full((1, 1, 16384, 64), 24, dtype=cp.float16)]
+    v = cp.ones((1, 1, 16384, 64), dtype=cp.float16)
+    v[:, :, 8192:] = -1
+    problem.inputs["V"] = [v]
+    out = cp.empty(problem.out_shape, problem.dtype)
+    ATTENTION.launch(ATTENTION.rung("02"), problem, out)
+    got = cp.asnumpy(out).astype(np.float64)
+    assert np.abs(got).max() < 1e-3, np.abs(got).max()
 
 
 def test_rung_02_refuses_a_misaligned_output_and_rung_01_takes_it():

@@ -111,7 +111,8 @@ attention_naive(const half_bits* __restrict__ Q, const half_bits* __restrict__ K
 
         for (int d = threadIdx.x; d < D; d += THREADS) {
             float acc = 0.0f;
-            for (int j = 0; j < visible; ++j) acc = fmaf(scores[j], half_bits_to_float<BF16>(Vh[(long long)j * D + d]), acc);
+            for (int j = 0; j < visible; ++j)
+                acc = fmaf(scores[j], half_bits_to_float<BF16>(Vh[(long long)j * D + d]), acc);
             out[d] = float_to_half_bits<BF16>(acc * inv_l);  // the output's one rounding
         }
     }

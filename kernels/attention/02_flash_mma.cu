@@ -11,11 +11,15 @@
 //      S = Q K^T with mma.sync m16n8k16 (fp32 accumulation), K's fragments read with plain ldmatrix (K rows
 //      are k-contiguous: the "col" operand as stored).
 //   3. The online softmax (FlashAttention-2's section 3.1), per query row in registers, in log2 units with the
-//      scale folded in (c = scale * log2(e), one fp32 the launcher rounds): m_new = max(m, max_j s_j),
-//      p_j = 2^(s_j c - m_new c) (ex2.approx.ftz), the O accumulator and the running sum l rescaled by
-//      2^(m c - m_new c). A row's 4 lanes (one quad) combine their maxima with two shuffles; l stays a
-//      per-lane partial sum until the end. A row that has seen only -inf keeps m = -inf and shifts by 0
-//      instead (2^(-inf - -inf) would be NaN): its p are 0, its l is 0 and its output +0.
+//      scale folded in (c = scale * log2(e), one fp32 the launcher rounds): the running max is kept as the
+//      fp32 product m = (max_j s_j) c, m_new = max(m, (max of the tile's s_j) c), p_j = 2^(s_j c - m_new)
+//      (one fma, ex2.approx.ftz), the O accumulator and the running sum l rescaled by 2^(m - m_new): exactly
+//      1 when the max did not move, so the rescales telescope to the final shift over any number of tiles
+//      (2^(m_raw c - m_new), from the unrounded product, would carry m's rounding into every tile's rescale:
+//      the early tiles' weights tilted against the late ones by one such rounding per tile between them).
+//      A row's 4 lanes (one quad) combine their maxima with two shuffles; l stays a per-lane
+//      partial sum until the end. A row that has seen only -inf keeps m = -inf, shifts its p by 0 instead
+//      (2^(-inf - -inf) would be NaN) and keeps its factor at 1: its p are 0, its l is 0 and its output +0.
 //   4. P is rounded to the input type in registers and is, as it stands, the A operand of O += P V: the
 //      accumulator layout of two 16x8 score tiles is the A fragment layout of one 16x16 k-step (lane (g, t)
 //      holds row g and g + 8, keys 2t, 2t+1 and 2t+8, 2t+9). l sums the rounded p, the same weights the
@@ -24,8 +28,9 @@
 //   5. Masking: keys j >= S_k and, with CAUSAL, keys j > i + S_k - S_q (bottom-right aligned) score -inf,
 //      only in the tiles that cross the sequence's end or the diagonal; the tiles past the block's last
 //      visible key are never loaded (causal: about half the work).
-//   6. The end: l summed over the quad, O * (1 / l) rounded once to the output type (l = 0: +0), 4-byte
-//      stores of adjacent pairs; rows past S_q are not written.
+//   6. The end: l summed over the quad, O * (1 / l) rounded once to the output type, 4-byte stores of
+//      adjacent pairs; rows past S_q are not written. l = 0 (no visible key) stores the constant +0, not
+//      O * 0: the PTX ISA does not promise the sign of an mma's all-zero sum, and -0 would fail the check.
 // Why: rung 01 re-reads K and V for every query row and stores every score; here K and V are read once per
 //   64 query rows and the S_q x S_k scores exist only as registers, 16 x 64 per warp at a time.
 // Prediction (H200, B=2 H=16 S=4096 D=128 fp16, not causal): K and V are read from the L2 once per 64 query rows
@@ -162,7 +167,8 @@ attention_flash_mma(const half_bits* __restrict__ Q, const half_bits* __restrict
         ldmatrix_x4(qf[kk], base + 2 * ((16 * warp + lane % 16) * STRIDE + 16 * kk + 8 * (lane / 16)));
 
     float o[DN][4] = {};                       // O accumulator: o[dn][2r + e] = row[r], column 8 dn + 2t + e
-    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};  // running max (raw scores) and this lane's partial sum
+    // The running max in log2 units (fp32 (max s) * c; -inf until a visible key) and this lane's partial sum.
+    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
 
     for (int n0 = 0; n0 < n_end; n0 += BLOCK_N) {
         __syncthreads();  // every warp is done with the previous tile (and, the first time, with Q's)
@@ -203,9 +209,11 @@ attention_flash_mma(const half_bits* __restrict__ Q, const half_bits* __restrict
             float tile_max = NEG_INF;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) tile_max = fmaxf(tile_max, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-            const float m_new = fmaxf(m[r], quad_max(tile_max));
-            const float shift = (m_new == NEG_INF ? 0.0f : m_new) * scale_log2;  // -inf rows shift by 0
-            const float alpha = fast_exp2(fmaf(m[r], scale_log2, -shift));     // 2^-inf = 0 on the first tile
+            // Rounding is monotone (c > 0): the product of the max is the max of the products.
+            const float m_new = fmaxf(m[r], quad_max(tile_max) * scale_log2);
+            const float shift = m_new == NEG_INF ? 0.0f : m_new;  // -inf rows shift by 0
+            // 1 when the max stays (-inf rows too); 2^-inf = 0 on a row's first visible tile.
+            const float alpha = m_new == m[r] ? 1.0f : fast_exp2(m[r] - shift);
             m[r] = m_new;
             float sum = 0.0f;
 #pragma unroll
@@ -241,12 +249,15 @@ attention_flash_mma(const half_bits* __restrict__ Q, const half_bits* __restrict
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const float total = quad_sum(l[r]);
-        const float inv = total > 0.0f ? 1.0f / total : 0.0f;  // no visible key: +0
+        const bool seen = total > 0.0f;  // false: no visible key, output +0 (as a constant: see 6. above)
+        const float inv = seen ? 1.0f / total : 0.0f;
         if (row[r] >= S_q) continue;
         half_bits* out = Oh + (long long)row[r] * HEAD_DIM + 2 * t;
 #pragma unroll
-        for (int dn = 0; dn < DN; ++dn)
+        for (int dn = 0; dn < DN; ++dn) {
+            const float x0 = seen ? o[dn][2 * r] * inv : 0.0f, x1 = seen ? o[dn][2 * r + 1] * inv : 0.0f;
             *reinterpret_cast<unsigned*>(out + 8 * dn) =
-                pack_half2(float_to_half_bits<BF16>(o[dn][2 * r] * inv), float_to_half_bits<BF16>(o[dn][2 * r + 1] * inv));
+                pack_half2(float_to_half_bits<BF16>(x0), float_to_half_bits<BF16>(x1));
+        }
     }
 }
