@@ -298,10 +298,10 @@ def test_triton_level_is_not_available_without_triton(triton_absent):
 
 
 def test_lab_fused_is_not_available_without_lab_epilogue(monkeypatch):
-    monkeypatch.setitem(sys.modules, "lab.families.epilogue", None)
+    monkeypatch.setitem(sys.modules, "lab.families.gemm_epilogue", None)
     record = checklist.measure_levels([64], levels=(checklist.get_level("lab_fused"),), backend=NumpyBackend())
     assert record["sizes"][0]["levels"]["lab_fused"]["reason"].startswith(
-        "not available here: lab.families.epilogue cannot be imported")
+        "not available here: lab.families.gemm_epilogue cannot be imported")
 
 
 def _fake_epilogue(monkeypatch, fn):
@@ -311,7 +311,7 @@ def _fake_epilogue(monkeypatch, fn):
         calls.append(activation)
         fn(A, W, bias, out)
 
-    monkeypatch.setitem(sys.modules, "lab.families.epilogue", types.SimpleNamespace(fused_matmul=fused_matmul))
+    monkeypatch.setitem(sys.modules, "lab.families.gemm_epilogue", types.SimpleNamespace(fused_matmul=fused_matmul))
     return calls
 
 

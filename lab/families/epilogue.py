@@ -297,9 +297,3 @@ def apply(z, epi: Epilogue, *, out, bf16: bool = False, bias=None, row_scale=Non
     get_kernel(spec or apply_spec(epi, bf16))(grid, (APPLY_THREADS,), (
         z, np.int32(M), np.int32(N), np.int64(z.strides[0] // 4), out, np.int32(ldc), params))
 
-
-def fused_matmul(a, w, *, bias=None, activation: str | None = None, out=None):
-    """activation(a @ w.T + bias) in one fused launch (lab.families.gemm_epilogue.fused_matmul)."""
-    from lab.families.gemm_epilogue import fused_matmul as launch
-
-    return launch(a, w, bias=bias, activation=activation, out=out)

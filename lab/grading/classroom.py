@@ -223,6 +223,18 @@ def leaderboard_entry(exercise: Exercise, sub: Path, seed: int, gpu: str | None 
     return {"submission": sub.name, "ranked": False, "why": summary(why, 200), "gpu": device}
 
 
+def leaderboard_task(exercise_id: str, submission: str, seed: int, worker_module: str,
+                     limits: dict | None = None) -> dict:
+    """What a Dask worker runs for one submission's leaderboard row: the student's kernel and the reference timed by
+    one grading process on this worker's GPU (leaderboard_entry), the row naming the worker."""
+    from lab.grading import cluster
+
+    exercise = cluster.worker_exercise(exercise_id, worker_module, limits)
+    entry = leaderboard_entry(exercise, Path(submission), seed)
+    entry["dask_worker"] = cluster.worker_identity()
+    return entry
+
+
 def check_rankable(exercise: Exercise) -> None:
     """One sentence unless the exercise is a kernel exercise, the only kind a leaderboard ranks."""
     from lab.grading.exercises import KERNEL
@@ -256,7 +268,7 @@ def leaderboard(exercise: Exercise, submissions: Path, out: Path, seed: int = 0,
     if client is not None:
         from lab.grading import cluster
 
-        cluster.leaderboard_on(client, exercise, subs, seed, record)
+        cluster.leaderboard_on(client, exercise, subs, seed, record, leaderboard_task)
     else:
         _on_gpus(subs, gpus or [gpu], lambda sub, g, stop: leaderboard_entry(exercise, sub, seed, g, stop), record)
     ordered = rank_by_gpu_model([entries[s.name] for s in subs])

@@ -9,8 +9,9 @@ mid-batch: Dask runs its tasks again on the workers left; the client keeps one r
 is lost and none is counted twice. The grading processes of a lost worker die with it (`python -m lab.grading.cluster`
 below), so no orphaned student kernel keeps a GPU busy while its submission is graded again elsewhere.
 
-The leaderboard runs the same way (leaderboard_task): each submission's speed-up is timed against the
-reference by one grading process on one worker's GPU, and the row names that GPU.
+The leaderboard runs the same way (lab.grading.classroom.leaderboard_task, handed to leaderboard_on): each
+submission's speed-up is timed against the reference by one grading process on one worker's GPU, and the row names
+that GPU.
 
 Every worker needs this lab installed at the same version and the submissions folder at the same path (a
 shared file system): tasks carry paths, not files. The optional extra `cupy-kernel-lab[cluster]` installs
@@ -69,7 +70,7 @@ def limits_of(exercise) -> dict:
     return {"time_limit_s": exercise.time_limit_s, "check_timeout_s": exercise.check_timeout_s}
 
 
-def _worker_exercise(exercise_id: str, worker_module: str, limits: dict | None):
+def worker_exercise(exercise_id: str, worker_module: str, limits: dict | None):
     """On a Dask worker: the exercise with the client's limits, and the grading processes tied to this worker."""
     import dataclasses
 
@@ -79,7 +80,7 @@ def _worker_exercise(exercise_id: str, worker_module: str, limits: dict | None):
     return dataclasses.replace(exercises.load(exercise_id), **(limits or {}))
 
 
-def _worker_identity() -> dict:
+def worker_identity() -> dict:
     return {"host": os.uname().nodename, "pid": os.getpid(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
 
 
@@ -90,41 +91,20 @@ def grade_task(exercise_id: str, submission: str, seed: int, include_hidden: boo
     is the grading worker the client uses (tests swap in a fake one), so both sides grade alike."""
     from lab.grading import grader
 
-    exercise = _worker_exercise(exercise_id, worker_module, limits)
+    exercise = worker_exercise(exercise_id, worker_module, limits)
     result = grader.grade_submission(exercise, Path(submission), seed, include_hidden, gpu=None)
     result.device = grader.gpu_identity()
     payload = grader.gradescope_json(result)
-    payload["extra_data"]["dask_worker"] = _worker_identity()
+    payload["extra_data"]["dask_worker"] = worker_identity()
     return payload
 
 
-def leaderboard_task(exercise_id: str, submission: str, seed: int, worker_module: str,
-                     limits: dict | None = None) -> dict:
-    """What a Dask worker runs for one submission's leaderboard row: the student's kernel and the reference
-    timed by one grading process on this worker's GPU (lab.grading.classroom.leaderboard_entry)."""
-    from lab.grading import classroom
-
-    exercise = _worker_exercise(exercise_id, worker_module, limits)
-    entry = classroom.leaderboard_entry(exercise, Path(submission), seed)
-    entry["dask_worker"] = _worker_identity()
-    return entry
-
-
-def grade_on(client, exercise, todo: list[Path], seed: int, include_hidden: bool, record) -> None:
-    """Submit one grading task per submission in `todo` and hand each finished one to `record(name, payload)`
-    as it completes. On any exception (Ctrl-C included) the tasks still pending are cancelled; what was recorded
-    stays recorded."""
+def leaderboard_on(client, exercise, todo: list[Path], seed: int, record, task: Callable) -> None:
+    """grade_on for the leaderboard: one `task` per submission (lab.grading.classroom.leaderboard_task, which a worker
+    runs as task(exercise_id, submission, seed, worker_module, limits)), each row recorded as it arrives."""
     from lab.grading import grader
 
-    _run_each(client, todo, lambda sub: (grade_task, exercise.id, str(sub.resolve()), seed, include_hidden,
-                                         grader.WORKER_MODULE, limits_of(exercise)), record)
-
-
-def leaderboard_on(client, exercise, todo: list[Path], seed: int, record) -> None:
-    """grade_on for the leaderboard: one leaderboard_task per submission, each row recorded as it arrives."""
-    from lab.grading import grader
-
-    _run_each(client, todo, lambda sub: (leaderboard_task, exercise.id, str(sub.resolve()), seed,
+    _run_each(client, todo, lambda sub: (task, exercise.id, str(sub.resolve()), seed,
                                          grader.WORKER_MODULE, limits_of(exercise)), record)
 
 

@@ -14,7 +14,8 @@ The names below load lazily, so importing a submodule (the store from a test, sa
 
 from __future__ import annotations
 
-_API = ("matmul", "softmax", "rmsnorm", "layernorm", "warmup", "default_runtime", "set_rules")
+_API = ("matmul", "softmax", "rmsnorm", "layernorm", "default_runtime", "set_rules")
+_MANIFEST = ("warmup",)
 _COUNTERS = ("stats", "reset_stats")
 _GRAPHS = ("capture",)
 
@@ -24,6 +25,10 @@ def __getattr__(name: str):
         from lab.ops import api
 
         return getattr(api, name)
+    if name in _MANIFEST:
+        from lab.ops import manifest
+
+        return getattr(manifest, name)
     if name in _COUNTERS:
         from lab.ops import counters
 
@@ -35,4 +40,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'lab.ops' has no attribute {name!r}")
 
 
-__all__ = [*_API, *_COUNTERS, *_GRAPHS]
+__all__ = [*_API, *_MANIFEST, *_COUNTERS, *_GRAPHS]

@@ -1,4 +1,4 @@
-"""lab.ops's public calls: matmul, softmax, rmsnorm, layernorm, warmup.
+"""lab.ops's public calls: matmul, softmax, rmsnorm, layernorm (warmup is lab.ops.manifest's).
 
 Each call validates its arguments the first time it sees their shapes, strides and types (one sentence per
 misuse, raised as LabError), then runs through the process's Runtime (lab.ops.dispatch). Types: fp16 as
@@ -423,13 +423,3 @@ def _cupy_row_op(op: str, x, params, eps):
     d = y - y.mean(axis=-1, keepdims=True)
     return d / cp.sqrt((d * d).mean(axis=-1, keepdims=True) + eps) * params[0] + params[1]
 
-
-# --- warm-up -----------------------------------------------------------------------------------------------
-
-def warmup(manifest, runtime: Runtime | None = None) -> dict:
-    """Compile and prepare every shape of a warm-up manifest before the first request: a list of
-    {"M", "N", "K", "dtype", "layout", "epilogue"} entries (lab.ops.manifest reads one from JSON). Returns
-    {"shapes": n, "seconds": s, "compiled": kernels built by NVRTC, "from_disk": cubins found in the cache}."""
-    from lab.ops.manifest import warm
-
-    return warm(manifest, runtime or default_runtime())

@@ -39,6 +39,16 @@ def load(path: str | Path) -> list[dict]:
     return shapes
 
 
+def warmup(manifest: list[dict], runtime=None) -> dict:
+    """Compile and prepare every shape of a warm-up manifest before the first request: a list of
+    {"M", "N", "K", "dtype", "layout", "epilogue"} entries (`load` reads one from JSON), on `runtime` (lab.ops's
+    default runtime when None). Returns {"shapes": n, "seconds": s, "compiled": kernels built by NVRTC,
+    "from_disk": cubins found in the cache}. (lab.ops.warmup is this function.)"""
+    from lab.ops.api import default_runtime
+
+    return warm(manifest, runtime or default_runtime())
+
+
 def warm(shapes: list[dict], runtime) -> dict:
     import cupy as cp
 

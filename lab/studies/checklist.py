@@ -7,7 +7,7 @@ order one should reach for them:
     graph_fusion  the best library GEMM into Y, then one ElementwiseKernel doing bias + GELU in place (fp32 inside)
     triton        one Triton kernel: the GEMM with the epilogue applied to its fp32 accumulator
     (lab/tools/triton_gemm.py)
-    lab_fused     the lab's own CUDA epilogue: lab.families.epilogue.fused_matmul (kernels/common/lab_epilogue.cuh)
+    lab_fused     the lab's own CUDA epilogue: lab.families.gemm_epilogue.fused_matmul (kernels/common/lab_epilogue.cuh)
 
 The plain GEMM (the best library call here into Y: cuBLASLt where nvmath-python is installed, lab.tools.library_gemm)
 is timed in the same run, and every level is reported as a multiple of it.
@@ -125,7 +125,7 @@ def triton_fused(A, W, bias, Y) -> None:
 
 
 def lab_fused(A, W, bias, Y) -> None:
-    from lab.families.epilogue import fused_matmul
+    from lab.families.gemm_epilogue import fused_matmul
 
     fused_matmul(A, W, bias=bias, activation="gelu_tanh", out=Y)
 
@@ -146,10 +146,10 @@ def _lab_fused_unavailable() -> str | None:
     import importlib
 
     try:
-        epilogue = importlib.import_module("lab.families.epilogue")
+        epilogue = importlib.import_module("lab.families.gemm_epilogue")
     except ImportError as exc:
-        return f"lab.families.epilogue cannot be imported ({exc})"
-    return None if hasattr(epilogue, "fused_matmul") else "lab.families.epilogue has no fused_matmul"
+        return f"lab.families.gemm_epilogue cannot be imported ({exc})"
+    return None if hasattr(epilogue, "fused_matmul") else "lab.families.gemm_epilogue has no fused_matmul"
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ LEVELS = (
            Source("lab/tools/triton_gemm.py", "gemm_bias_gelu_autotuned"),
            Source("lab/tools/triton_gemm.py", "gemm_bias_gelu")),
           unavailable=_triton_unavailable, details=_triton_details),
-    Level("lab_fused", "lab.families.epilogue.fused_matmul: the lab's fused CUDA epilogue", lab_fused,
+    Level("lab_fused", "lab.families.gemm_epilogue.fused_matmul: the lab's fused CUDA epilogue", lab_fused,
           # The whole kernel the lab maintains for it, as the Triton level counts its whole GEMM: rung 06, the Hopper
           # helpers it includes, the epilogue chain, and the Python launcher.
           (Source("kernels/gemm_tc/06_persistent.cu"), Source("kernels/common/lab_hopper_gemm.cuh"),

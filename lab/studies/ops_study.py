@@ -251,7 +251,6 @@ def latency_child(requests: int, manifest: str | None) -> dict:
     import cupy as cp
 
     from lab.core.build import COMPILES
-    from lab.ops import api
     from lab.ops import manifest as manifests
 
     steps = [s for s in trace() if s.M <= LATENCY_MAX_M][:requests]
@@ -260,7 +259,7 @@ def latency_child(requests: int, manifest: str | None) -> dict:
     ready = time.time()
     warm = None
     if manifest:
-        warm = api.warmup(manifests.load(manifest))
+        warm = manifests.warmup(manifests.load(manifest))
     run = st.runner("lab_ops", layer)
     lat = []
     before = dict(COMPILES)
