@@ -62,15 +62,63 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
+def lessons_imported(text: str) -> set[Path]:
+    """The lab.lessons modules a piece of code imports, and what they import in turn (static: every import statement,
+    at any depth, in the code and in each module found; a package's __init__ comes with its modules). A notebook's
+    outputs depend on these, not on the lessons modules of other notebooks."""
+    import ast
+
+    lessons = REPO / "lab" / "lessons"
+
+    def module_file(dotted: str) -> Path | None:
+        parts = dotted.split(".")
+        if parts[:2] != ["lab", "lessons"]:
+            return None
+        base = REPO.joinpath(*parts)
+        if base.is_dir():
+            return base / "__init__.py"
+        return base.with_suffix(".py") if base.with_suffix(".py").is_file() else None
+
+    def imports(source: str, package: str) -> set[str]:
+        # Lines a notebook runs as shell or magic commands are not Python: drop them before parsing.
+        tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+        names: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the importing module's package
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                names.add(base)
+                names |= {f"{base}.{a.name}" for a in node.names}  # a submodule, where the name is one
+        return names
+
+    found: set[Path] = set()
+    todo = [(text, "lab.lessons")]
+    while todo:
+        source, package = todo.pop()
+        for dotted in imports(source, package):
+            parts = dotted.split(".")
+            for n in range(2, len(parts) + 1):  # lab.lessons, its subpackages, the module itself
+                f = module_file(".".join(parts[:n]))
+                if f is not None and f not in found:
+                    found.add(f)
+                    pkg = ".".join(f.relative_to(REPO).with_suffix("").parts)
+                    todo.append((f.read_text(), pkg if f.name == "__init__.py" else pkg.rsplit(".", 1)[0]))
+    return {f for f in found if f.is_relative_to(lessons)}
+
+
 def notebook_inputs(py: Path) -> dict[str, str]:
-    """What a notebook's outputs depend on, each file with its content hash: the notebook itself, the lessons layer
-    (every notebook reads it), and for each family the notebook names, its module, its kernels and the shared device
-    headers. A saved output made before a change to one of them is stale."""
+    """What a notebook's outputs depend on, each file with its content hash: the notebook itself, the lessons modules
+    it imports (lessons_imported), and for each family the notebook names, its module, its kernels and the shared
+    device headers. A saved output made before a change to one of them is stale."""
     sys.path.insert(0, str(REPO)) if str(REPO) not in sys.path else None
     from lab.families import families
 
     text = py.read_text()
-    lessons = sorted((REPO / "lab" / "lessons").rglob("*.py"))
+    lessons = sorted(lessons_imported(text))
     files = {py, *lessons}
     # Families are named in the notebook or in the topic modules of the lessons layer it uses.
     text += "".join(m.read_text() for m in lessons if m.stem != "__init__" and re.search(rf"\b{m.stem}\b", text))
@@ -102,12 +150,14 @@ def run_stamp(py: Path, mode: str) -> dict:
 
 
 def stale_inputs(py: Path, ipynb: Path) -> list[str]:
-    """The inputs that changed since the saved outputs of `ipynb` were made (every input when it records none)."""
+    """The notebook's inputs (as they are now) that changed, or were not inputs, since the saved outputs of `ipynb`
+    were made: every input when it records none. A file that was an input and no longer is does not count (the
+    notebook itself is an input, so a change that drops an import shows as its change)."""
     import json
 
     saved = json.loads(ipynb.read_text()).get("metadata", {}).get(RUN_KEY, {}).get("inputs", {})
     now = notebook_inputs(py)
-    return sorted(name for name in now.keys() | saved.keys() if now.get(name) != saved.get(name))
+    return sorted(name for name in now if now[name] != saved.get(name))
 
 
 def read_paired(py: Path):

@@ -327,15 +327,22 @@ def test_rung_02_other_block_shapes_build_as_the_header_says():
 
 
 @pytest.mark.skipif(build.find_nvdisasm() is None, reason="nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
-def test_rung_02_runs_on_tensor_cores_and_rung_01_does_not(fam):
+def test_flash_rungs_run_on_tensor_cores_and_rung_01_does_not(fam):
+    """Rungs 02-03 multiply on tensor cores from ldmatrix fragments; rung 03 copies every tile by cp.async (LDGSTS)
+    and loads nothing from global memory through registers, rung 02 the other way round."""
     for spec in _variants(fam):
         mix = _report(spec, 90).instructions
-        hmma = sum(v for k, v in mix.items() if k.startswith("HMMA"))
-        ldsm = sum(v for k, v in mix.items() if k.startswith("LDSM"))
-        if spec.entry == "attention_flash_mma":
-            assert hmma > 0 and ldsm > 0, mix
+        def count(prefix: str, mix=mix) -> int:
+            return sum(v for k, v in mix.items() if k.startswith(prefix))
+
+        if spec.entry == "attention_naive":
+            assert count("HMMA") == 0, mix
+            continue
+        assert count("HMMA") > 0 and count("LDSM") > 0, mix
+        if spec.entry == "attention_flash_pipelined":
+            assert count("LDGSTS") > 0 and count("LDG.") == 0, mix
         else:
-            assert hmma == 0, mix
+            assert count("LDGSTS") == 0 and count("LDG.") > 0, mix
 
 
 class _Ptr:
@@ -447,7 +454,7 @@ def test_measured_sizes(fam):
     heads = fam.headline_params()
     assert {p["dtype"] for p in heads} == set(DTYPES) and any(p["S_q"] == 1 and p["H_kv"] < p["H"] for p in heads)
     assert all(fam.rungs_for("headline", p) == fam.rungs for p in heads)
-    assert [r.key for r in fam.rungs_for("sweep", fam.sweep_params()[0])] == ["02_flash_mma"]
+    assert [r.key for r in fam.rungs_for("sweep", fam.sweep_params()[0])] == ["02_flash_mma", "03_flash_pipelined"]
     assert {p["S_q"] for p in fam.tail_params()} == set(range(4090, 4100))
     assert fam.block_resources(fam.rung("02")) == (128, 0)
 

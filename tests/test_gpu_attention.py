@@ -1,8 +1,8 @@
 """GPU: every attention rung against the float64 reference on every check case (both types, causal and not, GQA,
 decode-like and S_q != S_k, rows with no key, large logits; NaN-poisoned outputs and guard zones, repeat runs for
 races, through lab.measure.verify.check_rung); the same at half the bound's model part; large logits stay finite;
-rung 02's rescales exactly 1 while the max stays (equal scores over 256 tiles); rung 02's refusal of misaligned
-operands; the PyTorch baseline where PyTorch is installed; a timing smoke test."""
+the flash rungs' rescales exactly 1 while the max stays (equal scores over 256 tiles), their refusal of
+misaligned operands; the PyTorch baseline where PyTorch is installed; a timing smoke test."""
 
 import numpy as np
 import pytest
@@ -56,7 +56,11 @@ def test_large_logits_stay_finite_and_rows_without_keys_are_zero(rung, dtype):
     assert cmp.passed, cmp.describe()
 
 
-def test_rung_02_weighs_equal_scores_equally_over_256_tiles():
+FLASH_RUNGS = [r for r in ATTENTION.rungs if r.number >= 2]
+
+
+@pytest.mark.parametrize("rung", FLASH_RUNGS, ids=lambda r: r.key)
+def test_flash_rungs_weigh_equal_scores_equally_over_256_tiles(rung):
     """Every query row scores every one of S_k = 16384 keys the same (Q = K = 24 everywhere, D = 64: raw score
     36864, exact in fp32; m c = 6647.94 rounds by 0.375 of its ulp), V is +1 on the first half of the keys and -1
     on the second: O is exactly 0. A rescale that is not exactly 1 when the max stays (2^(m c - RN(m c)), the first
@@ -70,12 +74,13 @@ def test_rung_02_weighs_equal_scores_equally_over_256_tiles():
     v[:, :, 8192:] = -1
     problem.inputs["V"] = [v]
     out = cp.empty(problem.out_shape, problem.dtype)
-    ATTENTION.launch(ATTENTION.rung("02"), problem, out)
+    ATTENTION.launch(rung, problem, out)
     got = cp.asnumpy(out).astype(np.float64)
     assert np.abs(got).max() < 1e-3, np.abs(got).max()
 
 
-def test_rung_02_refuses_a_misaligned_output_and_rung_01_takes_it():
+@pytest.mark.parametrize("rung", FLASH_RUNGS, ids=lambda r: r.key)
+def test_flash_rungs_refuse_a_misaligned_output_and_rung_01_takes_it(rung):
     import cupy as cp
 
     from lab.core.errors import LabError
@@ -85,7 +90,7 @@ def test_rung_02_refuses_a_misaligned_output_and_rung_01_takes_it():
     raw = cp.empty(int(np.prod(problem.out_shape)) + 8, dtype=problem.dtype)
     out = raw[1:1 + int(np.prod(problem.out_shape))].reshape(problem.out_shape)  # 2 bytes past a boundary
     with pytest.raises(LabError, match="16-byte"):
-        ATTENTION.launch(ATTENTION.rung("02"), problem, out)
+        ATTENTION.launch(rung, problem, out)
     ATTENTION.launch(ATTENTION.rung("01"), problem, out)
     ref = ATTENTION.reference(problem)
     assert compare(out, ref, ATTENTION.error_bound(problem, ref)).passed

@@ -451,6 +451,23 @@ def test_saved_outputs_are_newer_than_every_input(py):
         f"(`python scripts/execute_notebooks.py {py.relative_to(REPO)} --inplace`, on a GPU for live outputs)")
 
 
+def test_a_notebooks_lessons_inputs_are_the_modules_it_imports():
+    """Only the lessons modules a notebook imports (and theirs, at any depth) are its inputs: notebook 05's are the
+    package __init__, the underfill package and what they import, never notebook 08's ops_* modules; a relative
+    import inside the layer is followed too."""
+    script = _script()
+    lessons = REPO / "lab" / "lessons"
+    code = "from lab.lessons import underfill as lesson\nfrom lab.lessons.plots import underfill"
+    found = script.lessons_imported(code)
+    names = {str(f.relative_to(lessons)) for f in found}
+    assert {"__init__.py", "underfill/__init__.py", "underfill/decode.py", "plots/__init__.py", "plots/underfill.py",
+            "plots/style.py", "common.py"} <= names, sorted(names)
+    assert not any(n.startswith("ops") for n in names), sorted(names)
+    assert script.lessons_imported("import numpy as np\n%matplotlib inline") == set()
+    inside = script.lessons_imported("def f():\n    from lab.lessons import ops_latency\n")
+    assert lessons / "ops_latency.py" in inside and lessons / "__init__.py" in inside
+
+
 @pytest.mark.parametrize("py", NOTEBOOKS, ids=lambda p: p.stem)
 def test_saved_outputs_say_when_they_were_made_and_never_now(py):
     import re

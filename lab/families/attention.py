@@ -16,18 +16,18 @@ exp without its max subtracted overflows fp16 (e^11) and fp32 (e^88, with the wi
 Every rung has one signature:
     attention_<name>(const uint16* Q, const uint16* K, const uint16* V, uint16* O, int H, int H_kv, int S_q,
                      int S_k, [int D,] float scale_log2)
-(rung 01 takes D at run time; rung 02 compiles it as the knob HEAD_DIM), scale_log2 = fp32(log2(e) / sqrt(D)),
-on a grid (ceil(S_q / rows per block), H, B). The launcher passes BF16, CAUSAL and (rung 02) HEAD_DIM as knobs.
-Rung 01 keeps one query row's scores in dynamic shared memory (S_k * 4 bytes); rung 02 needs 16-byte-aligned
+(rung 01 takes D at run time; rungs 02-03 compile it as the knob HEAD_DIM), scale_log2 = fp32(log2(e) / sqrt(D)),
+on a grid (ceil(S_q / rows per block), H, B). The launcher passes BF16, CAUSAL and (rungs 02-03) HEAD_DIM as knobs.
+Rung 01 keeps one query row's scores in dynamic shared memory (S_k * 4 bytes); rungs 02-03 need 16-byte-aligned
 Q, K, V and O and D in (64, 128), and refuses other problems with one sentence (`refusal`).
 
 Measured against PyTorch's torch.nn.functional.scaled_dot_product_attention on the same memory (DLPack,
 zero-copy; `launch_ceiling`): a library baseline, not a hardware ceiling. Error bound: `error_bound`.
 
-STATUS: written without a GPU. Every rung compiles for sm_80-sm_90 without spills, rung 02's fragment index math and
-online-softmax bookkeeping are desk-checked against the reference in a NumPy model of mma.sync and ldmatrix, and the
-bound holds a NumPy model of rung 02 to half of it and rejects wrong ones (tests/test_attention_family.py).
-tests/test_gpu_attention.py has not run yet: not verified on hardware; no records.
+Every rung compiles for sm_80-sm_90 without spills; rung 02's fragment index math and online-softmax bookkeeping
+are desk-checked in a NumPy model of mma.sync and ldmatrix, and the bound holds that model to half of it and rejects
+wrong ones (tests/test_attention_family.py). Rung 03 is rung 02's arithmetic with another copy schedule. On the GPU,
+tests/test_gpu_attention.py checks every rung; results/h200/attention*.json hold what the H200 measured.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ from lab.measure.bounds import (
 )
 
 DTYPES = ("float16", BFLOAT16)
-MIN_ARCH = 80  # bf16 conversions; mma.sync m16n8k16 and ldmatrix for rung 02
-MMA_HEAD_DIMS = (64, 128)  # rung 02's HEAD_DIM
+MIN_ARCH = 80  # bf16 conversions; mma.sync m16n8k16, ldmatrix and cp.async for rungs 02-03
+MMA_HEAD_DIMS = (64, 128)  # rungs 02-03's HEAD_DIM
 MAX_HEAD_DIM = 256  # rung 01's MAX_D
 LARGE_LOGIT_FACTOR = math.sqrt(15.0)  # Q and K both: logits of standard deviation 15 on normal inputs
 LOG2E = 1.4426950408889634
@@ -126,6 +126,9 @@ class AttentionFamily(Family):
         _rung("02_flash_mma", "attention_flash_mma",
               "FlashAttention-2: online softmax in registers, mma.sync for Q K^T and P V",
               launch="flash_tiles", BF16=0, CAUSAL=0, HEAD_DIM=64, BLOCK_M=64, BLOCK_N=64, THREADS=128, PAD=8),
+        _rung("03_flash_pipelined", "attention_flash_pipelined",
+              "K and V tiles by cp.async, each copy behind the other's product; 128 query rows a block",
+              launch="flash_tiles", BF16=0, CAUSAL=0, HEAD_DIM=64, BLOCK_M=128, BLOCK_N=64, THREADS=256, PAD=8),
     )
 
     def __init__(self, statistical_scale: float = 1.0):
@@ -227,7 +230,7 @@ class AttentionFamily(Family):
         return out
 
     def error_bound(self, problem: Problem, reference: np.ndarray) -> np.ndarray:
-        """Each output's allowed |error|, from its own row, for a kernel that computes (rung 02; rung 01 does less
+        """Each output's allowed |error|, from its own row, for a kernel that computes (rungs 02-03; rung 01 does less
         rounding and fits the same bound):
 
             s_j = scale * (q . k_j)   (fp32 accumulation on tensor cores, fp16/bf16 inputs)
@@ -363,7 +366,7 @@ class AttentionFamily(Family):
         return (-(-params["S_q"] // rows), params["H"], params["B"])
 
     def launch_smem(self, rung: Rung, params: dict) -> int:
-        """Dynamic shared memory of a launch: rung 01's S_k fp32 scores; none for rung 02 (static tiles)."""
+        """Dynamic shared memory of a launch: rung 01's S_k fp32 scores; none for rungs 02-03 (static tiles)."""
         return 4 * params["S_k"] if self.launch_scheme(rung) == "row_per_step" else 0
 
     def refusal(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> str | None:
@@ -382,7 +385,7 @@ class AttentionFamily(Family):
         limit = self._smem_optin()
         if smem > limit:
             return (f"attention rung {rung.key} keeps a row's S_k = {p['S_k']} scores in shared memory ({smem} bytes), "
-                    f"past this GPU's {limit} bytes a block; use rung 02.")
+                    f"past this GPU's {limit} bytes a block; use rung 03.")
         return None
 
     @staticmethod
