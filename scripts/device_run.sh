@@ -57,6 +57,9 @@
 #   bash scripts/device_run.sh notebooks-a     notebooks 00-02 executed live, every figure checked (carry .nbwheels)
 #   bash scripts/device_run.sh notebooks-b     notebooks 04 and 06-08 executed live, every figure checked
 #   bash scripts/device_run.sh attention       the attention family's GPU tests, then its headline bench
+#   bash scripts/device_run.sh attention-records attention's GPU tests (family, lab.ops, exercise 10), the study against
+#                                              each SDPA backend, `lab bench attention`
+#   bash scripts/device_run.sh notebooks-c     notebooks 04, 06, 07 executed live; notebooks-d: 08 and 09
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
 #                                              the slowest tests' durations
 #   bash scripts/device_run.sh grading         the grader's GPU tests (fault batch, exercises 07-08, exercise 08's numerics
@@ -273,11 +276,28 @@ for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in t
       notebooks notebooks/src/04_scheduling.py notebooks/src/06_epilogue_fusion.py \
         notebooks/src/07_softmax_and_norms.py notebooks/src/08_specialization_and_dispatch.py
       keep_cache ;;
+    notebooks-c)  # notebooks 04, 06 and 07 executed live, each figure checked
+      carried; export LAB_CHECK_FIGURES=1
+      notebooks notebooks/src/04_scheduling.py notebooks/src/06_epilogue_fusion.py notebooks/src/07_softmax_and_norms.py
+      keep_cache ;;
+    notebooks-d)  # notebooks 08 and 09 executed live, each figure checked
+      carried; export LAB_CHECK_FIGURES=1
+      notebooks notebooks/src/08_specialization_and_dispatch.py notebooks/src/09_attention.py
+      keep_cache ;;
     attention)  # the attention family's GPU tests, then its headline bench against PyTorch SDPA
       carried
       gpu_tests "$(box 300 200)" tests/test_gpu_attention.py --durations=10
       echo "== lab bench attention (headline)"; timeout "$(box 180 10)" python3 -m lab bench attention --kinds headline \
         --json "$pack/attention_headline.json" 2>&1 | tail -20
+      keep_cache ;;
+    attention-records)  # attention after its last kernel change: its GPU tests (family, lab.ops, exercise 10), the
+      # study against each SDPA backend (3 rounds, rung 03's knobs), then `lab bench attention` (every kind)
+      carried
+      gpu_tests "$(box 200 330)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py tests/test_gpu_exercise10.py \
+        --durations=10
+      echo "== attention study"; timeout "$(box 150 180)" python3 -m lab.studies.attention_study "$pack" --rounds 3 2>&1 | tail -45
+      echo "== lab bench attention"; COLUMNS=200 timeout "$(box 170 10)" python3 -m lab bench attention \
+        --json "$pack/attention.json" 2>&1 | grep -v "^│ *│" | tail -60
       keep_cache ;;
     notebook03) notebooks notebooks/src/03_tensor_cores.py ;;
     notebook04) notebooks notebooks/src/04_scheduling.py ;;

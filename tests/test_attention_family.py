@@ -302,7 +302,10 @@ def _report(spec, arch):
 
 @pytest.mark.parametrize("arch", [80, 90])
 def test_every_variant_compiles_without_spills(fam, arch):
+    """Every variant builds for every arch it runs on (rung 04: sm_90a alone) without spills or a stack frame."""
     for spec in _variants(fam):
+        if build.arch_refusal(spec, arch):
+            continue
         rep = _report(spec, arch)
         assert rep.registers > 0 and rep.entry == spec.entry
         assert not rep.spills and rep.stack_frame_bytes == 0, f"{spec.entry} {dict(spec.knobs)} sm_{arch}: {rep}"
@@ -329,7 +332,9 @@ def test_rung_02_other_block_shapes_build_as_the_header_says():
 @pytest.mark.skipif(build.find_nvdisasm() is None, reason="nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
 def test_flash_rungs_run_on_tensor_cores_and_rung_01_does_not(fam):
     """Rungs 02-03 multiply on tensor cores from ldmatrix fragments; rung 03 copies every tile by cp.async (LDGSTS)
-    and loads nothing from global memory through registers, rung 02 the other way round."""
+    and loads nothing from global memory through registers, rung 02 the other way round. Rung 04 issues warpgroup
+    MMAs (HGMMA: D / 16 for S = Q K^T, BLOCK_N / 16 for O += P V a tile) on tensor-copied tiles (UTMALDG), no
+    mma.sync, no ldmatrix, no cp.async and no register loads."""
     for spec in _variants(fam):
         mix = _report(spec, 90).instructions
         def count(prefix: str, mix=mix) -> int:
@@ -337,6 +342,11 @@ def test_flash_rungs_run_on_tensor_cores_and_rung_01_does_not(fam):
 
         if spec.entry == "attention_naive":
             assert count("HMMA") == 0, mix
+            continue
+        if spec.entry == "attention_wgmma_ws":
+            k = dict(spec.knobs)
+            assert count("HGMMA") == k["HEAD_DIM"] // 16 + k["BLOCK_N"] // 16, mix
+            assert count("UTMALDG") > 0 and count("HMMA") + count("LDSM") + count("LDGSTS") + count("LDG.") == 0, mix
             continue
         assert count("HMMA") > 0 and count("LDSM") > 0, mix
         if spec.entry == "attention_flash_pipelined":
@@ -454,7 +464,8 @@ def test_measured_sizes(fam):
     heads = fam.headline_params()
     assert {p["dtype"] for p in heads} == set(DTYPES) and any(p["S_q"] == 1 and p["H_kv"] < p["H"] for p in heads)
     assert all(fam.rungs_for("headline", p) == fam.rungs for p in heads)
-    assert [r.key for r in fam.rungs_for("sweep", fam.sweep_params()[0])] == ["02_flash_mma", "03_flash_pipelined"]
+    assert [r.key for r in fam.rungs_for("sweep", fam.sweep_params()[0])] == ["02_flash_mma", "03_flash_pipelined",
+                                                                             "04_wgmma_ws"]
     assert {p["S_q"] for p in fam.tail_params()} == set(range(4090, 4100))
     assert fam.block_resources(fam.rung("02")) == (128, 0)
 

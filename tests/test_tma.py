@@ -59,3 +59,36 @@ def test_missing_cuda_bindings_is_one_sentence(monkeypatch):
     tma.encode.cache_clear()
     with pytest.raises(LabError, match="pip install cuda-bindings"):
         tma.encode(tma.TensorMap2D(0, 64, 64, 128, 64, 64))
+
+
+def test_a_3d_map_names_three_sizes_two_strides_and_a_one_plane_box(monkeypatch):
+    """TensorMap3D reaches cuTensorMapEncodeTiled as rank 3: (width, height, depth), the row and plane strides, and
+    a box one plane deep, so a box past a plane's last row reads zeros instead of the next plane's rows."""
+    import types
+
+    calls = []
+
+    class Drv:
+        CUtensorMapDataType = types.SimpleNamespace(CU_TENSOR_MAP_DATA_TYPE_UINT16="u16")
+        CUtensorMapInterleave = types.SimpleNamespace(CU_TENSOR_MAP_INTERLEAVE_NONE="none")
+        CUtensorMapSwizzle = types.SimpleNamespace(CU_TENSOR_MAP_SWIZZLE_128B="128B")
+        CUtensorMapL2promotion = types.SimpleNamespace(CU_TENSOR_MAP_L2_PROMOTION_L2_256B="256B")
+        CUtensorMapFloatOOBfill = types.SimpleNamespace(CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE="zero")
+        CUresult = types.SimpleNamespace(CUDA_SUCCESS=0)
+        cuuint64_t = cuuint32_t = staticmethod(int)
+
+        @staticmethod
+        def cuTensorMapEncodeTiled(*args):
+            calls.append(args)
+            return 0, types.SimpleNamespace(opaque=list(range(16)))
+
+    monkeypatch.setattr(tma, "driver", lambda: Drv)
+    tma.encode.cache_clear()
+    spec = tma.TensorMap3D(1 << 20, 128, 1000, 64, 256, 256 * 1000, 64, 128)
+    tma.encode(spec)
+    rank, address, sizes, strides, box, steps = calls[0][1:7]
+    assert (rank, address, sizes, strides, box, steps) == (3, 1 << 20, [128, 1000, 64], [256, 256000], [64, 128, 1],
+                                                          [1, 1, 1])
+    with pytest.raises(LabError, match="128-byte swizzle"):
+        tma.TensorMap3D(0, 128, 1000, 64, 256, 256000, 128, 128).check()
+    tma.encode.cache_clear()

@@ -1,5 +1,5 @@
 // attention / rung 03 — rung 02 with the K and V tiles copied by cp.async, each one's copy in flight while the
-// other's product runs, and 128 query rows a block.
+// other's product runs.
 //
 // What changed (vs rung 02):
 //   1. The tiles are copied with cp.async (16 bytes a thread a copy, zero-filled past S_k through the source size):
@@ -9,22 +9,25 @@
 //      (Tri Dao, arXiv:2307.08691, 2023, and its reference code's forward loop): with K(j) in shared memory, V(j)'s
 //      copy is issued and S = Q K(j)^T and the softmax run; with V(j) in, K(j+1)'s copy is issued and O += P V(j)
 //      runs. Two barriers a tile, as in rung 02, but neither waits out a global-memory latency by itself any more.
-//   3. BLOCK_M = 128 query rows a block (8 warps of 16 rows; THREADS = 256): every K and V tile a block copies serves
-//      twice the rows, so the L2 delivers half the bytes per FLOP.
 // Why: rung 02's block stops at every tile: loads issued, then a wait of the whole L2 or HBM latency, then two
-//   barriers, and only the other resident block (two of 4 warps an SM) has work meanwhile. And at 64 rows a block,
-//   K and V come from the L2 at 64 FLOPs a byte: ~4.5 TB/s at 300 TFLOP/s, close to what the H200's L2 delivers.
-// Prediction (H200, B=2 H=16 S=4096 D=128 fp16, not causal): the copies hidden behind the products and half the L2
-//   bytes, the mma.sync pipe and the softmax's instructions (one ex2, one fma, two conversions per score, ~1 per
-//   8 FLOPs of mma at D = 128) bound it: 1.2-1.5x rung 02 (~270-340 TFLOP/s, about the flash backend's
-//   FlashAttention-2), still ~0.5x of cuDNN's Hopper kernel. D = 64 gains less from 3. (half the bytes a tile).
-//   Causal: the same per visible tile.
+//   barriers, and only the other resident blocks have work meanwhile.
+// Prediction (H200, B=2 H=16 S=4096 D=128 fp16, not causal; written before the GPU run, for 128 query rows a block
+//   on 8 warps, which also halves the L2 bytes per FLOP): the copies hidden, the mma.sync pipe and the softmax's
+//   instructions bound it: 1.2-1.5x rung 02, about the flash backend's FlashAttention-2.
+// Measured (results/h200/attention_study_1580f4f.json, three rounds, SDPA's backends in the same run; the later
+//   results/h200/attention_study.json repeats the two block shapes): below the prediction.
+//   At 128 rows a block (8 warps, one block an SM at ~220 registers a thread) the gain over rung 02 was about 1.1x
+//   at D = 128 and a loss at D = 64; at 64 rows on 4 warps (two blocks an SM, as rung 02) about 1.16x at D = 128
+//   and none at D = 64, still about three quarters of the flash backend. So the copies were not rung 02's main
+//   cost: with the loads hidden, what is left is one warp's 16 rows against every K and V fragment it reads
+//   (ldmatrix per mma.sync) and the softmax between the two products, which FlashAttention-2 halves with 32 rows a
+//   warp, and Hopper's wgmma (rung 04) removes. BLOCK_M = 64 is the default; key tiles of 32 were slower still.
 // Requires: as rung 02 (sm_80+, HEAD_DIM 64 or 128, 16-byte-aligned Q, K, V, O). Launch: grid
 //   (ceil(S_q / BLOCK_M), H, B), block (THREADS = 32 * BLOCK_M / 16), static shared memory
 //   max(BLOCK_M, 2 * BLOCK_N) * (HEAD_DIM + PAD) * 2 bytes (34,816 at D = 128: Q's tile first, then K's and V's).
 // Knobs: BF16 (0: fp16, 1: bf16), CAUSAL (0: full attention, 1: causal, bottom-right aligned), HEAD_DIM (64: D,
-//   64 or 128; the launcher sets these three per problem), BLOCK_M (128 query rows a block), BLOCK_N (64 keys a
-//   tile), THREADS (256), PAD (8 halves a shared-memory row).
+//   64 or 128; the launcher sets these three per problem), BLOCK_M (64 query rows a block; 128 with THREADS 256),
+//   BLOCK_N (64 keys a tile), THREADS (128), PAD (8 halves a shared-memory row).
 #include "lab_cp_async.cuh"  // cp_async_16_at, smem_u32addr
 #include "lab_mma.cuh"
 
@@ -38,13 +41,13 @@
 #define HEAD_DIM 64
 #endif
 #ifndef BLOCK_M
-#define BLOCK_M 128
+#define BLOCK_M 64
 #endif
 #ifndef BLOCK_N
 #define BLOCK_N 64
 #endif
 #ifndef THREADS
-#define THREADS 256
+#define THREADS 128
 #endif
 #ifndef PAD
 #define PAD 8

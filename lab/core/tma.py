@@ -47,6 +47,26 @@ class TensorMap2D:
                            f"(rows of at most {SWIZZLE_BYTES} bytes, at most {MAX_BOX_ROWS} rows).")
 
 
+@dataclass(frozen=True)
+class TensorMap3D:
+    """A 3-D array of 2-byte elements (planes of rows, each row contiguous) and the box one TMA copy moves out of it.
+    A box that runs past the rows of its plane reads zeros there, not the next plane's rows: what a tile of a
+    sequence (attention's K and V, one plane per batch and head) needs at the sequence's end."""
+
+    address: int
+    width: int  # elements per row (the contiguous dimension)
+    height: int  # rows per plane
+    depth: int  # planes
+    row_stride_bytes: int
+    plane_stride_bytes: int
+    box_width: int  # elements
+    box_height: int  # rows (one plane a box)
+
+    def check(self) -> None:
+        TensorMap2D(self.address, self.width, self.height, self.row_stride_bytes, self.box_width,
+                    self.box_height).check()
+
+
 def refusal(address: int, ld_elements: int, element_bytes: int = 2) -> str | None:
     """Why a row-major operand at `address` with leading dimension `ld_elements` cannot be read by TMA as it
     is (one sentence), or None when it can."""
@@ -69,19 +89,22 @@ def driver():
 
 
 @lru_cache(maxsize=256)
-def encode(spec: TensorMap2D) -> np.ndarray:
+def encode(spec: TensorMap2D | TensorMap3D) -> np.ndarray:
     """The CUtensorMap of `spec` (2-byte elements, 128-byte swizzle, zeros outside the array), as a
     one-element array of MAP_DTYPE. Cached: a benchmark launches on the same buffers many times, and the
     map depends only on these numbers."""
     spec.check()
     drv = driver()
+    sizes, strides, box = [spec.width, spec.height], [spec.row_stride_bytes], [spec.box_width, spec.box_height]
+    if isinstance(spec, TensorMap3D):
+        sizes, strides, box = sizes + [spec.depth], strides + [spec.plane_stride_bytes], box + [1]
     err, tmap = drv.cuTensorMapEncodeTiled(
         drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT16,  # fp16 or bf16: TMA only moves the bits
-        2, spec.address,
-        [drv.cuuint64_t(spec.width), drv.cuuint64_t(spec.height)],
-        [drv.cuuint64_t(spec.row_stride_bytes)],
-        [drv.cuuint32_t(spec.box_width), drv.cuuint32_t(spec.box_height)],
-        [drv.cuuint32_t(1), drv.cuuint32_t(1)],
+        len(sizes), spec.address,
+        [drv.cuuint64_t(n) for n in sizes],
+        [drv.cuuint64_t(n) for n in strides],
+        [drv.cuuint32_t(n) for n in box],
+        [drv.cuuint32_t(1)] * len(sizes),
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,

@@ -51,7 +51,9 @@ from lab.measure.bounds import (
 
 DTYPES = ("float16", BFLOAT16)
 MIN_ARCH = 80  # bf16 conversions; mma.sync m16n8k16, ldmatrix and cp.async for rungs 02-03
-MMA_HEAD_DIMS = (64, 128)  # rungs 02-03's HEAD_DIM
+MMA_HEAD_DIMS = (64, 128)  # rungs 02-04's HEAD_DIM
+HOPPER_ARCH = 90  # rung 04: wgmma, setmaxnreg and TMA (sm_90a)
+TMA_BLOCK_M = 128  # rung 04's query rows a block: two consumer warpgroups of 64
 MAX_HEAD_DIM = 256  # rung 01's MAX_D
 LARGE_LOGIT_FACTOR = math.sqrt(15.0)  # Q and K both: logits of standard deviation 15 on normal inputs
 LOG2E = 1.4426950408889634
@@ -64,8 +66,10 @@ ARG_ULPS = 3.0  # roundings of the exponent's argument, per unit of |s| + |s - m
 RESCALE_STEP = 16  # the bound counts a rescale (or an fp32 rounding of O and l) per 16 keys: at least one a tile
 
 
-def _rung(key: str, entry: str, title: str, *, launch: str, **knobs: int) -> Rung:
-    spec = KernelSpec(f"attention/{key}.cu", entry, tuple(sorted(knobs.items())), min_arch=MIN_ARCH)
+def _rung(key: str, entry: str, title: str, *, launch: str, min_arch: int = MIN_ARCH, arch_suffix: str = "",
+          **knobs: int) -> Rung:
+    spec = KernelSpec(f"attention/{key}.cu", entry, tuple(sorted(knobs.items())), min_arch=min_arch,
+                      arch_suffix=arch_suffix)
     return Rung("attention", key, spec, title, launch)
 
 
@@ -107,6 +111,13 @@ def softmax_scale(D: int) -> float:
     return 1.0 / math.sqrt(D)
 
 
+def tma_smem_bytes(knobs: dict, D: int) -> int:
+    """Rung 04's dynamic shared memory: Q's 128 rows and STAGES stages of a K and a V tile (BLOCK_N rows each), D
+    two-byte elements a row, and 1024 bytes to align the start to the 128-byte swizzle's period (as the kernel's
+    SMEM_BYTES)."""
+    return (TMA_BLOCK_M + 2 * knobs["STAGES"] * knobs["BLOCK_N"]) * D * 2 + 1024
+
+
 class AttentionFamily(Family):
     name = "attention"
     title = "Attention forward (softmax(Q K^T / sqrt(D)) V), fp16/bf16 in, fp32 statistics, GQA, causal"
@@ -115,7 +126,7 @@ class AttentionFamily(Family):
     ceiling_title = "PyTorch SDPA (scaled_dot_product_attention; a library baseline, not a hardware ceiling)"
     sweep_figure = "throughput"
     profile_figure = None
-    launches = ("row_per_step", "flash_tiles")
+    launches = ("row_per_step", "flash_tiles", "flash_tma")
     rungs = (
         # Launch "row_per_step": grid (ceil(S_q / ROWS), H, B) of THREADS threads, S_k * 4 bytes of dynamic shared
         # memory (opted in above 48 KiB), D passed at run time.
@@ -127,8 +138,14 @@ class AttentionFamily(Family):
               "FlashAttention-2: online softmax in registers, mma.sync for Q K^T and P V",
               launch="flash_tiles", BF16=0, CAUSAL=0, HEAD_DIM=64, BLOCK_M=64, BLOCK_N=64, THREADS=128, PAD=8),
         _rung("03_flash_pipelined", "attention_flash_pipelined",
-              "K and V tiles by cp.async, each copy behind the other's product; 128 query rows a block",
-              launch="flash_tiles", BF16=0, CAUSAL=0, HEAD_DIM=64, BLOCK_M=128, BLOCK_N=64, THREADS=256, PAD=8),
+              "K and V tiles by cp.async, each copy behind the other's product",
+              launch="flash_tiles", BF16=0, CAUSAL=0, HEAD_DIM=64, BLOCK_M=64, BLOCK_N=64, THREADS=128, PAD=8),
+        # Launch "flash_tma": grid (ceil(S_q / 128), H, B) of 384 threads (a producer and two consumer warpgroups),
+        # dynamic shared memory for Q and STAGES K/V stages (tma_smem_bytes), three 3-D tensor maps; sm_90a.
+        _rung("04_wgmma_ws", "attention_wgmma_ws",
+              "Hopper: TMA into a ring of K/V stages, both products on wgmma, a producer warpgroup",
+              launch="flash_tma", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, CAUSAL=0, HEAD_DIM=64, BLOCK_N=128,
+              STAGES=2, THREADS=384),
     )
 
     def __init__(self, statistical_scale: float = 1.0):
@@ -358,24 +375,35 @@ class AttentionFamily(Family):
         return dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs))
 
     def rows_per_block(self, rung: Rung) -> int:
-        k = _knobs(rung)
-        return k["ROWS"] if self.launch_scheme(rung) == "row_per_step" else k["BLOCK_M"]
+        k, scheme = _knobs(rung), self.launch_scheme(rung)
+        return k["ROWS"] if scheme == "row_per_step" else TMA_BLOCK_M if scheme == "flash_tma" else k["BLOCK_M"]
 
     def grid(self, rung: Rung, params: dict) -> tuple[int, int, int]:
         rows = self.rows_per_block(rung)
         return (-(-params["S_q"] // rows), params["H"], params["B"])
 
     def launch_smem(self, rung: Rung, params: dict) -> int:
-        """Dynamic shared memory of a launch: rung 01's S_k fp32 scores; none for rungs 02-03 (static tiles)."""
-        return 4 * params["S_k"] if self.launch_scheme(rung) == "row_per_step" else 0
+        """Dynamic shared memory of a launch: rung 01's S_k fp32 scores; none for rungs 02-03 (static tiles); rung
+        04's Q tile and K/V stages (tma_smem_bytes)."""
+        scheme = self.launch_scheme(rung)
+        if scheme == "flash_tma":
+            return tma_smem_bytes(_knobs(rung), params["D"])
+        return 4 * params["S_k"] if scheme == "row_per_step" else 0
 
     def refusal(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> str | None:
         """Why `rung` cannot run `problem`'s input set `set_index` into `out` (one sentence), or None."""
         p = problem.params
-        if self.launch_scheme(rung) == "flash_tiles":
+        if self.launch_scheme(rung) == "flash_tma":
+            why = self._hopper_refusal(rung)
+            if why:
+                return why
+        if self.launch_scheme(rung) in ("flash_tiles", "flash_tma"):
             if p["D"] not in MMA_HEAD_DIMS:
                 return (f"attention rung {rung.key} compiles D as HEAD_DIM in {MMA_HEAD_DIMS}; D={p['D']} needs rung "
                         "01.")
+            if self.launch_scheme(rung) == "flash_tma" and self._smem_optin() < self.launch_smem(rung, p):
+                return (f"attention rung {rung.key} needs {self.launch_smem(rung, p)} bytes of shared memory a block "
+                        f"at D={p['D']}, past this GPU's {self._smem_optin()}; use rung 03.")
             arrays = [problem.inputs[n][set_index % len(problem.inputs[n])] for n in ("Q", "K", "V")] + [out]
             if any(a.data.ptr % 16 for a in arrays):
                 return (f"attention rung {rung.key} reads and writes 16-byte vectors: Q, K, V and O must start on "
@@ -414,7 +442,36 @@ class AttentionFamily(Family):
         ints = [np.int32(p[n]) for n in ("H", "H_kv", "S_q", "S_k")]
         if self.launch_scheme(rung) == "row_per_step":
             ints.append(np.int32(p["D"]))
-        kernel(self.grid(rung, p), (_knobs(rung)["THREADS"],), (q, k, v, out, *ints, scale_log2), shared_mem=smem)
+        operands = (q, k, v) if self.launch_scheme(rung) != "flash_tma" else self._tensor_maps(rung, p, q, k, v)
+        kernel(self.grid(rung, p), (_knobs(rung)["THREADS"],), (*operands, out, *ints, scale_log2), shared_mem=smem)
+
+    @staticmethod
+    def _tensor_maps(rung: Rung, p: dict, q, k, v) -> tuple:
+        """Rung 04's three 3-D tensor maps (lab.core.tma.TensorMap3D): (D, S, B * heads) with one plane per batch and
+        head, boxes of 64 columns by 64 rows (Q: a consumer warpgroup's rows) or BLOCK_N rows (K, V)."""
+        from lab.core import tma
+
+        D, block_n = p["D"], _knobs(rung)["BLOCK_N"]
+        row = 2 * D
+
+        def tensor_map(x, S, planes, box_rows):
+            return tma.encode(tma.TensorMap3D(x.data.ptr, D, S, planes, row, row * S, 64, box_rows))
+
+        return (tensor_map(q, p["S_q"], p["B"] * p["H"], 64), tensor_map(k, p["S_k"], p["B"] * p["H_kv"], block_n),
+                tensor_map(v, p["S_k"], p["B"] * p["H_kv"], block_n))
+
+    def _hopper_refusal(self, rung: Rung) -> str | None:
+        """Why rung 04 cannot run on this GPU (one sentence), or None; compile-only use (no GPU) passes."""
+        try:
+            from lab.core import device
+
+            gpu = device.current()
+        except Exception:  # noqa: BLE001 - no GPU to ask
+            return None
+        if gpu.arch != HOPPER_ARCH:
+            return (f"attention rung {rung.key} uses sm_90a's wgmma, setmaxnreg and TMA, which this GPU ({gpu.sm}) "
+                    "does not have; use rung 03.")
+        return None
 
     def launch_notes(self, rung: Rung, problem: Problem, out) -> dict:
         built = _knobs(self.variant(rung, problem))
@@ -422,7 +479,10 @@ class AttentionFamily(Family):
                 "grid": list(self.grid(rung, problem.params))}
 
     def block_resources(self, rung: Rung) -> tuple[int, int]:
-        """(threads, dynamic shared memory) at the default knobs: rung 01's shared memory depends on S_k (0 here)."""
+        """(threads, dynamic shared memory) at the default knobs: rung 01's shared memory depends on S_k (0 here);
+        rung 04's at D = 128."""
+        if self.launch_scheme(rung) == "flash_tma":
+            return _knobs(rung)["THREADS"], tma_smem_bytes(_knobs(rung), 128)
         return _knobs(rung)["THREADS"], 0
 
     # --- the library baseline -----------------------------------------------------------------------

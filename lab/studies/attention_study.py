@@ -1,0 +1,168 @@
+"""The attention ladder beside each of PyTorch's SDPA backends, in interleaved rounds, with rung 03's tile knobs.
+
+For each shape (B x H x S x D, causal or not, a type) every method runs once a round, in an order rotated from round
+to round, on cold L2 with rotating input sets (as `lab bench` times a headline); the figure is TFLOP/s of the
+visible (query, key) pairs (the family's `flops`) and the ratio to cuDNN's and to the flash backend's time in the
+same round. The methods:
+
+    sdpa_cudnn, sdpa_flash, sdpa_efficient   torch.nn.functional.scaled_dot_product_attention forced to one backend
+                                             (torch.nn.attention.sdpa_kernel), its own output (no copy into ours)
+    02_flash_mma, 03_flash_pipelined, ...    the tiled rungs as the family launches them
+    03 BLOCK_M=128                           rung 03 with other tile knobs (THREADS follows BLOCK_M)
+
+Every rung setting passes a check on a small odd case (check_case: S = 333 against 517 keys, GQA, causal) before it
+is timed; one that fails gets a row saying so and is not timed. A backend that refuses a shape is left out with its
+reason. Nothing here asserts a speed.
+
+    python -m lab.studies.attention_study OUT_DIR [--rounds 3] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+from pathlib import Path
+
+from lab.families import get_family
+from lab.measure.records import provenance, write_json
+
+BACKENDS = ("cudnn", "flash", "efficient")
+# Rung 03's settings beside its default (BLOCK_M 64, BLOCK_N 64): one warp per 16 query rows.
+RUNG03_SETTINGS = ({"BLOCK_M": 128, "THREADS": 256},)
+SHAPES = [dict(B=2, H=16, S=4096, D=d, causal=c, dtype="float16") for d in (128, 64) for c in (0, 1)]
+SHAPES += [dict(B=2, H=16, S=4096, D=128, causal=0, dtype="bfloat16"), dict(B=4, H=32, S=4096, D=128, causal=0,
+                                                                             dtype="float16")]
+QUICK_SHAPES = SHAPES[:1]
+
+
+def _problem(att, shape: dict, sets: int = 1):
+    return att.make_problem(seed=5, B=shape["B"], H=shape["H"], S_q=shape["S"], S_k=shape["S"], D=shape["D"],
+                            dtype=shape["dtype"], causal=shape["causal"], sets=sets)
+
+
+def _sdpa(att, backend: str, problem):
+    """A launch(i) of SDPA forced to one backend, or the reason it refuses the problem."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    which = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+             "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend]
+    p = problem.params
+    views = [[att._torch(x, p["dtype"]) for x in problem.inputs[n]] for n in ("Q", "K", "V")]
+
+    def launch(i: int) -> None:
+        q, k, v = (v_[i % len(v_)] for v_ in views)
+        with sdpa_kernel(which):
+            F.scaled_dot_product_attention(q, k, v, is_causal=bool(p["causal"]), scale=1.0 / p["D"] ** 0.5)
+
+    try:
+        launch(0)
+        torch.cuda.synchronize()
+    except RuntimeError as exc:
+        return None, str(exc).splitlines()[0][:160]
+    return launch, None
+
+
+def _rung_methods(att, shape: dict) -> tuple[dict, list[dict]]:
+    """The rungs to time on `shape` (name -> rung) and the rows of settings that failed their check."""
+    from lab.measure.verify import check_case
+
+    base = att.rung("03")
+    rungs = {r.key: r for r in att.rungs if r.number >= 2}
+    for knobs in RUNG03_SETTINGS:
+        name = "03 " + " ".join(f"{k}={v}" for k, v in knobs.items() if k != "THREADS")
+        rungs[name] = dataclasses.replace(base, spec=base.spec.with_knobs(**knobs))
+    failed = []
+    case = {"B": 1, "H": 4, "H_kv": 2, "S_q": 333, "S_k": 517, "D": shape["D"], "dtype": shape["dtype"],
+            "causal": 1}
+    for name, rung in list(rungs.items()):
+        check = check_case(att, rung, case, seed=11)
+        if not check.passed:
+            failed.append({"shape": shape, "method": name, "failed": check.reasons})
+            del rungs[name]
+    return rungs, failed
+
+
+def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0) -> dict:
+    import cupy as cp
+
+    from lab.measure import timing
+    from lab.measure.bench import ROTATION_BUDGET
+
+    att = get_family("attention")
+    flusher = timing.L2Flusher()
+    rows, failed, refused = [], [], []
+    for shape in shapes:
+        probe = _problem(att, shape)
+        sets = int(max(1, min(4, ROTATION_BUDGET // probe.bytes_moved)))
+        problem = _problem(att, shape, sets)
+        del probe
+        out = cp.empty(problem.out_shape, problem.dtype)
+        methods = {}
+        for backend in BACKENDS:
+            launch, why = _sdpa(att, backend, problem)
+            if launch is None:
+                refused.append({"shape": shape, "method": f"sdpa_{backend}", "reason": why})
+            else:
+                methods[f"sdpa_{backend}"] = launch
+        rungs, bad = _rung_methods(att, shape)
+        failed += bad
+        for name, rung in rungs.items():
+            methods[name] = lambda i, rung=rung, problem=problem, out=out: att.launch(rung, problem, out, i)
+        names = list(methods)
+        for r in range(rounds):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for name in order:
+                t = timing.measure(methods[name], l2="cold", flusher=flusher, min_time_ms=min_time_ms)
+                rows.append({"shape": shape, "method": name, "round": r, "median_ms": t.median_ms,
+                             "p10_ms": t.p10_ms, "p90_ms": t.p90_ms, "TFLOP/s": problem.flops / t.median_ms / 1e9})
+        del problem, out
+        cp.get_default_memory_pool().free_all_blocks()
+    return {"provenance": provenance(), "about": __doc__.split("\n\n")[0], "rounds": rounds, "rows": rows,
+            "summary": summarize(rows), "failed": failed, "refused": refused}
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """Per shape and method: the median TFLOP/s over rounds, its spread (max / min - 1), and the median over rounds
+    of the same-round ratio to cuDNN's and to the flash backend's time."""
+    key = lambda r: tuple(sorted(r["shape"].items()))  # noqa: E731
+    by_round = {(key(r), r["method"], r["round"]): r for r in rows}
+    out = []
+    for shape_key, method in dict.fromkeys((key(r), r["method"]) for r in rows):
+        mine = [r for r in rows if key(r) == shape_key and r["method"] == method]
+        rates = [r["TFLOP/s"] for r in mine]
+        entry = {"shape": dict(shape_key), "method": method, "TFLOP/s": statistics.median(rates),
+                 "spread": max(rates) / min(rates) - 1}
+        for peer in ("sdpa_cudnn", "sdpa_flash"):
+            ratios = [by_round[(shape_key, peer, r["round"])]["median_ms"] / r["median_ms"] for r in mine
+                      if (shape_key, peer, r["round"]) in by_round]
+            entry[f"x_{peer}"] = statistics.median(ratios) if ratios else None
+        out.append(entry)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="one shape, for a smoke run")
+    args = parser.parse_args(argv)
+    record = study(args.rounds, QUICK_SHAPES if args.quick else SHAPES)
+    path = write_json(Path(args.out_dir) / "attention_study.json", record)
+    for s in record["summary"]:
+        sh = s["shape"]
+        ratio = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+        print(f"B={sh['B']} H={sh['H']} S={sh['S']} D={sh['D']} {sh['dtype']} causal={sh['causal']}  "
+              f"{s['method']:<26} {s['TFLOP/s']:7.1f} TFLOP/s  spread {s['spread']:.3f}  "
+              f"x cuDNN {ratio(s['x_sdpa_cudnn'])}  x flash {ratio(s['x_sdpa_flash'])}")
+    for f in record["failed"] + record["refused"]:
+        print("not timed:", f)
+    print(f"written: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
