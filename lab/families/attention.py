@@ -51,9 +51,9 @@ from lab.measure.bounds import (
 
 DTYPES = ("float16", BFLOAT16)
 MIN_ARCH = 80  # bf16 conversions; mma.sync m16n8k16, ldmatrix and cp.async for rungs 02-03
-MMA_HEAD_DIMS = (64, 128)  # rungs 02-04's HEAD_DIM
-HOPPER_ARCH = 90  # rung 04: wgmma, setmaxnreg and TMA (sm_90a)
-TMA_BLOCK_M = 128  # rung 04's query rows a block: two consumer warpgroups of 64
+MMA_HEAD_DIMS = (64, 128)  # rungs 02-05's HEAD_DIM
+HOPPER_ARCH = 90  # rungs 04-05: wgmma, setmaxnreg and TMA (sm_90a)
+TMA_BLOCK_M = 128  # rungs 04-05's query rows a block: two consumer warpgroups of 64
 MAX_HEAD_DIM = 256  # rung 01's MAX_D
 LARGE_LOGIT_FACTOR = math.sqrt(15.0)  # Q and K both: logits of standard deviation 15 on normal inputs
 LOG2E = 1.4426950408889634
@@ -140,10 +140,15 @@ class AttentionFamily(Family):
         _rung("03_flash_pipelined", "attention_flash_pipelined",
               "K and V tiles by cp.async, each copy behind the other's product",
               launch="flash_tiles", BF16=0, CAUSAL=0, HEAD_DIM=64, BLOCK_M=64, BLOCK_N=64, THREADS=128, PAD=8),
-        # Launch "flash_tma": grid (ceil(S_q / 128), H, B) of 384 threads (a producer and two consumer warpgroups),
-        # dynamic shared memory for Q and STAGES K/V stages (tma_smem_bytes), three 3-D tensor maps; sm_90a.
+        # Launch "flash_tma" (rungs 04-05): grid (ceil(S_q / 128), H, B) of 384 threads (a producer and two consumer
+        # warpgroups), dynamic shared memory for Q and STAGES K/V stages (tma_smem_bytes), three 3-D tensor maps;
+        # sm_90a.
         _rung("04_wgmma_ws", "attention_wgmma_ws",
               "Hopper: TMA into a ring of K/V stages, both products on wgmma, a producer warpgroup",
+              launch="flash_tma", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, CAUSAL=0, HEAD_DIM=64, BLOCK_N=128,
+              STAGES=2, THREADS=384),
+        _rung("05_pingpong", "attention_pingpong",
+              "ping-pong: the consumer warpgroups take turns, one's softmax under the other's products",
               launch="flash_tma", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, CAUSAL=0, HEAD_DIM=64, BLOCK_N=128,
               STAGES=2, THREADS=384),
     )

@@ -1,0 +1,309 @@
+// attention / rung 05 — ping-pong: the two consumer warpgroups take turns on the tensor cores, so that one's softmax
+// runs while the other's products do, and each tile's two products go out as one batch.
+//
+// What changed (vs rung 04):
+//   1. One batch of products a tile: O += P(j-1) V(j-1) is issued together with S(j) = Q K(j)^T, then one wait, then
+//      tile j's softmax (rung 04 waited twice a tile: for S before the softmax, for P V before the next S). The
+//      recurrence is unchanged: P(j-1) V(j-1) is added to O before tile j's softmax rescales O, as in rung 04.
+//   2. Ping-pong (FlashAttention-3's inter-warpgroup overlap, Shah et al., arXiv:2407.08608, 2024; CUTLASS's sm90
+//      "ping-pong" schedule): two named barriers, one per consumer warpgroup. A warpgroup waits on its own before it
+//      issues its batch (bar.sync, 256 threads: its 128 and the other's 128 arrivals) and arrives on the other's
+//      after: the batches alternate, warpgroup 0 first, and each softmax falls in the other warpgroup's products.
+//   3. K and V stages are released apart ("empty" barriers of their own): K(j)'s stage is free for K(j + STAGES) as
+//      soon as S(j) has read it, while V(j) is read one batch later.
+// Why: in rung 04 a warpgroup's tensor-core work and its softmax (max, exp2, conversions, rescale: several
+//   instructions per score on the FMA and SFU pipes) alternate with a wait between, and nothing orders the two
+//   warpgroups, so at times both softmax and the tensor cores idle. FlashAttention-3's ablation puts this overlap at
+//   about a tenth of its speed on H100.
+// Prediction (H200, B=2 H=16 S=4096 D=128 fp16, not causal; written before any GPU run): 1.05-1.15x rung 04, about
+//   0.9-1.0x cuDNN's kernel. What is left: the softmax of a warpgroup still waits for its own S (no overlap inside a
+//   warpgroup, which needs a second S accumulator: FlashAttention-3's intra-warpgroup pipelining).
+// Requires: as rung 04 (sm_90a; HEAD_DIM 64 or 128; Q, K, V, O 16-byte aligned). Launch: as rung 04 (grid
+//   (ceil(S_q / 128), H, B), THREADS = 384, SMEM_BYTES = (128 + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2 + 1024 of
+//   dynamic shared memory, three 3-D tensor maps).
+// Knobs: BF16 (0: fp16, 1: bf16), CAUSAL (0: full attention, 1: causal, bottom-right aligned), HEAD_DIM (64: D, 64
+//   or 128; the launcher sets these three per problem), BLOCK_N (128 keys a tile), STAGES (2 K/V stages),
+//   THREADS (384: one producer and two consumer warpgroups).
+// Ideas: FlashAttention-3 and CUTLASS's ping-pong kernels, as rung 04; named barriers: NVIDIA's PTX ISA (bar.sync,
+//   bar.arrive). Code is this lab's own.
+#include "lab_cp_async.cuh"  // smem_u32addr, dynamic_smem_size
+#include "lab_hopper.cuh"
+#include "lab_mma.cuh"
+
+#ifndef BF16
+#define BF16 0
+#endif
+#ifndef CAUSAL
+#define CAUSAL 0
+#endif
+#ifndef HEAD_DIM
+#define HEAD_DIM 64
+#endif
+#ifndef BLOCK_N
+#define BLOCK_N 128
+#endif
+#ifndef STAGES
+#define STAGES 2
+#endif
+#ifndef THREADS
+#define THREADS 384
+#endif
+
+#define BLOCK_M 128                               // two consumer warpgroups of 64 rows
+#define ROW_BYTES 128                             // one swizzled row: 64 two-byte elements
+#define BOXES (HEAD_DIM / 64)                     // 64-column boxes across a row of Q, K or V
+#define Q_BYTES (BLOCK_M * HEAD_DIM * 2)
+#define KV_BYTES (BLOCK_N * HEAD_DIM * 2)         // one K (or V) tile
+#define SMEM_BYTES (Q_BYTES + 2 * STAGES * KV_BYTES + 1024)
+#define PRODUCER_REGS 40
+#define CONSUMER_REGS 232
+
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "attention rung 05 needs sm_90a (wgmma, setmaxnreg, TMA): build it with -arch=sm_90a"
+#endif
+static_assert(BF16 == 0 || BF16 == 1, "BF16 is 0 (fp16) or 1 (bf16)");
+static_assert(CAUSAL == 0 || CAUSAL == 1, "CAUSAL is 0 or 1");
+static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "HEAD_DIM is 64 or 128");
+static_assert(BLOCK_N == 128, "S = Q K^T is one m64n128k16 per k-step");
+static_assert(THREADS == 384, "one producer and two consumer warpgroups");
+static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 K/V stages");
+
+typedef unsigned short half_bits;
+#define NEG_INF (-__int_as_float(0x7f800000))
+
+__device__ __forceinline__ float fast_exp2(float x) {  // ex2.approx.ftz, as rung 02
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// The box at element coordinates (x: the contiguous dimension, y: the row, z: the plane) of a 3-D tensor map into
+// shared memory at `dst`, completing on `bar` (lab_hopper.cuh's tma_load_2d with one more coordinate).
+__device__ __forceinline__ void tma_load_3d(unsigned dst, const TensorMap* map, int x, int y, int z, unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+        ::"r"(dst), "l"(map), "r"(x), "r"(y), "r"(z), "r"(bar)
+        : "memory");
+}
+
+// d += A * B for one 64 x N x 16 step with A in registers (wgmma's register-A form: a[0..3] the mma.sync A
+// fragment of this lane's rows of its warp's 16, lab_mma.cuh's layout) and B MN-major in shared memory (imm-trans-b
+// 1); the accumulator is always added to (scale-d true), the operand lists written out as in lab_hopper.cuh.
+#define LAB_WGMMA_REGS_32 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define LAB_WGMMA_ACC_32 \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define LAB_WGMMA_RS(SHAPE, TY, REGS, ACC, REST)                                                            \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                  \
+                 "wgmma.mma_async.sync.aligned." SHAPE ".f32." TY "." TY " {" REGS "}, " REST ", p, 1, 1, 1;\n}\n" \
+                 : ACC                                                                                        \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b))
+
+__device__ __forceinline__ void wgmma_rs_step(float (&d)[32], const unsigned (&a)[4], unsigned long long desc_b) {
+    if (BF16)
+        LAB_WGMMA_RS("m64n64k16", "bf16", LAB_WGMMA_REGS_32, LAB_WGMMA_ACC_32, "{%32, %33, %34, %35}, %36");
+    else
+        LAB_WGMMA_RS("m64n64k16", "f16", LAB_WGMMA_REGS_32, LAB_WGMMA_ACC_32, "{%32, %33, %34, %35}, %36");
+}
+
+__device__ __forceinline__ void wgmma_rs_step(float (&d)[64], const unsigned (&a)[4], unsigned long long desc_b) {
+    if (BF16)
+        LAB_WGMMA_RS("m64n128k16", "bf16", LAB_WGMMA_REGS_64, LAB_WGMMA_ACC_64, "{%64, %65, %66, %67}, %68");
+    else
+        LAB_WGMMA_RS("m64n128k16", "f16", LAB_WGMMA_REGS_64, LAB_WGMMA_ACC_64, "{%64, %65, %66, %67}, %68");
+}
+
+#define TURN_BARRIER 1  // named barriers 1 and 2: consumer warpgroup c's turn (0 is __syncthreads)
+
+__device__ __forceinline__ void turn_wait(int c) {  // this warpgroup's 128 threads and the other's 128 arrivals
+    asm volatile("bar.sync %0, 256;\n" ::"r"(TURN_BARRIER + c) : "memory");
+}
+__device__ __forceinline__ void turn_pass(int c) {  // let warpgroup c go (an arrival that does not wait)
+    asm volatile("bar.arrive %0, 256;\n" ::"r"(TURN_BARRIER + c) : "memory");
+}
+
+// S = Q K^T for one tile: HEAD_DIM / 16 steps of m64n128k16, both operands K-major (D contiguous). Not committed.
+__device__ __forceinline__ void issue_scores(float (&sc)[BLOCK_N / 2], unsigned q_slab, unsigned k_tile) {
+#pragma unroll
+    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+        const unsigned off = 32 * (kk % 4);  // 16 elements along the swizzled 128-byte row
+        const unsigned long long da = wgmma_desc(q_slab + (kk / 4) * 64 * ROW_BYTES + off, 16, 8 * ROW_BYTES);
+        const unsigned long long db = wgmma_desc(k_tile + (kk / 4) * BLOCK_N * ROW_BYTES + off, 16, 8 * ROW_BYTES);
+        wgmma_m64n128k16<BF16, 0>(sc, da, db, kk > 0);
+    }
+}
+
+// O += P V for one tile: BLOCK_N / 16 steps of m64nHEAD_DIMk16, P from registers, V MN-major. Not committed.
+__device__ __forceinline__ void issue_pv(float (&o)[HEAD_DIM / 2], const unsigned (&pa)[BLOCK_N / 16][4],
+                                         unsigned v_tile) {
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_N / 16; ++kk)
+        wgmma_rs_step(o, pa[kk], wgmma_desc(v_tile + kk * 16 * ROW_BYTES, BLOCK_N * ROW_BYTES, 8 * ROW_BYTES));
+}
+
+// Tile j's masks and online softmax (rung 04's, unchanged): P into pa, O rescaled, m and l updated.
+__device__ __forceinline__ void softmax_tile(float (&sc)[BLOCK_N / 2], unsigned (&pa)[BLOCK_N / 16][4],
+                                             float (&o)[HEAD_DIM / 2], float (&m)[2], float (&l)[2], const int (&row)[2],
+                                             int n0, int first_row, int S_q, int S_k, int t, float scale_log2) {
+    if (n0 + BLOCK_N > S_k || (CAUSAL && n0 + BLOCK_N - 1 > first_row + S_k - S_q)) {
+#pragma unroll
+        for (int jj = 0; jj < BLOCK_N / 8; ++jj)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int key = n0 + 8 * jj + 2 * t + (e % 2), i = row[e / 2];
+                if (key >= S_k || (CAUSAL && key > i + S_k - S_q)) sc[4 * jj + e] = NEG_INF;
+            }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float tile_max = NEG_INF;
+#pragma unroll
+        for (int jj = 0; jj < BLOCK_N / 8; ++jj) tile_max = fmaxf(tile_max, fmaxf(sc[4 * jj + 2 * r], sc[4 * jj + 2 * r + 1]));
+        const float m_new = fmaxf(m[r], quad_max(tile_max) * scale_log2);
+        const float shift = m_new == NEG_INF ? 0.0f : m_new;
+        const float alpha = m_new == m[r] ? 1.0f : fast_exp2(m[r] - shift);
+        m[r] = m_new;
+        float sum = 0.0f;
+#pragma unroll
+        for (int jj = 0; jj < BLOCK_N / 8; ++jj) {
+            const half_bits p0 = float_to_half_bits<BF16>(fast_exp2(fmaf(sc[4 * jj + 2 * r], scale_log2, -shift)));
+            const half_bits p1 = float_to_half_bits<BF16>(fast_exp2(fmaf(sc[4 * jj + 2 * r + 1], scale_log2, -shift)));
+            sum += half_bits_to_float<BF16>(p0) + half_bits_to_float<BF16>(p1);
+            pa[jj / 2][2 * (jj % 2) + r] = pack_half2(p0, p1);
+        }
+        l[r] = fmaf(l[r], alpha, sum);
+#pragma unroll
+        for (int dn = 0; dn < HEAD_DIM / 8; ++dn) o[4 * dn + 2 * r] *= alpha, o[4 * dn + 2 * r + 1] *= alpha;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constant__ TensorMap map_k,
+                   const __grid_constant__ TensorMap map_v, half_bits* __restrict__ O, int H, int H_kv, int S_q,
+                   int S_k, float scale_log2) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    __shared__ __align__(8) unsigned long long q_bar, k_bars[STAGES], v_bars[STAGES], k_empty_bars[STAGES],
+        v_empty_bars[STAGES];
+    if (dynamic_smem_size() < SMEM_BYTES) __trap();  // launched with too little: stop, do not overrun it
+
+    // Shared memory as rung 04: Q's 128 rows, then stage s's K tile and V tile.
+    const unsigned sQ = (smem_u32addr(smem) + 1023) & ~1023u;
+    const unsigned sKV = sQ + Q_BYTES;
+    const unsigned qb = smem_u32addr(&q_bar), kb = smem_u32addr(k_bars), vb = smem_u32addr(v_bars);
+    const unsigned keb = smem_u32addr(k_empty_bars), veb = smem_u32addr(v_empty_bars);
+    const int b = blockIdx.z, h = blockIdx.y, kvh = h / (H / H_kv);
+    const int m0 = blockIdx.x * BLOCK_M;
+    const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int n_end = CAUSAL ? min(S_k, m0 + BLOCK_M + S_k - S_q) : S_k;
+    const int n_tiles = n_end > 0 ? (n_end + BLOCK_N - 1) / BLOCK_N : 0;
+
+    if (threadIdx.x == 0) {
+        prefetch_tensor_map(&map_q);
+        prefetch_tensor_map(&map_k);
+        prefetch_tensor_map(&map_v);
+        mbar_init(qb, 1);
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(kb + 8 * s, 1);  // the producer's arrive_expect_tx, then the bytes
+            mbar_init(vb + 8 * s, 1);
+            mbar_init(keb + 8 * s, 8);  // one arrival per consumer warp
+            mbar_init(veb + 8 * s, 8);
+        }
+        fence_barrier_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {  // the producer: one thread issues every load, K(j) and V(j) each as soon as its stage is free
+        setmaxnreg_dec<PRODUCER_REGS>();
+        if (threadIdx.x == 0) {
+            mbar_arrive_expect_tx(qb, Q_BYTES);
+            for (int c = 0; c < 2; ++c)
+                for (int x = 0; x < BOXES; ++x)
+                    tma_load_3d(sQ + c * 64 * HEAD_DIM * 2 + x * 64 * ROW_BYTES, &map_q, 64 * x, m0 + 64 * c, b * H + h,
+                                qb);
+            for (int j = 0; j < n_tiles; ++j) {
+                const int s = j % STAGES;
+                const unsigned k_dst = sKV + s * 2 * KV_BYTES, v_dst = k_dst + KV_BYTES, phase = ((j / STAGES) - 1) & 1;
+                if (j >= STAGES) mbar_wait(keb + 8 * s, phase);  // S(j - STAGES) has read K's stage
+                mbar_arrive_expect_tx(kb + 8 * s, KV_BYTES);
+                for (int x = 0; x < BOXES; ++x)
+                    tma_load_3d(k_dst + x * BLOCK_N * ROW_BYTES, &map_k, 64 * x, j * BLOCK_N, b * H_kv + kvh, kb + 8 * s);
+                if (j >= STAGES) mbar_wait(veb + 8 * s, phase);  // P V(j - STAGES) has read V's
+                mbar_arrive_expect_tx(vb + 8 * s, KV_BYTES);
+                for (int x = 0; x < BOXES; ++x)
+                    tma_load_3d(v_dst + x * BLOCK_N * ROW_BYTES, &map_v, 64 * x, j * BLOCK_N, b * H_kv + kvh, vb + 8 * s);
+            }
+        }
+        return;
+    }
+
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int c = wg - 1, t = lane % 4;
+    const unsigned q_slab = sQ + c * 64 * HEAD_DIM * 2;
+    const int row[2] = {m0 + 64 * c + 16 * (warp % 4) + lane / 4, m0 + 64 * c + 16 * (warp % 4) + lane / 4 + 8};
+    const int first_row = m0 + 64 * c;
+
+    float o[HEAD_DIM / 2];
+#pragma unroll
+    for (int i = 0; i < HEAD_DIM / 2; ++i) o[i] = 0.0f;
+    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
+    float sc[BLOCK_N / 2];
+    unsigned pa[BLOCK_N / 16][4];
+    mbar_wait(qb, 0);
+
+    // Batch p (0 .. n_tiles) is S(p) (p < n_tiles) and P V(p - 1) (p > 0). The turns: warpgroup 0 goes first (1's
+    // opening pass), each batch ends by passing the turn, and warpgroup 1's last pass, which no one would wait
+    // for, is left out: n_tiles + 1 waits and passes on each barrier. A block whose rows see no key (n_tiles = 0)
+    // takes no turn at all: a wait with no pass to meet it would never return.
+    if (n_tiles > 0 && c == 1) turn_pass(0);
+    for (int p = 0; n_tiles > 0 && p <= n_tiles; ++p) {
+        const int s = p % STAGES, sp = (p + STAGES - 1) % STAGES;  // the stages of tiles p and p - 1
+        const unsigned k_tile = sKV + s * 2 * KV_BYTES, v_prev = sKV + sp * 2 * KV_BYTES + KV_BYTES;
+        if (p < n_tiles) mbar_wait(kb + 8 * s, (p / STAGES) & 1);         // K(p) has landed
+        if (p > 0) mbar_wait(vb + 8 * sp, ((p - 1) / STAGES) & 1);        // V(p - 1) has landed
+        turn_wait(c);
+        wgmma_fence();
+        fence_accumulators(o);
+        if (p < n_tiles) issue_scores(sc, q_slab, k_tile);
+        if (p > 0) issue_pv(o, pa, v_prev);
+        wgmma_commit();
+        if (c == 0 || p < n_tiles) turn_pass(1 - c);
+        wgmma_wait<0>();
+        fence_accumulators(sc);
+        fence_accumulators(o);
+        if (lane == 0) {
+            if (p < n_tiles) mbar_arrive(keb + 8 * s);  // S(p) has read K(p)
+            if (p > 0) mbar_arrive(veb + 8 * sp);       // P V(p - 1) has read V(p - 1)
+        }
+        if (p < n_tiles)
+            softmax_tile(sc, pa, o, m, l, row, p * BLOCK_N, first_row, S_q, S_k, t, scale_log2);
+    }
+
+    // --- O / l, rounded once; rows past S_q are not written (rung 02's end) -------------------------------------
+    half_bits* Oh = O + (long long)(b * H + h) * S_q * HEAD_DIM;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const float total = quad_sum(l[r]);
+        const bool seen = total > 0.0f;
+        const float inv = seen ? 1.0f / total : 0.0f;
+        if (row[r] >= S_q) continue;
+        half_bits* out = Oh + (long long)row[r] * HEAD_DIM + 2 * t;
+#pragma unroll
+        for (int dn = 0; dn < HEAD_DIM / 8; ++dn) {
+            const float x0 = seen ? o[4 * dn + 2 * r] * inv : 0.0f, x1 = seen ? o[4 * dn + 2 * r + 1] * inv : 0.0f;
+            *reinterpret_cast<unsigned*>(out + 8 * dn) =
+                pack_half2(float_to_half_bits<BF16>(x0), float_to_half_bits<BF16>(x1));
+        }
+    }
+}
