@@ -238,7 +238,7 @@ def test_the_bundle_s_lab_finds_its_own_exercises_without_hidden_checks(bundle):
     assert out[1] == ("[('01_vectorized_copy', 0, 10.0), ('02_tiled_transpose', 0, 8.0), "
                       "('03_smem_tiled_gemm', 0, 10.0), ('04_register_tiled_gemm', 0, 10.0), "
                       "('05_mma_fragments', 0, 10.0), ('06_tile_order', 0, 10.0), ('07_split_k', 0, 10.0), "
-                      "('08_epilogue_functor', 0, 10.0)]")
+                      "('08_epilogue_functor', 0, 10.0), ('10_online_softmax', 0, 10.0)]")
     assert out[2] == "True"
 
 

@@ -12,7 +12,9 @@ An exercise folder holds
 The solution exists once, in kernels/<family>/<rung>.cu: the starter is derived from it, and the student's
 file is compiled with the reference rung's entry point and knobs and launched with its geometry. Where the
 reference rung has a plugin header (KernelSpec.plugin: exercise 08's functor), the solution is that header, and
-the student's file replaces the plugin instead of the rung's source.
+the student's file replaces the plugin instead of the rung's source. A step exercise (10) names in exercise.json a
+"template" (a copy of the reference rung that includes the plugin header, and the solution header as its plugin:
+both under kernels/) and a "baseline_rung", the family's rung its speed is timed against instead of the ceiling.
 
 An exercise's "kind" (exercise.json, "kernel" when absent) says what a student hands in. Besides kernels there is
 "dispatch_rules" (exercise 09, RulesExercise): a lab.ops dispatch table in JSON, data that is parsed and never
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from lab.core.build import PLUGIN_HEADER, REPO_ROOT, KernelSpec, included_headers, read_plugin, read_source
+from lab.core.build import KERNELS_DIR, PLUGIN_HEADER, REPO_ROOT, KernelSpec, included_headers, read_plugin, read_source
 from lab.core.errors import LabError
 from lab.core.ladder import Family, Rung
 from lab.families import get_family
@@ -165,6 +167,11 @@ class Exercise:
     check_timeout_s: float  # one check group
     path: Path  # the exercise's folder
     kind: str = KERNEL
+    # A step exercise (10): the reference rung built from `template` (a copy of the rung, relative to kernels/) with
+    # `plugin` (the solution header) as its plugin, and timed against the family's rung `baseline_rung` itself.
+    template: str = ""
+    plugin: str = ""
+    baseline_rung: str = ""
     # The first check, worth no points, that every other one needs (and what the others say when it fails).
     gate: ClassVar[str] = "compile"
     gate_failed: ClassVar[str] = "the kernel did not compile"
@@ -193,14 +200,29 @@ class Exercise:
     @property
     def ceiling_title(self) -> str:
         """What the performance target is a fraction of (timed in the same run)."""
+        if self.baseline_rung:
+            rung = self.family_object().rung(self.baseline_rung)
+            return f"{self.family} rung {rung.key} ({rung.title})"
         return self.family_object().ceiling_title
+
+    def launch_ceiling(self):
+        """launch(problem, out) of what the performance target is a fraction of: the family's ceiling, or its rung
+        `baseline_rung` where the exercise names one."""
+        family = self.family_object()
+        if not self.baseline_rung:
+            return family.launch_ceiling
+        rung = family.rung(self.baseline_rung)
+        return lambda problem, out: family.launch(rung, problem, out)
 
     # --- the reference and the student's file -------------------------------------------------
     def family_object(self) -> Family:
         return get_family(self.family)
 
     def reference_rung(self) -> Rung:
-        return self.family_object().rung(self.rung)
+        rung = self.family_object().rung(self.rung)
+        if not self.template:
+            return rung
+        return dataclasses.replace(rung, spec=dataclasses.replace(rung.spec, source=self.template, plugin=self.plugin))
 
     def reference_spec(self) -> KernelSpec:
         return self.reference_rung().spec
@@ -259,8 +281,9 @@ def _read_json(path: Path):
 
 
 # Checks of the student's functions on chosen values, run before a group's cases ("harness" in a check group):
-# int8_numerics judges exercise 08's functor on exact ties, saturation and NaN (lab.grading.plugin_numerics).
-HARNESSES = ("int8_numerics",)
+# int8_numerics judges exercise 08's functor on exact ties, saturation and NaN (lab.grading.plugin_numerics);
+# online_softmax_step exercise 10's step on rows whose every result is exact (lab.grading.online_softmax_numerics).
+HARNESSES = ("int8_numerics", "online_softmax_step")
 
 
 def _check_group(raw, where: Path, hidden: bool = False) -> CheckGroup:
@@ -392,7 +415,23 @@ def _from_folder(folder: Path) -> Exercise:
         id=folder.name, number=int(folder.name[:2]), title=data["title"], family=family.name, rung=rung.key,
         entry=data["entry"], student_file=data["student_file"], checks=checks, performance=performance,
         time_limit_s=float(data["time_limit_s"]), check_timeout_s=float(data["check_timeout_s"]), path=folder,
+        **_step_fields(data, family, spec_path),
     )
+
+
+def _step_fields(data: dict, family: Family, spec_path: Path) -> dict:
+    """A step exercise's "template" {"source", "plugin"} (files under kernels/) and "baseline_rung" (a rung of the
+    family), or {} where exercise.json has neither."""
+    fields = {}
+    template = data.get("template")
+    if template is not None:
+        if not isinstance(template, dict) or set(template) != {"source", "plugin"} or \
+                not all(isinstance(v, str) and (KERNELS_DIR / v).is_file() for v in template.values()):
+            raise LabError(f"{spec_path}: template must be {{\"source\", \"plugin\"}}, two files under kernels/.")
+        fields |= {"template": template["source"], "plugin": template["plugin"]}
+    if "baseline_rung" in data:
+        fields["baseline_rung"] = family.rung(str(data["baseline_rung"])).key
+    return fields
 
 
 # ----------------------------------------------------------------------------------------------

@@ -70,14 +70,13 @@ def run_group(exercise, kernel: Path, group, seed: int, shown: str | None = None
     from lab.families import get_family
     from lab.measure.verify import check_case
 
-    if group.harness == "int8_numerics":  # the functor on chosen values first: ties, saturation, NaN
-        from lab.grading.plugin_numerics import check_int8_numerics
-
+    if group.harness:  # the student's functions on chosen values first (08: ties, saturation, NaN; 10: the step)
+        check, function = _harness(group.harness)
         try:
-            ok, why = check_int8_numerics(kernel, shown or kernel.name, exercise.allowed_headers())
+            ok, why = check(kernel, shown or kernel.name, exercise.allowed_headers())
         except _cuda_errors() as exc:
             return {"passed": False, "score": 0.0, "cuda_error": True,
-                    "output": f"CUDA error in lab_plugin_store_pair on chosen values: {str(exc).splitlines()[0]}"}
+                    "output": f"CUDA error in {function} on chosen values: {str(exc).splitlines()[0]}"}
         if not ok:
             return {"passed": False, "score": 0.0, "cuda_error": False, "output": why}
     family = get_family(exercise.family)
@@ -95,6 +94,17 @@ def run_group(exercise, kernel: Path, group, seed: int, shown: str | None = None
             "output": f"passed all {len(group.cases)} cases x 3 input distributions"
                       + (f" (every element within its error bound: worst at {worst:.2g} of it; worst normwise "
                          f"error {worst_normwise:.2g})" if worst else " (bit-exact)")}
+
+
+def _harness(name: str):
+    """(check(kernel, shown, headers) -> (ok, why), the function it judges) of a check group's harness."""
+    if name == "online_softmax_step":
+        from lab.grading.online_softmax_numerics import check_step_numerics
+
+        return check_step_numerics, "lab_online_softmax_step"
+    from lab.grading.plugin_numerics import check_int8_numerics
+
+    return check_int8_numerics, "lab_plugin_store_pair"
 
 
 _REFILLS = itertools.count(1)
@@ -174,11 +184,11 @@ def run_performance(exercise, kernel: Path, seed: int) -> dict:
     family = get_family(exercise.family)
     rung = exercise.student_rung(kernel)
     perf = exercise.performance
-    ceiling = family.ceiling_title
+    ceiling, launch_ceiling = exercise.ceiling_title, exercise.launch_ceiling()  # exercise 10: rung 02 itself
     ratios, lines = [], []
     for params in perf.params:
         problem = family.make_problem(seed=seed, **params)
-        ceiling_ms, _ = time_fresh(family, problem, family.launch_ceiling, seed, check=False)
+        ceiling_ms, _ = time_fresh(family, problem, launch_ceiling, seed, check=False)
         student_ms, ok = time_fresh(family, problem, lambda p, o: family.launch(rung, p, o), seed)
         if not ok:
             return {"passed": False, "score": 0.0, "cuda_error": False,
