@@ -16,7 +16,9 @@
 //   3. Warp specialization as gemm_tc rung 05: the producer gives registers back (setmaxnreg.dec to 40), the
 //      consumers take them (inc to 232): each holds the O accumulator (HEAD_DIM / 2 fp32), S (BLOCK_N / 2 fp32)
 //      and P (BLOCK_N / 4 registers) at once.
-//   4. The online softmax is rung 02's, unchanged, on the wgmma accumulator (the same row and column per lane).
+//   4. The online softmax is rung 02's on the wgmma accumulator (the same row and column per lane), with each pair
+//      of probabilities rounded by one paired conversion (round_pair: bf16's single conversion shares the SFU
+//      with ex2; results are bit for bit those of single conversions).
 // Why: mma.sync issues one 16 x 8 x 16 product per warp instruction and reads B from shared memory through
 //   ldmatrix into registers; a warpgroup's m64n128k16 is one instruction for 64 times the work, reads both operands
 //   from shared memory itself, and runs while the warp goes on. Rung 03 reached about half of cuDNN's time: the
@@ -93,6 +95,25 @@ __device__ __forceinline__ float quad_max(float v) {
 __device__ __forceinline__ float quad_sum(float v) {
     v += __shfl_xor_sync(0xffffffffu, v, 1);
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Two probabilities rounded to the input type by one paired conversion (cvt.rn.{f16,bf16}x2.f32, the first source
+// to the upper half: p0 lands in the lower, the lower-indexed element), their rounded values added to `sum` in the
+// order of p0 then p1. Why paired: a single cvt.rn.bf16.f32 is an F2F, which shares the SFU's 16 results a clock
+// with ex2, so bf16 paid twice for every score; the paired form is an F2FP on the FMA pipe, for fp16 as for bf16.
+__device__ __forceinline__ unsigned round_pair(float p0, float p1, float& sum) {
+    unsigned packed;
+    float lo, hi;
+    if (BF16) {
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(p1), "f"(p0));
+        lo = __uint_as_float(packed << 16), hi = __uint_as_float(packed & 0xffff0000u);
+    } else {
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(p1), "f"(p0));
+        asm("{\n.reg .f16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}"
+            : "=f"(lo), "=f"(hi) : "r"(packed));
+    }
+    sum += lo + hi;
+    return packed;
 }
 
 // The box at element coordinates (x: the contiguous dimension, y: the row, z: the plane) of a 3-D tensor map into
@@ -250,12 +271,11 @@ attention_wgmma_ws(const __grid_constant__ TensorMap map_q, const __grid_constan
             float sum = 0.0f;
 #pragma unroll
             for (int jj = 0; jj < BLOCK_N / 8; ++jj) {
-                const half_bits p0 = float_to_half_bits<BF16>(fast_exp2(fmaf(sc[4 * jj + 2 * r], scale_log2, -shift)));
-                const half_bits p1 = float_to_half_bits<BF16>(fast_exp2(fmaf(sc[4 * jj + 2 * r + 1], scale_log2, -shift)));
-                sum += half_bits_to_float<BF16>(p0) + half_bits_to_float<BF16>(p1);
+                const float p0 = fast_exp2(fmaf(sc[4 * jj + 2 * r], scale_log2, -shift));
+                const float p1 = fast_exp2(fmaf(sc[4 * jj + 2 * r + 1], scale_log2, -shift));
                 // Key block jj is k-step jj / 2, keys 2t, 2t+1 (jj even: registers 0, 1) or 2t+8, 2t+9 (jj odd:
                 // registers 2, 3); row g is register 0 or 2, row g + 8 register 1 or 3.
-                pa[jj / 2][2 * (jj % 2) + r] = pack_half2(p0, p1);
+                pa[jj / 2][2 * (jj % 2) + r] = round_pair(p0, p1, sum);
             }
             l[r] = fmaf(l[r], alpha, sum);
 #pragma unroll

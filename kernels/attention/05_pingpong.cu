@@ -85,6 +85,25 @@ __device__ __forceinline__ float quad_sum(float v) {
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
+// Two probabilities rounded to the input type by one paired conversion (cvt.rn.{f16,bf16}x2.f32, the first source
+// to the upper half: p0 lands in the lower, the lower-indexed element), their rounded values added to `sum` in the
+// order of p0 then p1. Why paired: a single cvt.rn.bf16.f32 is an F2F, which shares the SFU's 16 results a clock
+// with ex2, so bf16 paid twice for every score; the paired form is an F2FP on the FMA pipe, for fp16 as for bf16.
+__device__ __forceinline__ unsigned round_pair(float p0, float p1, float& sum) {
+    unsigned packed;
+    float lo, hi;
+    if (BF16) {
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(p1), "f"(p0));
+        lo = __uint_as_float(packed << 16), hi = __uint_as_float(packed & 0xffff0000u);
+    } else {
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(p1), "f"(p0));
+        asm("{\n.reg .f16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}"
+            : "=f"(lo), "=f"(hi) : "r"(packed));
+    }
+    sum += lo + hi;
+    return packed;
+}
+
 // The box at element coordinates (x: the contiguous dimension, y: the row, z: the plane) of a 3-D tensor map into
 // shared memory at `dst`, completing on `bar` (lab_hopper.cuh's tma_load_2d with one more coordinate).
 __device__ __forceinline__ void tma_load_3d(unsigned dst, const TensorMap* map, int x, int y, int z, unsigned bar) {
@@ -178,10 +197,9 @@ __device__ __forceinline__ void softmax_tile(float (&sc)[BLOCK_N / 2], unsigned 
         float sum = 0.0f;
 #pragma unroll
         for (int jj = 0; jj < BLOCK_N / 8; ++jj) {
-            const half_bits p0 = float_to_half_bits<BF16>(fast_exp2(fmaf(sc[4 * jj + 2 * r], scale_log2, -shift)));
-            const half_bits p1 = float_to_half_bits<BF16>(fast_exp2(fmaf(sc[4 * jj + 2 * r + 1], scale_log2, -shift)));
-            sum += half_bits_to_float<BF16>(p0) + half_bits_to_float<BF16>(p1);
-            pa[jj / 2][2 * (jj % 2) + r] = pack_half2(p0, p1);
+            const float p0 = fast_exp2(fmaf(sc[4 * jj + 2 * r], scale_log2, -shift));
+            const float p1 = fast_exp2(fmaf(sc[4 * jj + 2 * r + 1], scale_log2, -shift));
+            pa[jj / 2][2 * (jj % 2) + r] = round_pair(p0, p1, sum);
         }
         l[r] = fmaf(l[r], alpha, sum);
 #pragma unroll
