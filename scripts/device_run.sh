@@ -60,6 +60,7 @@
 #   bash scripts/device_run.sh attention-records attention's GPU tests (family, lab.ops, exercise 10), the study against
 #                                              each SDPA backend, `lab bench attention`
 #   bash scripts/device_run.sh notebooks-c     notebooks 04, 06, 07 executed live; notebooks-d: 08 and 09
+#   bash scripts/device_run.sh notebooks-live FILES  the notebooks named (notebooks/src/NN_*.py) executed live
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
 #                                              the slowest tests' durations
 #   bash scripts/device_run.sh grading         the grader's GPU tests (fault batch, exercises 07-08, exercise 08's numerics
@@ -275,6 +276,10 @@ for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in t
       carried; export LAB_CHECK_FIGURES=1
       notebooks notebooks/src/04_scheduling.py notebooks/src/06_epilogue_fusion.py \
         notebooks/src/07_softmax_and_norms.py notebooks/src/08_specialization_and_dispatch.py
+      keep_cache ;;
+    notebooks-live)  # the notebooks named after the mode (notebooks/src/NN_*.py) executed live, each figure checked
+      carried; export LAB_CHECK_FIGURES=1; shift
+      notebooks "$@"
       keep_cache ;;
     notebooks-c)  # notebooks 04, 06 and 07 executed live, each figure checked
       carried; export LAB_CHECK_FIGURES=1
