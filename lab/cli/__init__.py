@@ -350,7 +350,7 @@ def cmd_ops(args) -> int:
     table.add_column("section")
     table.add_column("what")
     table.add_column("count", justify="right")
-    for section in ("counts", "paths", "families", "fallbacks", "compiles"):
+    for section in ("counts", "paths", "families", "fallbacks", "compiles", "compiles_by_path"):
         for what, n in sorted(totals.get(section, {}).items(), key=lambda kv: -kv[1]):
             table.add_row(section, escape(str(what)), f"{n:g}")
     console.print(table)

@@ -1,7 +1,8 @@
 """What lab.ops decided, counted per process: calls, decision-cache hits and misses, prepared launches recorded and
 replayed, fallbacks (with their reasons), paths taken, autotune runs, and the kernels the build layer compiled or
-found on disk. `stats()` returns them; `save()` adds this process's counts to a stats file beside the tune cache
-(at exit, too), which `lab ops stats` shows."""
+found on disk (in all, and per path where a path counts its own: lab.ops.attention's rungs). `stats()` returns
+them; `save()` adds this process's counts to a stats file beside the tune cache (at exit, too), which `lab ops
+stats` shows."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ COUNTS: Counter = Counter()
 PATHS: Counter = Counter()  # "matmul:persistent", "rmsnorm:kernel", ...
 FALLBACKS: Counter = Counter()  # reason -> calls
 FAMILIES: Counter = Counter()  # shape family -> calls (counted at decision time, once per distinct call shape)
+COMPILES_BY_PATH: Counter = Counter()  # "attention:02_flash_mma compiled" / "... from_disk": kernels a path's first
+# recording built with NVRTC or found in the build cache (COMPILES, from lab.core.build, is the process's total)
 _STARTED = time.time()
 # Replays count themselves (Replay.calls, one attribute increment on lab.ops's fast path); fold() moves those
 # counts into COUNTS and PATHS for every runtime still alive, and a runtime folds a recording before it drops it.
@@ -53,14 +56,15 @@ def stats() -> dict:
 
     fold()
     return {"counts": dict(COUNTS), "paths": dict(PATHS), "fallbacks": dict(FALLBACKS), "families": dict(FAMILIES),
-            "compiles": dict(COMPILES), "pid": os.getpid(), "since": _STARTED}
+            "compiles": dict(COMPILES), "compiles_by_path": dict(COMPILES_BY_PATH), "pid": os.getpid(),
+            "since": _STARTED}
 
 
 def reset_stats() -> None:
     from lab.core.build import COMPILES
 
     fold()
-    for c in (COUNTS, PATHS, FALLBACKS, FAMILIES, COMPILES):
+    for c in (COUNTS, PATHS, FALLBACKS, FAMILIES, COMPILES, COMPILES_BY_PATH):
         c.clear()
 
 
@@ -81,7 +85,7 @@ def save(path: Path | None = None) -> None:
 
     def merge(payload: dict) -> None:
         totals = payload.setdefault("totals", {})
-        for section in ("counts", "paths", "fallbacks", "families", "compiles"):
+        for section in ("counts", "paths", "fallbacks", "families", "compiles", "compiles_by_path"):
             merged = Counter(totals.get(section, {}))
             merged.update(mine[section])
             totals[section] = dict(merged)

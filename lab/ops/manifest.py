@@ -2,7 +2,12 @@
 no request pays for NVRTC. A manifest is JSON:
 
     {"shapes": [{"M": 1, "N": 4096, "K": 4096, "dtype": "float16", "layout": "TN", "epilogue": "none"},
-                {"op": "rmsnorm", "rows": 1, "n": 4096}, ...]}
+                {"op": "rmsnorm", "rows": 1, "n": 4096},
+                {"op": "attention", "H": 32, "H_kv": 8, "S_q": 1, "S_k": 8192, "D": 128, "causal": 1}, ...]}
+
+An attention entry gives H, S_q, S_k and D, and optionally B (1), H_kv (H), dtype ("float16") and causal (0): the
+kernel a decode or prefill step of that head dimension, type and mask needs is compiled (it does not depend on the
+sequence lengths, so one entry per head dimension and class covers every length).
 
 `warm` runs each shape once on scratch operands through a runtime: the decision is made, every kernel the path
 needs is compiled or loaded from the build cache, the libraries it calls are initialized (cuBLAS's handle, CuPy's
@@ -19,6 +24,8 @@ from lab.core.errors import LabError
 
 FIELDS = {"M", "N", "K", "dtype", "layout", "epilogue"}
 ROW_OPS = ("rmsnorm", "layernorm", "softmax")
+ATTENTION_REQUIRED = {"op", "H", "S_q", "S_k", "D"}
+ATTENTION_FIELDS = ATTENTION_REQUIRED | {"B", "H_kv", "dtype", "causal"}
 
 
 def load(path: str | Path) -> list[dict]:
@@ -33,17 +40,32 @@ def load(path: str | Path) -> list[dict]:
         if isinstance(s, dict) and s.get("op") in ROW_OPS:
             if set(s) != {"op", "rows", "n"}:
                 raise LabError(f"{path}, shape {i}: a row operation gives op, rows and n; got {s!r}.")
+        elif isinstance(s, dict) and s.get("op") == "attention":
+            _check_attention_entry(s, f"{path}, shape {i}")
         elif not isinstance(s, dict) or not {"M", "N", "K"} <= set(s) or set(s) - FIELDS:
             raise LabError(f"{path}, shape {i}: give M, N, K and optionally dtype, layout, epilogue (or op, rows and "
-                           f"n for {', '.join(ROW_OPS)}); got {s!r}.")
+                           f"n for {', '.join(ROW_OPS)}; or op \"attention\", H, S_q, S_k, D); got {s!r}.")
     return shapes
+
+
+def _check_attention_entry(s: dict, where: str) -> None:
+    if not ATTENTION_REQUIRED <= set(s) or set(s) - ATTENTION_FIELDS:
+        raise LabError(f"{where}: an attention entry gives op, H, S_q, S_k, D and optionally B, H_kv, dtype, causal; "
+                       f"got {s!r}.")
+    sizes = {k: s[k] for k in ("B", "H", "H_kv", "S_q", "S_k", "D") if k in s}
+    if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in sizes.values()):
+        raise LabError(f"{where}: B, H, H_kv, S_q, S_k and D are whole numbers >= 1; got {sizes}.")
+    if s.get("dtype", "float16") not in ("float16", "bfloat16"):
+        raise LabError(f"{where}: an attention entry's dtype is \"float16\" or \"bfloat16\"; got {s['dtype']!r}.")
+    if s.get("causal", 0) not in (0, 1):
+        raise LabError(f"{where}: causal is 0 or 1 (or true or false); got {s['causal']!r}.")
 
 
 def warmup(manifest: list[dict], runtime=None) -> dict:
     """Compile and prepare every shape of a warm-up manifest before the first request: a list of
-    {"M", "N", "K", "dtype", "layout", "epilogue"} entries (`load` reads one from JSON), on `runtime` (lab.ops's
-    default runtime when None). Returns {"shapes": n, "seconds": s, "compiled": kernels built by NVRTC,
-    "from_disk": cubins found in the cache}. (lab.ops.warmup is this function.)"""
+    {"M", "N", "K", "dtype", "layout", "epilogue"} entries (row operations and attention as the module says; `load`
+    reads one from JSON), on `runtime` (lab.ops's default runtime when None). Returns {"shapes": n, "seconds": s,
+    "compiled": kernels built by NVRTC, "from_disk": cubins found in the cache}. (lab.ops.warmup is this function.)"""
     from lab.ops.api import default_runtime
 
     return warm(manifest, runtime or default_runtime())
@@ -62,6 +84,9 @@ def warm(shapes: list[dict], runtime) -> dict:
     for s in shapes:
         if s.get("op") in ROW_OPS:
             _warm_row_op(s["op"], int(s["rows"]), int(s["n"]))
+            continue
+        if s.get("op") == "attention":
+            _warm_attention(s, runtime)
             continue
         shape = GemmShape(int(s["M"]), int(s["N"]), int(s["K"]), s.get("dtype", "float16"), s.get("layout", "TN"),
                           True, s.get("epilogue", "none"))
@@ -87,3 +112,17 @@ def _warm_row_op(op: str, rows: int, n: int) -> None:
         api.rmsnorm(x, w)
     else:
         api.layernorm(x, w, w)
+
+
+def _warm_attention(s: dict, runtime) -> None:
+    """One call on scratch operands of the entry's shape: the decision, the kernel's build, the recording."""
+    from lab.ops.attn import attention
+    from lab.ops.paths import family
+
+    dtype = s.get("dtype", "float16")
+    problem = family("attention").make_problem(1, B=s.get("B", 1), H=s["H"], H_kv=s.get("H_kv", s["H"]),
+                                               S_q=s["S_q"], S_k=s["S_k"], D=s["D"], dtype=dtype,
+                                               causal=int(s.get("causal", 0)))
+    q, k, v = (problem.inputs[n][0] for n in ("Q", "K", "V"))
+    attention(q, k, v, causal=bool(s.get("causal", 0)), input_type="bfloat16" if dtype == "bfloat16" else None,
+              runtime=runtime)
