@@ -30,7 +30,8 @@ SCRIPT = REPO / "scripts" / "execute_notebooks.py"
 FAMILY = {"00_setup_and_method": "copy", "01_memory_bound": "copy", "02_gemm_fp32": "gemm_fp32",
           "03_tensor_cores": "gemm_tc", "04_scheduling": "schedule_orders",
           "05_split_k_decode_grouped": "split_k_factors", "06_epilogue_fusion": "gemm_tc_epilogue",
-          "07_softmax_and_norms": "softmax", "08_specialization_and_dispatch": "ops_trace"}
+          "07_softmax_and_norms": "softmax", "08_specialization_and_dispatch": "ops_trace",
+          "09_attention": "attention"}
 FUSION_FILES = {"05_split_k_decode_grouped": ("split_k_factors", "gemm_split_k", "split_k_ncu", "decode",
                                               "grouped_gemm", "grouped_table_cost", "copy", "gemm_tc"),
                 "06_epilogue_fusion": ("gemm_tc_epilogue", "gemm_fp32_epilogue", "checklist"),
@@ -245,6 +246,7 @@ def write_synthetic_reference(directory: Path) -> Path:
     _test_module("test_lessons_underfill").write_synthetic_underfill(directory, SYNTHETIC_PROVENANCE)
     _test_module("test_lessons_ops").write_synthetic_ops(directory, SYNTHETIC_PROVENANCE)
     _test_module("test_lessons_ops_torch").write_synthetic_ops_torch(directory, SYNTHETIC_PROVENANCE)
+    _test_module("test_lessons_attention").write_synthetic_attention(directory, SYNTHETIC_PROVENANCE)
     return directory
 
 
