@@ -61,6 +61,8 @@
 #                                              each SDPA backend, `lab bench attention`
 #   bash scripts/device_run.sh notebooks-c     notebooks 04, 06, 07 executed live; notebooks-d: 08 and 09
 #   bash scripts/device_run.sh notebooks-live FILES  the notebooks named (notebooks/src/NN_*.py) executed live
+#   bash scripts/device_run.sh attention-final attention's GPU tests, notebooks 06 and 08 live, `lab bench attention`,
+#                                              notebook 09 live, lab.ops.attention's and exercise 10's GPU tests
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
 #                                              the slowest tests' durations
 #   bash scripts/device_run.sh grading         the grader's GPU tests (fault batch, exercises 07-08, exercise 08's numerics
@@ -93,11 +95,14 @@ gpu_tests() {  # gpu_tests SECONDS FILES...
 notebooks() {  # notebooks PATTERN...
   [ -d .nbwheels ] || { echo "== notebooks skipped: carry .nbwheels"; return; }
   echo "== notebooks: $*"
-  python3 -m pip install -q --no-index --find-links .nbwheels nbclient ipykernel jupytext --target /tmp/nbsite \
-    && export PYTHONPATH="$PYTHONPATH:/tmp/nbsite" && python3 -m ipykernel install --sys-prefix --name python3 >/dev/null
+  if [ ! -d /tmp/nbsite/nbclient ]; then  # once a call
+    python3 -m pip install -q --no-index --find-links .nbwheels nbclient ipykernel jupytext --target /tmp/nbsite \
+      && python3 -m ipykernel install --sys-prefix --name python3 >/dev/null
+  fi
+  export PYTHONPATH="$PYTHONPATH:/tmp/nbsite"
   # Each notebook is written when it ends, a failed one partly executed (for its traceback): all come back, and
   # the log says which failed.
-  timeout "$(box 560 5)" python3 scripts/execute_notebooks.py "$@" --inplace; mkdir -p "$pack/notebooks"
+  timeout "$(box "${NOTEBOOK_BOX:-560}" 5)" python3 scripts/execute_notebooks.py "$@" --inplace; mkdir -p "$pack/notebooks"
   for nb in "$@"; do cp "notebooks/$(basename "${nb%.py}").ipynb" "$pack/notebooks/"; done
 }
 
@@ -277,6 +282,18 @@ for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in t
       notebooks notebooks/src/04_scheduling.py notebooks/src/06_epilogue_fusion.py \
         notebooks/src/07_softmax_and_norms.py notebooks/src/08_specialization_and_dispatch.py
       keep_cache ;;
+    attention-final)  # after attention's last kernel change: its GPU tests, notebooks 06 and 08 live, `lab bench
+      # attention` (headline, sweep) into results/h200 for notebook 09, notebook 09 live, then lab.ops.attention's and
+      # exercise 10's GPU tests with what is left of BUDGET_S
+      carried; export LAB_CHECK_FIGURES=1
+      gpu_tests "$(box 130 330)" tests/test_gpu_attention.py -x --durations=5
+      NOTEBOOK_BOX=150 notebooks notebooks/src/06_epilogue_fusion.py notebooks/src/08_specialization_and_dispatch.py
+      echo "== lab bench attention"; COLUMNS=200 timeout "$(box 110 120)" python3 -m lab bench attention \
+        --kinds headline,sweep --json "$pack/attention.json" 2>&1 | grep -v "^│ *│" | tail -70
+      [ -f "$pack/attention.json" ] && cp "$pack/attention.json" results/h200/attention.json
+      NOTEBOOK_BOX=100 notebooks notebooks/src/09_attention.py
+      keep_cache
+      gpu_tests "$(box 200 8)" tests/test_gpu_ops_attention.py tests/test_gpu_exercise10.py --durations=5 ;;
     notebooks-live)  # the notebooks named after the mode (notebooks/src/NN_*.py) executed live, each figure checked
       carried; export LAB_CHECK_FIGURES=1; shift
       notebooks "$@"
