@@ -95,11 +95,11 @@ gpu_tests() {  # gpu_tests SECONDS FILES...
 notebooks() {  # notebooks PATTERN...
   [ -d .nbwheels ] || { echo "== notebooks skipped: carry .nbwheels"; return; }
   echo "== notebooks: $*"
+  case ":$PYTHONPATH:" in *:/tmp/nbsite:*) ;; *) export PYTHONPATH="$PYTHONPATH:/tmp/nbsite" ;; esac
   if [ ! -d /tmp/nbsite/nbclient ]; then  # once a call
     python3 -m pip install -q --no-index --find-links .nbwheels nbclient ipykernel jupytext --target /tmp/nbsite \
       && python3 -m ipykernel install --sys-prefix --name python3 >/dev/null
   fi
-  export PYTHONPATH="$PYTHONPATH:/tmp/nbsite"
   # Each notebook is written when it ends, a failed one partly executed (for its traceback): all come back, and
   # the log says which failed.
   timeout "$(box "${NOTEBOOK_BOX:-560}" 5)" python3 scripts/execute_notebooks.py "$@" --inplace; mkdir -p "$pack/notebooks"
