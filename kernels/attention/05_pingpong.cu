@@ -18,6 +18,16 @@
 // Prediction (H200, B=2 H=16 S=4096 D=128 fp16, not causal; written before any GPU run): 1.05-1.15x rung 04, about
 //   0.9-1.0x cuDNN's kernel. What is left: the softmax of a warpgroup still waits for its own S (no overlap inside a
 //   warpgroup, which needs a second S accumulator: FlashAttention-3's intra-warpgroup pipelining).
+// Measured (results/h200/attention.json, `lab bench attention`, SDPA in the same run): correct on every check case,
+//   but slower than rung 04 at every headline size (0.77-0.81x of its speed at D = 128, 0.80-0.85x at D = 64),
+//   not faster: the prediction failed. ptxas says why when it builds this file: "(C7519) Potential Performance Loss:
+//   wgmma.mma_async instructions are serialized due to program dependence on compiler-inserted WG.AR in divergent
+//   path". The batch's two products sit under `if (p < n_tiles)` and `if (p > 0)`, so ptxas cannot prove that no
+//   register they use is touched between issue and wait, and makes every wgmma wait for the one before: the
+//   asynchrony that rung 04 has, and the overlap this rung exists for, are both gone. The next step: peel the loop
+//   (the first batch S(0) alone, then S(j) with P V(j-1) with no condition, then P V(last) alone), so each batch is
+//   straight-line code, and pass the turn barriers' ids as immediates (with a register id, ptxas reserves all 16
+//   named barriers). lab.ops dispatches to rung 04 until this rung measures faster.
 // Requires: as rung 04 (sm_90a; HEAD_DIM 64 or 128; Q, K, V, O 16-byte aligned). Launch: as rung 04 (grid
 //   (ceil(S_q / 128), H, B), THREADS = 384, SMEM_BYTES = (128 + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2 + 1024 of
 //   dynamic shared memory, three 3-D tensor maps).
