@@ -371,15 +371,19 @@ def tiles_text(budgets: list[dict]) -> str:
 
 
 def live_rung(current: Mode) -> Rung:
-    """The rung section 5 launches: the last tiled rung this GPU runs (LIVE), the last tiled rung (REPLAY)."""
+    """The rung section 5 launches: the one lab.ops.attention sends an aligned D = 128 call to (the first of
+    lab.ops.attn.FLASH_ORDER, fastest first as measured) among the rungs this GPU runs (LIVE) or the reference GPU
+    runs (REPLAY); the last tiled rung where none of them runs."""
     from lab.core import device
     from lab.lessons.mode import runs_on
+    from lab.ops.attn import FLASH_ORDER
 
-    rungs = tiled_rungs()
-    if current.live:
-        arch = device.current().arch
-        rungs = [r for r in rungs if runs_on(r, arch)] or rungs
-    return rungs[-1]
+    arch = device.current().arch if current.live else device.REFERENCE_ARCH
+    by_key = {r.key: r for r in tiled_rungs()}
+    for key in FLASH_ORDER:
+        if key in by_key and runs_on(by_key[key], arch):
+            return by_key[key]
+    return tiled_rungs()[-1]
 
 
 def runnable(rung: Rung, problem, out) -> tuple[Rung, list[str]]:

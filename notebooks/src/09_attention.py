@@ -176,8 +176,9 @@ for rung in lesson.tiled_rungs()[1:]:
 # ---
 # ## 5. One launch, written out
 #
-# The last tiled rung (in LIVE mode, the last one this GPU runs) on B = 1, H = 8 query heads on H_kv = 2 key/value
-# heads (grouped-query attention), S = 1000 (no tile boundary falls on the sequence's end), D = 128, causal. The
+# The rung `lab.ops.attention` would pick for this call (the fastest this GPU runs, as measured) on B = 1, H = 8
+# query heads on H_kv = 2 key/value heads (grouped-query attention), S = 1000 (no tile boundary falls on the
+# sequence's end), D = 128, causal. The
 # family makes the problem (fresh random inputs, never zeros), its float64 reference and each element's error bound
 # (`error_bound`). With no GPU here the family makes them on the host, so the reference and the bound are computed
 # in either mode.
@@ -185,7 +186,7 @@ for rung in lesson.tiled_rungs()[1:]:
 # %%
 if not MODE.live:
     ATT.array_module = np          # no GPU: the problem and its float64 reference are made on the host
-rung = lesson.live_rung(MODE)                        # the last tiled rung (LIVE: the last this GPU runs)
+rung = lesson.live_rung(MODE)                        # lab.ops's pick: the fastest tiled rung this GPU runs
 problem = ATT.make_problem(seed=0, **lesson.LIVE_PROBLEM)
 ref = ATT.reference(problem)                        # float64, from the stored fp16 inputs
 bound = ATT.error_bound(problem, ref)               # each element's allowed |error|
