@@ -186,16 +186,19 @@ def sync(py: Path) -> Path:
 def keep_unchanged_outputs(nb, saved):
     """`nb` (cells from the .py) with the outputs of `saved` (the .ipynb) on exactly the code cells whose source is
     unchanged, matched by source in order, and none on a changed or new cell: an output is never attached to code
-    that did not make it. The saved notebook's metadata (the run that made the outputs) is kept."""
-    pool: dict[str, list] = {}
+    that did not make it. The saved notebook's metadata (the run that made the outputs) is kept, and so are an
+    unchanged cell's id and metadata (markdown cells too): syncing a notebook whose .py did not change rewrites
+    nothing."""
+    pool: dict[tuple[str, str], list] = {}
     for cell in saved.cells:
-        if cell.cell_type == "code":
-            pool.setdefault(cell.source.strip(), []).append(cell)
+        pool.setdefault((cell.cell_type, cell.source.strip()), []).append(cell)
     for cell in nb.cells:
+        match = pool.get((cell.cell_type, cell.source.strip()))
+        old = match.pop(0) if match else None
+        if old is not None:
+            cell.id, cell.metadata = old.get("id", cell.get("id")), old.metadata
         if cell.cell_type != "code":
             continue
-        match = pool.get(cell.source.strip())
-        old = match.pop(0) if match else None
         cell.outputs = old.outputs if old is not None else []
         cell.execution_count = old.execution_count if old is not None else None
     nb.metadata = {**saved.metadata, **{k: v for k, v in nb.metadata.items() if k != RUN_KEY}}

@@ -498,3 +498,18 @@ def test_sync_keeps_outputs_only_on_unchanged_code_cells():
     got = _script().keep_unchanged_outputs(nb, saved)
     assert [c.get("outputs") for c in got.cells if c.cell_type == "code"] == [[], saved.cells[0].outputs]
     assert got.metadata[_script().RUN_KEY] == {"commit": "abc"}
+
+
+def test_sync_keeps_an_unchanged_cells_id_and_metadata_so_an_unchanged_notebook_is_not_rewritten():
+    import nbformat
+
+    saved = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# title"),
+                                            nbformat.v4.new_code_cell("a = 1"), nbformat.v4.new_code_cell("b = 2")])
+    saved.cells[1].metadata = {"execution": {"iopub.execute_input": "2026-12-02T00:00:00Z"}}
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# title"), nbformat.v4.new_code_cell("a = 1"),
+                                         nbformat.v4.new_code_cell("b = 3")])
+    fresh_id = nb.cells[2].id
+    got = _script().keep_unchanged_outputs(nb, saved)
+    assert [c.id for c in got.cells[:2]] == [c.id for c in saved.cells[:2]]
+    assert got.cells[1].metadata == saved.cells[1].metadata
+    assert got.cells[2].id == fresh_id != saved.cells[2].id  # a changed cell keeps nothing of the old one
