@@ -59,6 +59,19 @@ def test_large_logits_stay_finite_and_rows_without_keys_are_zero(rung, dtype):
 FLASH_RUNGS = [r for r in ATTENTION.rungs if r.number >= 2]
 
 
+def test_rung_05_with_its_loop_peeled_is_correct_on_every_case():
+    """PEELED = 1 (the batches as straight-line code, no wgmma on a divergent path): every check case, as the
+    rungs themselves."""
+    import dataclasses
+
+    from lab.measure.verify import check_rung
+
+    base = ATTENTION.rung("05")
+    peeled = dataclasses.replace(base, spec=base.spec.with_knobs(PEELED=1))
+    failures = [r.line() for r in check_rung(ATTENTION, peeled, seed=38) if not r.passed]
+    assert not failures, "\n".join(failures)
+
+
 @pytest.mark.parametrize("rung", FLASH_RUNGS, ids=lambda r: r.key)
 def test_flash_rungs_weigh_equal_scores_equally_over_256_tiles(rung):
     """Every query row scores every one of S_k = 16384 keys the same (Q = K = 24 everywhere, D = 64: raw score

@@ -24,16 +24,18 @@
 //   wgmma.mma_async instructions are serialized due to program dependence on compiler-inserted WG.AR in divergent
 //   path". The batch's two products sit under `if (p < n_tiles)` and `if (p > 0)`, so ptxas cannot prove that no
 //   register they use is touched between issue and wait, and makes every wgmma wait for the one before: the
-//   asynchrony that rung 04 has, and the overlap this rung exists for, are both gone. The next step: peel the loop
-//   (the first batch S(0) alone, then S(j) with P V(j-1) with no condition, then P V(last) alone), so each batch is
-//   straight-line code, and pass the turn barriers' ids as immediates (with a register id, ptxas reserves all 16
-//   named barriers). lab.ops dispatches to rung 04 until this rung measures faster.
+//   asynchrony that rung 04 has, and the overlap this rung exists for, are both gone. The fix is the knob PEELED = 1:
+//   the loop peeled (the first batch S(0) alone, then S(j) with P V(j-1) under no condition, then P V(last) alone),
+//   which ptxas builds without the warning; it has not run on a GPU yet, so the default stays 0 (the measured build:
+//   PEELED = 0 compiles to the same SASS as before the knob existed). lab.ops dispatches to rung 04 until this rung
+//   measures faster.
 // Requires: as rung 04 (sm_90a; HEAD_DIM 64 or 128; Q, K, V, O 16-byte aligned). Launch: as rung 04 (grid
 //   (ceil(S_q / 128), H, B), THREADS = 384, SMEM_BYTES = (128 + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2 + 1024 of
 //   dynamic shared memory, three 3-D tensor maps).
 // Knobs: BF16 (0: fp16, 1: bf16), CAUSAL (0: full attention, 1: causal, bottom-right aligned), HEAD_DIM (64: D, 64
 //   or 128; the launcher sets these three per problem), BLOCK_N (128 keys a tile), STAGES (2 K/V stages),
-//   THREADS (384: one producer and two consumer warpgroups).
+//   THREADS (384: one producer and two consumer warpgroups), PEELED (0: the loop with conditional products, as
+//   measured; 1: the loop peeled, see Measured).
 // Ideas: FlashAttention-3 and CUTLASS's ping-pong kernels, as rung 04; named barriers: NVIDIA's PTX ISA (bar.sync,
 //   bar.arrive). Code is this lab's own.
 #include "lab_cp_async.cuh"  // smem_u32addr, dynamic_smem_size
@@ -57,6 +59,9 @@
 #endif
 #ifndef THREADS
 #define THREADS 384
+#endif
+#ifndef PEELED
+#define PEELED 0
 #endif
 
 #define BLOCK_M 128                               // two consumer warpgroups of 64 rows
@@ -294,6 +299,52 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
     // opening pass), each batch ends by passing the turn, and warpgroup 1's last pass, which no one would wait
     // for, is left out: n_tiles + 1 waits and passes on each barrier. A block whose rows see no key (n_tiles = 0)
     // takes no turn at all: a wait with no pass to meet it would never return.
+#if PEELED
+    // The same batches with the loop peeled: S(0) alone, then S(p) with P V(p - 1) for p = 1 .. n_tiles - 1 under
+    // no condition, then P V(n_tiles - 1) alone, so that no wgmma sits on a divergent path (ptxas C7519).
+    if (n_tiles > 0) {
+        if (c == 1) turn_pass(0);
+        mbar_wait(kb, 0);  // K(0) has landed (stage 0, phase 0)
+        turn_wait(c);
+        wgmma_fence();
+        issue_scores(sc, q_slab, sKV);
+        wgmma_commit();
+        turn_pass(1 - c);
+        wgmma_wait<0>();
+        fence_accumulators(sc);
+        if (lane == 0) mbar_arrive(keb);
+        softmax_tile(sc, pa, o, m, l, row, 0, first_row, S_q, S_k, t, scale_log2);
+        for (int p = 1; p < n_tiles; ++p) {
+            const int s = p % STAGES, sp = (p - 1) % STAGES;
+            const unsigned k_tile = sKV + s * 2 * KV_BYTES, v_prev = sKV + sp * 2 * KV_BYTES + KV_BYTES;
+            mbar_wait(kb + 8 * s, (p / STAGES) & 1);
+            mbar_wait(vb + 8 * sp, ((p - 1) / STAGES) & 1);
+            turn_wait(c);
+            wgmma_fence();
+            fence_accumulators(o);
+            issue_scores(sc, q_slab, k_tile);
+            issue_pv(o, pa, v_prev);
+            wgmma_commit();
+            turn_pass(1 - c);
+            wgmma_wait<0>();
+            fence_accumulators(sc);
+            fence_accumulators(o);
+            if (lane == 0) mbar_arrive(keb + 8 * s), mbar_arrive(veb + 8 * sp);
+            softmax_tile(sc, pa, o, m, l, row, p * BLOCK_N, first_row, S_q, S_k, t, scale_log2);
+        }
+        const int sp = (n_tiles - 1) % STAGES;
+        mbar_wait(vb + 8 * sp, ((n_tiles - 1) / STAGES) & 1);
+        turn_wait(c);
+        wgmma_fence();
+        fence_accumulators(o);
+        issue_pv(o, pa, sKV + sp * 2 * KV_BYTES + KV_BYTES);
+        wgmma_commit();
+        if (c == 0) turn_pass(1);  // warpgroup 1's last pass is left out, as in the loop below
+        wgmma_wait<0>();
+        fence_accumulators(o);
+        if (lane == 0) mbar_arrive(veb + 8 * sp);
+    }
+#else
     if (n_tiles > 0 && c == 1) turn_pass(0);
     for (int p = 0; n_tiles > 0 && p <= n_tiles; ++p) {
         const int s = p % STAGES, sp = (p + STAGES - 1) % STAGES;  // the stages of tiles p and p - 1
@@ -317,6 +368,7 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
         if (p < n_tiles)
             softmax_tile(sc, pa, o, m, l, row, p * BLOCK_N, first_row, S_q, S_k, t, scale_log2);
     }
+#endif
 
     // --- O / l, rounded once; rows past S_q are not written (rung 02's end) -------------------------------------
     half_bits* Oh = O + (long long)(b * H + h) * S_q * HEAD_DIM;
