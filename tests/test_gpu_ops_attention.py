@@ -82,11 +82,15 @@ def test_results_within_the_bound_on_the_path_the_head_dim_picks(case, dtype):
         assert path == "01_naive" and rt.last_decision.source.startswith("fallback")
 
 
-def test_a_flash_call_takes_the_fastest_flash_rung_the_family_has():
-    p = problem(7, B=2, H=4, H_kv=2, S_q=256, S_k=256, D=128)
+@pytest.mark.parametrize("S", [256, 1024])
+def test_a_flash_call_takes_the_fastest_flash_rung_the_family_has(S):
+    """The first rung of the order for the call's key count (SHORT_FLASH_ORDER up to SHORT_KEYS keys) that serves."""
+    p = problem(7, B=2, H=4, H_kv=2, S_q=S, S_k=S, D=128)
     rt = fresh_runtime()
     run(p, rt)
-    assert rt.last_decision.path == FLASH[0] or ATT.refusal(ATT.rung(FLASH[0]), p, p.inputs["Q"][0]) is not None
+    order = attn.flash_rungs({r.key for r in ATT.rungs}, S)
+    first = next(key for key in order if ATT.refusal(ATT.rung(key), p, p.inputs["Q"][0]) is None)
+    assert rt.last_decision.path == first
 
 
 def test_rows_that_see_no_key_are_plus_zero():

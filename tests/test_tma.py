@@ -91,4 +91,6 @@ def test_a_3d_map_names_three_sizes_two_strides_and_a_one_plane_box(monkeypatch)
                                                           [1, 1, 1])
     with pytest.raises(LabError, match="128-byte swizzle"):
         tma.TensorMap3D(0, 128, 1000, 64, 256, 256000, 128, 128).check()
+    with pytest.raises(LabError, match="plane stride"):
+        tma.TensorMap3D(0, 128, 1000, 64, 256, 256008 - 2, 64, 128).check()
     tma.encode.cache_clear()

@@ -26,9 +26,8 @@
 //   register they use is touched between issue and wait, and makes every wgmma wait for the one before: the
 //   asynchrony that rung 04 has, and the overlap this rung exists for, are both gone. The fix is the knob PEELED = 1:
 //   the loop peeled (the first batch S(0) alone, then S(j) with P V(j-1) under no condition, then P V(last) alone),
-//   which ptxas builds without the warning; it has not run on a GPU yet, so the default stays 0 (the measured build:
-//   PEELED = 0 compiles to the same SASS as before the knob existed). lab.ops dispatches to rung 04 until this rung
-//   measures faster.
+//   which ptxas builds without the warning; it is not measured yet, so the default is 0, the measured build (PEELED
+//   = 0 compiles to the same SASS as the file did before the knob). lab.ops sends its calls to rung 04, the faster.
 // Requires: as rung 04 (sm_90a; HEAD_DIM 64 or 128; Q, K, V, O 16-byte aligned). Launch: as rung 04 (grid
 //   (ceil(S_q / 128), H, B), THREADS = 384, SMEM_BYTES = (128 + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2 + 1024 of
 //   dynamic shared memory, three 3-D tensor maps).

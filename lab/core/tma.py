@@ -65,6 +65,9 @@ class TensorMap3D:
     def check(self) -> None:
         TensorMap2D(self.address, self.width, self.height, self.row_stride_bytes, self.box_width,
                     self.box_height).check()
+        if self.plane_stride_bytes % ALIGN_BYTES or not 0 < self.plane_stride_bytes < 2**40:
+            raise LabError(f"a TMA plane stride must be a positive multiple of {ALIGN_BYTES} bytes below 2^40; got "
+                           f"{self.plane_stride_bytes}.")
 
 
 def refusal(address: int, ld_elements: int, element_bytes: int = 2) -> str | None:

@@ -13,20 +13,22 @@ the type; `large_logits=1` (or dist="large_logits", normal values) multiplies Q 
 have a standard deviation of 15 on normal inputs and reach +-60 in a case of some thousand rows, past where an
 exp without its max subtracted overflows fp16 (e^11) and fp32 (e^88, with the wide distribution).
 
-Every rung has one signature:
+Rungs 01-03 have one signature:
     attention_<name>(const uint16* Q, const uint16* K, const uint16* V, uint16* O, int H, int H_kv, int S_q,
                      int S_k, [int D,] float scale_log2)
-(rung 01 takes D at run time; rungs 02-03 compile it as the knob HEAD_DIM), scale_log2 = fp32(log2(e) / sqrt(D)),
-on a grid (ceil(S_q / rows per block), H, B). The launcher passes BF16, CAUSAL and (rungs 02-03) HEAD_DIM as knobs.
-Rung 01 keeps one query row's scores in dynamic shared memory (S_k * 4 bytes); rungs 02-03 need 16-byte-aligned
-Q, K, V and O and D in (64, 128), and refuses other problems with one sentence (`refusal`).
+(rung 01 takes D at run time; rungs 02-05 compile it as the knob HEAD_DIM), scale_log2 = fp32(log2(e) / sqrt(D)),
+on a grid (ceil(S_q / rows per block), H, B). Rungs 04-05 (sm_90a) take three TMA tensor maps in place of Q, K and V
+(`_tensor_maps`). The launcher passes BF16, CAUSAL and (rungs 02-05) HEAD_DIM as knobs. Rung 01 keeps one query
+row's scores in dynamic shared memory (S_k * 4 bytes); rungs 02-05 need 16-byte-aligned Q, K, V and O and D in
+(64, 128), rungs 04-05 an sm_90 GPU, and each refuses other problems with one sentence (`refusal`).
 
 Measured against PyTorch's torch.nn.functional.scaled_dot_product_attention on the same memory (DLPack,
 zero-copy; `launch_ceiling`): a library baseline, not a hardware ceiling. Error bound: `error_bound`.
 
-Every rung compiles for sm_80-sm_90 without spills; rung 02's fragment index math and online-softmax bookkeeping
-are desk-checked in a NumPy model of mma.sync and ldmatrix, and the bound holds that model to half of it and rejects
-wrong ones (tests/test_attention_family.py). Rung 03 is rung 02's arithmetic with another copy schedule. On the GPU,
+Every rung compiles without spills for every arch it runs on (rungs 01-03: sm_80-sm_90; rungs 04-05: sm_90a);
+rung 02's fragment index math and online-softmax bookkeeping are desk-checked in a NumPy model of mma.sync and
+ldmatrix, and the bound holds that model to half of it and rejects wrong ones (tests/test_attention_family.py).
+Rung 03 is rung 02's arithmetic with another copy schedule. On the GPU,
 tests/test_gpu_attention.py checks every rung; results/h200/attention*.json hold what the H200 measured.
 """
 

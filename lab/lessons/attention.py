@@ -11,6 +11,7 @@ else from attention.json. Every number printed here is computed from those recor
 from __future__ import annotations
 
 import inspect
+import statistics
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -448,16 +449,21 @@ def ladder_table(rs: RecordSet | None) -> Markdown:
 
 
 def best_share(rs: RecordSet | None) -> str:
-    """The last rung's share of the baseline, lowest and highest over the headline prefill problems."""
+    """The best rung's share of the baseline (the rung with the highest median share over the headline prefill
+    problems, which need not be the last), lowest and highest over those problems."""
     if rs is None:
         return missing("headline")
-    last = [k for k in targets(rs) if k != BASELINE][-1:]
-    recs = [r for r in rs.records if r.rung in last and not is_decode(r.params)]
-    if not recs:
-        return f"no prefill records of the ladder's last rung in {rs.label()}"
+    prefill = [r for r in rs.records if r.rung != BASELINE and not is_decode(r.params)]
+    if not prefill:
+        return f"no prefill records of the ladder in {rs.label()}"
+    by_rung: dict[str, list] = {}
+    for r in prefill:
+        by_rung.setdefault(r.rung, []).append(r)
+    best = max(by_rung, key=lambda k: statistics.median(r.ratio for r in by_rung[k]))
+    recs = by_rung[best]
     low, high = min(recs, key=lambda r: r.ratio), max(recs, key=lambda r: r.ratio)
-    return (f"rung {last[0]}: from {low.ratio:.1%} of {BASELINE} ({problem_label(low.params)}) to {high.ratio:.1%} "
-            f"({problem_label(high.params)}); {rs.label()}")
+    return (f"the best rung, {best}: from {low.ratio:.1%} of {BASELINE} ({problem_label(low.params)}) to "
+            f"{high.ratio:.1%} ({problem_label(high.params)}); {rs.label()}")
 
 
 def causal_text(rs: RecordSet | None) -> str:

@@ -11,10 +11,10 @@ runs the same kernels today, but is counted apart so that a split-KV decode kern
 rounds S_q and S_k up to powers of two (the counters and the autotune cache file calls under it).
 
 The path: for D in SPECIALIZED_HEAD_DIMS, the fastest flash rung (FlashAttention's tiling: wgmma on sm_90, mma.sync
-before) that does not refuse the call, in FLASH_ORDER among the rungs the family has; otherwise, or when every flash
-rung refuses (operands off 16-byte boundaries, say), the generic rung 01, counted as a fallback. An autotuned entry
-for the bucket, where the store holds one, comes first. Causal masks are bottom-right aligned as FlashAttention 2 aligns
-them when S_q != S_k (the family's convention). The first call on given addresses records the kernel's launch; later
+before) that does not refuse the call, in FLASH_ORDER (SHORT_FLASH_ORDER with SHORT_KEYS keys or fewer) among the
+rungs the family has; otherwise, or when every flash rung refuses (operands off 16-byte boundaries, say), the
+generic rung 01, counted as a fallback. An autotuned entry for the bucket, where the store holds one, comes first.
+Causal masks are bottom-right aligned as FlashAttention 2 aligns them when S_q != S_k (the family's convention). The first call on given addresses records the kernel's launch; later
 calls on the same addresses replay it, as lab.ops.matmul does.
 """
 
@@ -36,6 +36,10 @@ DECODE_MAX_S_Q = 16  # at most this many query rows: a decode step
 # Fastest first as measured (results/h200/attention.json); rungs the family lacks are skipped, and a rung that refuses
 # a call (04 off sm_90) passes it on. Rung 05 (ping-pong) measured slower than rung 04 on the H200, so it is not here.
 FLASH_ORDER = ("04_wgmma_ws", "03_flash_pipelined", "02_flash_mma")
+# With few keys the order turns: at S_q = S_k = 256 (the sweep's shortest, B=2 H=16 D=128 fp16) rungs 02-03 took
+# under half of rung 04's time: rung 04's ring of 128-key stages never fills, and its 128-row blocks are half as many.
+SHORT_KEYS = 256
+SHORT_FLASH_ORDER = ("02_flash_mma", "03_flash_pipelined", "04_wgmma_ws")
 GENERIC = "01_naive"
 SPECIALIZED_HEAD_DIMS = (64, 128)  # the head dims the flash rungs compile in
 MAX_HEAD_DIM = 256  # the generic rung's limit
@@ -80,9 +84,10 @@ def bucket(shape: AttentionShape) -> str:
 
 # --- deciding (no GPU needed: the family's rungs and a refusal function are handed in) --------------------------
 
-def flash_rungs(rung_keys) -> list[str]:
-    """The flash rungs the family has, fastest first."""
-    return [key for key in FLASH_ORDER if key in rung_keys]
+def flash_rungs(rung_keys, S_k: int | None = None) -> list[str]:
+    """The flash rungs the family has, fastest first for a call with S_k keys (SHORT_FLASH_ORDER up to SHORT_KEYS)."""
+    order = SHORT_FLASH_ORDER if S_k is not None and S_k <= SHORT_KEYS else FLASH_ORDER
+    return [key for key in order if key in rung_keys]
 
 
 def fallback_reason(shape: AttentionShape, sentence: str | None) -> str:
@@ -103,7 +108,7 @@ def decide(shape: AttentionShape, rung_keys, refusal: Callable[[str], str | None
         return Decision(tuned, (), "tuned")
     first_refusal = None
     if shape.D in SPECIALIZED_HEAD_DIMS:
-        for key in flash_rungs(rung_keys):
+        for key in flash_rungs(rung_keys, shape.S_k):
             why = refusal(key)
             if why is None:
                 return Decision(key, (), f"flash: D={shape.D}")
@@ -126,6 +131,9 @@ def _attention_type(q, k, v, input_type: str | None) -> str:
                        ".astype().")
     if q.dtype == np.float16 and input_type in (None, "float16"):
         return "float16"
+    if q.dtype == np.float16:
+        raise LabError("input_type=\"bfloat16\" reads uint16 arrays of bf16 bit patterns, and these are float16: drop "
+                       "input_type, or pass the bf16 bits as uint16.")
     if q.dtype == np.uint16:
         if input_type != "bfloat16":
             raise LabError("uint16 arrays are read as bf16 bit patterns only with input_type=\"bfloat16\"; pass it, "
@@ -243,9 +251,12 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=
         _check_flag_types(causal, scale)  # before they go into a key (an array there would not hash)
     if out is not None:
         try:  # the fast path: one flat key of addresses, shapes and strides, one lookup, the recorded launch
+            # The devices too: the current one (the launch goes there) and each array's, so that a call under another
+            # cupy.cuda.Device, or on arrays of another GPU at the same addresses, is checked anew.
             fkey = ("attention", q.data.ptr, k.data.ptr, v.data.ptr, out.data.ptr, q.shape, q.strides, k.shape,
                     k.strides, v.shape, v.strides, out.shape, out.strides, q.dtype.char, k.dtype.char, v.dtype.char,
-                    out.dtype.char, causal, scale, input_type)
+                    out.dtype.char, causal, scale, input_type, _current_device(), q.data.device_id,
+                    k.data.device_id, v.data.device_id, out.data.device_id)
         except AttributeError:
             fkey = None
         replay = rt.fast.get(fkey)
@@ -262,12 +273,19 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=
         key = ("attention", q.shape, q.strides, q.dtype.char, k.shape, k.strides, k.dtype.char, v.shape, v.strides,
                v.dtype.char, None if out is None else (out.shape, out.strides, out.dtype.char), causal, scale,
                input_type, q.data.ptr & 15, k.data.ptr & 15, v.data.ptr & 15,
-               0 if out is None else out.data.ptr & 15, q.data.device_id)
+               0 if out is None else out.data.ptr & 15, _current_device(), q.data.device_id, k.data.device_id,
+               v.data.device_id, None if out is None else out.data.device_id)
     except (AttributeError, TypeError):
         check_values(q, k, v, causal, scale, out, input_type)
         raise _not_on_gpu() from None
     counters.COUNTS["calls"] += 1
     return _attention_slow(rt, key, q, k, v, causal, scale, out, input_type, fkey)
+
+
+def _current_device() -> int:
+    from cupy.cuda import runtime
+
+    return runtime.getDevice()
 
 
 def _attention_slow(rt, key, q, k, v, causal, scale, out, input_type, fkey):
@@ -287,7 +305,7 @@ def _attention_slow(rt, key, q, k, v, causal, scale, out, input_type, fkey):
     decision = rt.decisions.get(key)
     if decision is None:
         counters.COUNTS["decision_misses"] += 1
-        counters.FAMILIES[family_label(shape)] += 1
+        counters.FAMILIES[family_label(shape)] += 1  # once per decision key, as lab.ops.matmul counts
         decision = _decide_on_gpu(rt, shape, fam, problem, out)
         if decision.source.startswith("fallback"):
             counters.FALLBACKS[decision.source[10:]] += 1

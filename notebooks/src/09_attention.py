@@ -36,8 +36,9 @@
 # same run: a library baseline a user would otherwise call, not a hardware ceiling. Ideas from: Milakov &
 # Gimelshein, "Online normalizer calculation for softmax" (2018); Dao et al., "FlashAttention" (2022) and Dao,
 # "FlashAttention-2" (2023), whose recurrence and work split rungs 02 and up follow; Shah et al., "FlashAttention-3"
-# (2024) for what Hopper's asynchronous instructions add beyond this ladder; the layout of Triton's fused-attention
-# tutorial (`python/tutorials/06-fused-attention.py`). Every measured figure is computed in a cell from records.
+# (2024), whose Hopper pieces rungs 04-05 take (TMA, wgmma, a producer warpgroup, ping-pong); the layout of Triton's
+# fused-attention tutorial (`python/tutorials/06-fused-attention.py`). Every measured figure is computed in a cell
+# from records.
 
 # %%
 import numpy as np
@@ -268,7 +269,7 @@ lesson.show(figures.ladder_vs_sdpa, RECORDS["headline"], "headline")
 # **Reading the bars.** The axis is logarithmic where the rungs span decades: rung 01 is the definition, there to
 # check the others against, and sits far below; each step up is the change its header names. The hatched bar is
 # SDPA, the library a user would call. Hold each rung's bar against its prediction above, then the share of SDPA
-# the last rung reaches:
+# the best rung reaches:
 
 # %%
 print(lesson.best_share(RECORDS["headline"]))
@@ -385,6 +386,7 @@ print(lesson.tail_text(RECORDS["tail"]))
 # - A block's K/V tile feeds BLOCK_M query rows: the rows a block owns set the FLOPs per byte it copies, and the
 #   registers the scores and accumulators need set how many blocks an SM holds.
 # - A decode step (S_q = 1) is memory-bound again and wants the keys split across blocks, not a bigger tile.
-# - On Hopper the rest of the distance is what FlashAttention-3 is about: copies by the tensor memory accelerator
-#   that no warp waits for, warp specialization, `wgmma` instead of `mma.sync`, and the softmax overlapped with the
-#   products.
+# - On Hopper most of the distance is FlashAttention-3's pieces, which rungs 04-05 take: copies by the tensor memory
+#   accelerator that no warp waits for, warp specialization, `wgmma` instead of `mma.sync`. What is left is the
+#   softmax overlapped with the products: between warpgroups (rung 05's ping-pong, which the compiler serialized
+#   as built) and inside one (a second score accumulator, FlashAttention-3's intra-warpgroup pipelining).
