@@ -14,8 +14,9 @@ The path: for D in SPECIALIZED_HEAD_DIMS, the fastest flash rung (FlashAttention
 before) that does not refuse the call, in FLASH_ORDER (SHORT_FLASH_ORDER with SHORT_KEYS keys or fewer) among the
 rungs the family has; otherwise, or when every flash rung refuses (operands off 16-byte boundaries, say), the
 generic rung 01, counted as a fallback. An autotuned entry for the bucket, where the store holds one, comes first.
-Causal masks are bottom-right aligned as FlashAttention 2 aligns them when S_q != S_k (the family's convention). The first call on given addresses records the kernel's launch; later
-calls on the same addresses replay it, as lab.ops.matmul does.
+Causal masks are bottom-right aligned as FlashAttention 2 aligns them when S_q != S_k (the family's convention). The
+first call on given addresses records the kernel's launch; later calls on the same addresses replay it, as
+lab.ops.matmul does.
 """
 
 from __future__ import annotations
