@@ -19,7 +19,7 @@
 //   0.9-1.0x cuDNN's kernel. What is left: the softmax of a warpgroup still waits for its own S (no overlap inside a
 //   warpgroup, which needs a second S accumulator: FlashAttention-3's intra-warpgroup pipelining).
 // Measured (results/h200/attention.json, `lab bench attention`, SDPA in the same run): correct on every check case,
-//   but slower than rung 04 at every headline size (0.77-0.81x of its speed at D = 128, 0.80-0.85x at D = 64),
+//   but slower than rung 04 at every headline size (0.77-0.80x of its speed at D = 128, 0.80-0.85x at D = 64),
 //   not faster: the prediction failed. ptxas says why when it builds this file: "(C7519) Potential Performance Loss:
 //   wgmma.mma_async instructions are serialized due to program dependence on compiler-inserted WG.AR in divergent
 //   path". The batch's two products sit under `if (p < n_tiles)` and `if (p > 0)`, so ptxas cannot prove that no
