@@ -63,6 +63,7 @@
 #   bash scripts/device_run.sh notebooks-live FILES  the notebooks named (notebooks/src/NN_*.py) executed live
 #   bash scripts/device_run.sh attention-final attention's GPU tests, notebooks 06 and 08 live, `lab bench attention`,
 #                                              notebook 09 live, lab.ops.attention's and exercise 10's GPU tests
+#   bash scripts/device_run.sh decode-attention decode attention's GPU tests, its study against SDPA, its headline bench
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
 #                                              the slowest tests' durations
 #   bash scripts/device_run.sh grading         the grader's GPU tests (fault batch, exercises 07-08, exercise 08's numerics
@@ -294,6 +295,15 @@ for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in t
       NOTEBOOK_BOX=100 notebooks notebooks/src/09_attention.py
       keep_cache
       gpu_tests "$(box 200 8)" tests/test_gpu_ops_attention.py tests/test_gpu_exercise10.py --durations=5 ;;
+    decode-attention)  # the decode-attention ladder: its GPU tests, then its study against SDPA (three rounds) and
+      # `lab bench attention_decode --kinds headline`, all within BUDGET_S
+      carried
+      gpu_tests "$(box 260 250)" tests/test_gpu_attention_decode.py -x --durations=5
+      echo "== decode attention study"; timeout "$(box 200 60)" python3 -m lab.studies.decode_attention_study "$pack" \
+        ${STUDY_ARGS:-} 2>&1 | tail -90
+      echo "== lab bench attention_decode"; COLUMNS=200 timeout "$(box 100 10)" python3 -m lab bench attention_decode \
+        --kinds headline --json "$pack/attention_decode.json" 2>&1 | grep -v "^│ *│" | tail -40
+      keep_cache ;;
     notebooks-live)  # the notebooks named after the mode (notebooks/src/NN_*.py) executed live, each figure checked
       carried; export LAB_CHECK_FIGURES=1; shift
       notebooks "$@"

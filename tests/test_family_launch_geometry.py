@@ -33,7 +33,8 @@ FAKE_REGISTERS, FAKE_STATIC_SMEM = 64, 0
 CONSTANTS = ("VEC_RUNGS", "PERSISTENT_RUNGS", "STREAM_K_RUNGS", "PLUGIN_RUNG", "WARP_ROW_RUNGS", "SPECIALIZED_ENTRIES")
 MODULE_CONSTANTS = {"gemm_split_k": ("SPLIT_MODES", "MODE_NAMES", "REDUCE_ENTRY"), "decode": ("SPLIT_K_RUNG",)}
 FAMILIES = ("copy", "transpose", "gemm_fp32", "gemm_tc", "gemm_fp32_epilogue", "gemm_tc_epilogue", "softmax",
-            "rmsnorm", "layernorm", "gemm_split_k", "decode", "grouped_gemm", "attention")
+            "rmsnorm", "layernorm", "gemm_split_k", "decode", "grouped_gemm", "attention",
+            "attention_decode")
 CEILING_LAUNCHES_A_RUNG = ("gemm_fp32_epilogue", "gemm_tc_epilogue")  # their ceiling is the rung without the chain
 
 
@@ -188,6 +189,8 @@ def _install(monkeypatch):
         decode.SPLIT_K_FAMILY._plans.clear()
         if family is not None and hasattr(family, "_plans"):
             family._plans.clear()
+        if family is not None and hasattr(family, "_workspaces"):
+            family._workspaces.clear()
         norms._resident_blocks_on.cache_clear()
         try:
             result = run()
@@ -259,7 +262,29 @@ def problem(family, case: dict, alloc: Allocator):
                   "V": [alloc("V", (B, H_kv, S_k, D), storage)]}
         return Problem("", inputs, (B, H, S_q, D), family.min_dram_bytes(params), params=params, dtype=storage), \
             alloc("O", (B, H, S_q, D), storage)
+    if name == "attention_decode":
+        return _decode_attention_problem(family, case, alloc)
     raise KeyError(name)
+
+
+def _decode_attention_problem(family, case: dict, alloc: Allocator):
+    """The cache as the kernels read it (contiguous, or pages with a block table), its lengths, and Q and O."""
+    from lab.core.ladder import Problem
+    from lab.families.gemm_tc import STORAGE
+
+    B, H, S_q, S_k, D = case["B"], case["H"], case["S_q"], case["S_k"], case["D"]
+    H_kv, page = case.get("H_kv", H), case.get("page_size", 0)
+    storage = STORAGE[case["dtype"]]
+    params = {"B": B, "H": H, "H_kv": H_kv, "S_q": S_q, "S_k": S_k, "D": D, "dtype": case["dtype"],
+              "causal": int(case.get("causal", 0)), "page_size": page, "varlen": case.get("varlen", 0)}
+    params |= {"split_keys": case["split_keys"]} if case.get("split_keys") else {}
+    pages = B * -(-S_k // page) + 2 if page else 0
+    cache = (pages, page, H_kv, D) if page else (B, H_kv, S_k, D)
+    inputs = {"Q": [alloc("Q", (B, H, S_q, D), storage)], "K": [alloc("K", cache, storage)],
+              "V": [alloc("V", cache, storage)], "seq_lens": [alloc("seq_lens", (B,), np.int32)]}
+    if page:
+        inputs["block_table"] = [alloc("block_table", (B, -(-S_k // page)), np.int32)]
+    return Problem("", inputs, (B, H, S_q, D), 0, params=params, dtype=storage), alloc("O", (B, H, S_q, D), storage)
 
 
 def _gemm_problem(family, case: dict, alloc: Allocator, tensor_cores: bool):
@@ -527,6 +552,10 @@ def test_grouped_gemm_launches_match_the_golden_table(no_gpu):
 
 def test_attention_launches_match_the_golden_table(no_gpu):
     _check_family("attention", no_gpu)
+
+
+def test_attention_decode_launches_match_the_golden_table(no_gpu):
+    _check_family("attention_decode", no_gpu)
 
 
 def test_every_rung_names_one_of_its_familys_launch_schemes():

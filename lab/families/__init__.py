@@ -7,6 +7,7 @@ from __future__ import annotations
 from lab.core.errors import LabError
 from lab.core.ladder import Family, Rung
 from lab.families.attention import AttentionFamily
+from lab.families.attention_decode import AttentionDecodeFamily
 from lab.families.copy import CopyFamily
 from lab.families.decode import DecodeFamily
 from lab.families.gemm import GemmFp32Family
@@ -24,7 +25,8 @@ def families() -> dict[str, Family]:
     return {f.name: f for f in (CopyFamily(), TransposeFamily(), GemmFp32Family(), GemmTcFamily(),
                                             GemmFp32EpilogueFamily(), GemmTcEpilogueFamily(), SoftmaxFamily(),
                                             RMSNormFamily(), LayerNormFamily(), GemmSplitKFamily(),
-                                            DecodeFamily(), GroupedGemmFamily(), AttentionFamily())}
+                                            DecodeFamily(), GroupedGemmFamily(), AttentionFamily(),
+                                            AttentionDecodeFamily())}
 
 
 def get_family(name: str) -> Family:
