@@ -64,6 +64,7 @@
 #define DK (HEAD_DIM / 16)             // k-steps of S = Q K^T
 #define DN (HEAD_DIM / 8)              // 8-column tiles of O
 #define TILE_HALVES (BLOCK_N * STRIDE)
+#define MAX_SPLITS 256                 // the combine keeps [16 rows][splits] weights over the stages
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 800
 #error "decode attention needs sm_80 or newer (mma.sync m16n8k16 for fp16 and bf16, cp.async)"
@@ -76,6 +77,7 @@ static_assert(BLOCK_N == 16 * WARPS, "each warp takes 16 keys of a tile");
 static_assert(STAGES >= 2, "a tile in use and one in flight at least");
 static_assert(PAD % 8 == 0, "rows stay 16-byte aligned for ldmatrix and cp.async");
 static_assert((BLOCK_N * HEAD_DIM / 8) % THREADS == 0, "whole 16-byte chunks per thread");
+static_assert(MAX_SPLITS * ROWS * 4 <= (ROWS + 2 * STAGES * BLOCK_N) * STRIDE * 2, "the combine's weights fit");
 static_assert(THREADS % ROWS == 0 && HEAD_DIM % (4 * (THREADS / ROWS)) == 0, "the combine's float4 columns");
 
 typedef unsigned short half_bits;  // an fp16 or a bf16 value, as its 16 bits
@@ -128,7 +130,18 @@ __device__ __forceinline__ void copy_tile(unsigned k_addr, unsigned v_addr, cons
     }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+// Four outputs of a row: acc / total rounded once to the input type, +0 for a row that saw no key (total 0).
+__device__ __forceinline__ void store_o4(half_bits* out, float4 acc, float total) {
+    const bool seen = total > 0.0f;
+    const float inv = seen ? 1.0f / total : 0.0f;
+    const float x0 = seen ? acc.x * inv : 0.0f, x1 = seen ? acc.y * inv : 0.0f;
+    const float x2 = seen ? acc.z * inv : 0.0f, x3 = seen ? acc.w * inv : 0.0f;
+    *reinterpret_cast<uint2*>(out) = make_uint2(pack_half2(float_to_half_bits<BF16>(x0), float_to_half_bits<BF16>(x1)),
+                                                pack_half2(float_to_half_bits<BF16>(x2), float_to_half_bits<BF16>(x3)));
+}
+
+// (THREADS, 1): without the 1, ptxas held one variant (sm_90, D = 64, paged, causal) to 96 registers and spilled.
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
 attention_decode_split_kv(const half_bits* __restrict__ Q, const half_bits* __restrict__ K,
                           const half_bits* __restrict__ V, half_bits* __restrict__ O, float* __restrict__ part_o,
                           float* __restrict__ part_ml, unsigned* __restrict__ arrivals,
@@ -137,6 +150,7 @@ attention_decode_split_kv(const half_bits* __restrict__ Q, const half_bits* __re
     // Q's 16 rows, then STAGES stages of a K tile and a V tile; after the loop, the warps' partial rows over them.
     extern __shared__ __align__(16) half_bits smem[];
     __shared__ float warp_m[WARPS][ROWS], warp_l[WARPS][ROWS];
+    __shared__ float row_total[ROWS];
     __shared__ int is_last;
 
     const int group = H / H_kv, packed = group * S_q;  // query rows of one key/value head
@@ -293,57 +307,65 @@ attention_decode_split_kv(const half_bits* __restrict__ Q, const half_bits* __re
     }
 
     const long long slot = (long long)blockIdx.z * gridDim.y + blockIdx.y;  // this block row's workspace
-    if (splits > 1) {
-        // --- publish this split's rows, then count in; the last to arrive combines ---------------------------------
+    if (splits == 1) {
         if (p < packed) {
-            float* dst = part_o + ((slot * splits + split) * ROWS + row) * HEAD_DIM + col0;
 #pragma unroll
             for (int c = 0; c < C4; ++c)
-                __stcg(reinterpret_cast<float4*>(dst + 4 * PER_ROW * c), make_float4(acc[c][0], acc[c][1], acc[c][2], acc[c][3]));
-            if (col0 == 0) __stcg(reinterpret_cast<float2*>(part_ml + 2 * ((slot * splits + split) * ROWS + row)),
-                                  make_float2(M, total));
+                store_o4(O + q_row(p) + col0 + 4 * PER_ROW * c, make_float4(acc[c][0], acc[c][1], acc[c][2], acc[c][3]),
+                         total);
         }
-        __threadfence();  // this block's rows are visible device-wide before its arrival is
-        __syncthreads();
-        if (threadIdx.x == 0) is_last = atomicAdd(arrivals + slot, 1u) == (unsigned)(splits - 1);
-        __syncthreads();
-        if (!is_last) return;
-        __threadfence();  // the other splits' rows, read after their arrivals
-        if (threadIdx.x == 0) arrivals[slot] = 0u;  // ready for the next launch
-        if (p >= packed) return;
-        M = NEG_INF;
-        for (int s = 0; s < splits; ++s)
-            M = fmaxf(M, __ldcg(part_ml + 2 * ((slot * splits + s) * ROWS + row)));
-        const float shift_all = M == NEG_INF ? 0.0f : M;
-        total = 0.0f;
-#pragma unroll
-        for (int c = 0; c < C4; ++c) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
-        for (int s = 0; s < splits; ++s) {  // split order, whichever block arrived last: the same bits every run
-            const float2 ml = __ldcg(reinterpret_cast<const float2*>(part_ml + 2 * ((slot * splits + s) * ROWS + row)));
-            const float f = fast_exp2(ml.x - shift_all);
-            total = fmaf(f, ml.y, total);
-            const float* src = part_o + ((slot * splits + s) * ROWS + row) * HEAD_DIM + col0;
-#pragma unroll
-            for (int c = 0; c < C4; ++c) {
-                const float4 x = __ldcg(reinterpret_cast<const float4*>(src + 4 * PER_ROW * c));
-                acc[c][0] = fmaf(f, x.x, acc[c][0]), acc[c][1] = fmaf(f, x.y, acc[c][1]);
-                acc[c][2] = fmaf(f, x.z, acc[c][2]), acc[c][3] = fmaf(f, x.w, acc[c][3]);
-            }
-        }
-    } else if (p >= packed) {
         return;
     }
-
-    // --- O = acc / total, rounded once; a row that saw no key is +0 -----------------------------------------------
-    const bool seen = total > 0.0f;
-    const float inv = seen ? 1.0f / total : 0.0f;
-    half_bits* out = O + q_row(p) + col0;
+    // --- publish this split's rows, then count in; the last to arrive combines -------------------------------------
+    if (p < packed) {
+        float* dst = part_o + ((slot * splits + split) * ROWS + row) * HEAD_DIM + col0;
 #pragma unroll
-    for (int c = 0; c < C4; ++c) {
-        const float x0 = seen ? acc[c][0] * inv : 0.0f, x1 = seen ? acc[c][1] * inv : 0.0f;
-        const float x2 = seen ? acc[c][2] * inv : 0.0f, x3 = seen ? acc[c][3] * inv : 0.0f;
-        *reinterpret_cast<uint2*>(out + 4 * PER_ROW * c) =
-            make_uint2(pack_half2(float_to_half_bits<BF16>(x0), float_to_half_bits<BF16>(x1)),
-                       pack_half2(float_to_half_bits<BF16>(x2), float_to_half_bits<BF16>(x3)));
+        for (int c = 0; c < C4; ++c)
+            __stcg(reinterpret_cast<float4*>(dst + 4 * PER_ROW * c), make_float4(acc[c][0], acc[c][1], acc[c][2], acc[c][3]));
+        if (col0 == 0) __stcg(reinterpret_cast<float2*>(part_ml) + (slot * splits + split) * ROWS + row, make_float2(M, total));
+    }
+    __threadfence();  // this block's rows are visible device-wide before its arrival is
+    __syncthreads();
+    if (threadIdx.x == 0) is_last = atomicAdd(arrivals + slot, 1u) == (unsigned)(splits - 1);
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();  // the other splits' rows, read after their arrivals
+    if (threadIdx.x == 0) arrivals[slot] = 0u;  // ready for the next launch
+
+    // Each valid row's weights 2^(m_s - M) over the splits (one warp a row, lanes striding the splits) into shared
+    // memory, and its total; then every (row, 4 columns) of O sums its splits in split order, 8 loads in flight. The
+    // orders are fixed (lanes, shuffle tree, splits), whichever block arrived last: the same bits every run.
+    const int valid = min(ROWS, packed - r0);
+    float* weight = reinterpret_cast<float*>(smem);  // [valid][splits] (MAX_SPLITS * ROWS fp32 fit any stages)
+    const float2* ml = reinterpret_cast<const float2*>(part_ml) + slot * splits * ROWS;
+    for (int r = warp; r < valid; r += WARPS) {
+        float mx = NEG_INF;
+        for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, __ldcg(ml + s * ROWS + r).x);
+#pragma unroll
+        for (int d = 16; d > 0; d /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+        const float shift_all = mx == NEG_INF ? 0.0f : mx;
+        float sum = 0.0f;
+        for (int s = lane; s < splits; s += 32) {
+            const float2 v = __ldcg(ml + s * ROWS + r);
+            const float f = fast_exp2(v.x - shift_all);
+            weight[r * splits + s] = f;
+            sum = fmaf(f, v.y, sum);
+        }
+#pragma unroll
+        for (int d = 16; d > 0; d /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, d);
+        if (lane == 0) row_total[r] = sum;
+    }
+    __syncthreads();
+    for (int item = threadIdx.x; item < valid * (HEAD_DIM / 4); item += THREADS) {
+        const int r = item / (HEAD_DIM / 4), c = 4 * (item % (HEAD_DIM / 4));
+        const float* src = part_o + (slot * splits * ROWS + r) * HEAD_DIM + c;
+        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+        for (int s = 0; s < splits; ++s) {
+            const float4 x = __ldcg(reinterpret_cast<const float4*>(src + (long long)s * ROWS * HEAD_DIM));
+            const float f = weight[r * splits + s];
+            a.x = fmaf(f, x.x, a.x), a.y = fmaf(f, x.y, a.y), a.z = fmaf(f, x.z, a.z), a.w = fmaf(f, x.w, a.w);
+        }
+        store_o4(O + q_row(r0 + r) + c, a, row_total[r]);
     }
 }

@@ -52,6 +52,8 @@ ROWS = 16  # packed query rows a block (the kernels' ROWS)
 DEFAULT_SM_COUNT = 132  # the H200's, for plans made with no GPU to ask (CPU tests)
 DEFAULT_SMEM_PER_SM = 228 * 1024
 SMEM_RESERVED = 1024  # shared memory the driver keeps per block
+MAX_SPLITS = 256  # rung 02's combine keeps a row's split weights in shared memory (the kernel's MAX_SPLITS)
+WAVE_SHARE = 0.9  # split_plan's bar for the block slots a grid keeps busy
 
 
 def _rung(key: str, entry: str, title: str, *, launch: str, **knobs: int) -> Rung:
@@ -81,17 +83,30 @@ class SplitPlan:
     split_keys: int
 
 
+def wave_share(blocks: int, capacity: int) -> float:
+    """The share of the block slots (capacity = SMs x blocks an SM holds) a grid keeps busy over its waves."""
+    return blocks / (-(-blocks // capacity) * capacity)
+
+
 def split_plan(params: dict, block_n: int, blocks_per_sm: int, sm_count: int) -> SplitPlan:
-    """params["split_keys"] when given (> 0); else as many splits as fill one wave (sm_count * blocks_per_sm blocks)
-    beside the B * H_kv * row_groups blocks there already are, each a whole number of BLOCK_N-key tiles: more
-    would start a second, partial wave; fewer leave SMs without bytes in flight."""
+    """params["split_keys"] when given (> 0); else the fewest splits (of whole BLOCK_N-key tiles, at most MAX_SPLITS
+    and one a tile) whose grid, beside the B * H_kv * row_groups blocks there already are, keeps at least
+    WAVE_SHARE of the GPU's block slots busy over its waves (wave_share), or the best share when none reaches it: a
+    partial last wave leaves SMs without bytes in flight, and every split costs a combine."""
     S_k = params["S_k"]
     forced = int(params.get("split_keys", 0) or 0)
     if forced > 0:
-        return SplitPlan(-(-S_k // forced), forced)
+        splits = -(-S_k // forced)
+        if splits > MAX_SPLITS:
+            raise LabError(f"decode attention combines at most {MAX_SPLITS} splits; split_keys={forced} cuts "
+                           f"S_k={S_k} into {splits}: use split_keys >= {-(-S_k // MAX_SPLITS)}.")
+        return SplitPlan(splits, forced)
     base = params["B"] * params["H_kv"] * row_groups(params)
+    capacity = sm_count * blocks_per_sm
     tiles = -(-S_k // block_n)
-    splits = max(1, min(tiles, (sm_count * blocks_per_sm) // base))
+    candidates = range(1, min(tiles, MAX_SPLITS) + 1)
+    good = [s for s in candidates if wave_share(base * s, capacity) >= WAVE_SHARE]
+    splits = good[0] if good else max(candidates, key=lambda s: (wave_share(base * s, capacity), -s))
     split_keys = block_n * -(-tiles // splits)
     return SplitPlan(-(-S_k // split_keys), split_keys)
 

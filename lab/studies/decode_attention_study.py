@@ -37,7 +37,7 @@ SHAPES = [dict(B=b, S_k=s, dtype="float16") for b, s in ((1, 8192), (1, 32768), 
 SHAPES += [dict(B=1, S_k=8192, dtype="bfloat16"), dict(B=8, S_k=8192, dtype="bfloat16")]
 VARLEN = dict(B=16, S_k=8192, dtype="float16", varlen=1)
 QUICK_SHAPES = SHAPES[:1]
-KNOB_SETTINGS = ({"STAGES": 3}, {"STAGES": 4})
+KNOB_SETTINGS = ({"STAGES": 3}, {"STAGES": 4}, {"STAGES": 6})
 SPLIT_FACTORS = (0.5, 2.0)  # keys a split against the plan's
 PAGES = (64, 16)
 
