@@ -304,6 +304,17 @@ for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in t
       echo "== lab bench attention_decode"; COLUMNS=200 timeout "$(box 100 10)" python3 -m lab bench attention_decode \
         --kinds headline --json "$pack/attention_decode.json" 2>&1 | grep -v "^│ *│" | tail -40
       keep_cache ;;
+    decode-records)  # decode attention after its last kernel change: its GPU tests and lab.ops.attention's, memcheck
+      # on both rungs, the study (three rounds) and `lab bench attention_decode` into results/h200
+      carried
+      gpu_tests "$(box 150 400)" tests/test_gpu_attention_decode.py tests/test_gpu_ops_attention.py -x --durations=5
+      echo "== compute-sanitizer memcheck"; timeout "$(box 90 310)" python3 scripts/gemm_tc_sanitize.py \
+        "$pack/sanitize_attention_decode.json" --family attention_decode --tools memcheck --budget 80 2>&1 | tail -12
+      echo "== decode attention study"; timeout "$(box 200 100)" python3 -m lab.studies.decode_attention_study "$pack" \
+        2>&1 | tail -120
+      echo "== lab bench attention_decode"; COLUMNS=200 timeout "$(box 100 5)" python3 -m lab bench attention_decode \
+        --kinds headline,sweep --json "$pack/attention_decode.json" 2>&1 | grep -v "^│ *│" | tail -60
+      keep_cache ;;
     notebooks-live)  # the notebooks named after the mode (notebooks/src/NN_*.py) executed live, each figure checked
       carried; export LAB_CHECK_FIGURES=1; shift
       notebooks "$@"

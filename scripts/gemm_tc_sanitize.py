@@ -81,8 +81,16 @@ ATTENTION_CASES = [{"B": 1, "H": 2, "H_kv": 1, "S_q": 17, "S_k": 300, "D": 64, "
                    {"B": 1, "H": 1, "S_q": 130, "S_k": 257, "D": 128, "dtype": "bfloat16", "causal": 0},
                    {"B": 1, "H": 1, "S_q": 300, "S_k": 100, "D": 64, "dtype": "float16", "causal": 1}]
 ATTENTION_RACE_CASES = [{"B": 1, "H": 1, "S_q": 65, "S_k": 600, "D": 64, "dtype": "bfloat16", "causal": 0}]
+# Decode attention: GQA packings of 4 and 32 rows (two row groups), a key tail, forced splits ending inside a tile,
+# causal rows that see no key; rung 02 also on paged caches (pages of 7 keys) with per-sequence lengths.
+DECODE_ATTENTION_CASES = [
+    {"B": 2, "H": 8, "H_kv": 2, "S_q": 1, "S_k": 333, "D": 128, "dtype": "float16", "causal": 0, "split_keys": 100},
+    {"B": 1, "H": 16, "H_kv": 1, "S_q": 2, "S_k": 200, "D": 64, "dtype": "bfloat16", "causal": 1},
+    {"B": 3, "H": 8, "H_kv": 2, "S_q": 4, "S_k": 150, "D": 64, "dtype": "float16", "causal": 1, "page_size": 7,
+     "varlen": 1, "split_keys": 64}]
 FAMILY_CASES = {
     "gemm_tc": CASES,
+    "attention_decode": {tool: DECODE_ATTENTION_CASES for tool in sanitizer.TOOLS},
     "attention": {"memcheck": ATTENTION_CASES, "racecheck": ATTENTION_RACE_CASES, "synccheck": ATTENTION_RACE_CASES},
     "gemm_split_k": {tool: SPLIT_K_CASES for tool in sanitizer.TOOLS},
     "decode": {tool: DECODE_CASES for tool in sanitizer.TOOLS},
@@ -137,6 +145,8 @@ def check_cases(family, rung_key: str, cases: list[dict], seed: int = 17) -> dic
     from lab.measure.verify import check_case
 
     rung = family.rung(rung_key)
+    if hasattr(family, "cases_for"):  # a family whose rungs serve different cases (decode attention's)
+        cases = family.cases_for(rung, cases)
     labels, failed, worst = [], [], 0.0
     for case in cases:
         try:

@@ -341,3 +341,20 @@ def test_attention_is_a_lazy_name_of_lab_ops():
     assert "attention" in ops.__all__ and ops.attention is attn.attention
     code = "import sys, lab.ops, lab.ops.attn; lab.ops.attention; assert 'cupy' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("S_q", [1, 16])
+def test_a_decode_call_takes_the_decode_kernel_where_it_serves(S_q):
+    d = decide(shape(S_q=S_q, S_k=5000), THREE, refusing(), tuned="02_flash_mma", decode_refusal=lambda: None)
+    assert d.path == attn.DECODE_PATH and d.source == "decode: split-KV"
+
+
+def test_a_refusing_decode_kernel_leaves_the_call_to_the_flash_rungs():
+    d = decide(shape(S_q=1, S_k=5000), THREE, refusing(), decode_refusal=lambda: "decode attention refuses.")
+    assert d.path == "03_flash_pipelined"
+
+
+def test_a_prefill_call_never_asks_the_decode_kernel():
+    asked = []
+    d = decide(shape(S_q=17, S_k=5000), THREE, refusing(), decode_refusal=lambda: asked.append(1))
+    assert d.path == "03_flash_pipelined" and not asked

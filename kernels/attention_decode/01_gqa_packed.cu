@@ -19,8 +19,9 @@
 // Requires: sm_80+ (mma.sync, cp.async), HEAD_DIM 64 or 128, 16-byte-aligned Q, K, V, O. Launch: grid
 //   (1, H_kv * ceil(G * S_q / 16), B), block THREADS, dynamic shared memory
 //   (16 + 2 * STAGES * BLOCK_N) * (HEAD_DIM + PAD) * 2 bytes.
-// Knobs: BF16, CAUSAL, HEAD_DIM (set per problem), BLOCK_N (64 keys a tile: 16 a warp), STAGES (2 tiles of K and V:
-//   one in use, one in flight; 3 do not fit the 99 KB a block of sm_86/sm_89 at D = 128), THREADS (128), PAD (8).
+// Knobs: BF16, CAUSAL, HEAD_DIM (set per problem), BLOCK_N (64 keys a tile: 16 a warp), STAGES (4 tiles of K and
+//   V, three in flight; the launcher lowers it until a block fits the GPU: 2 on sm_86/sm_89 at D = 128), THREADS
+//   (128), PAD (8 halves a row).
 #include "lab_cp_async.cuh"  // cp_async_16_at, smem_u32addr
 #include "lab_mma.cuh"
 
@@ -37,7 +38,7 @@
 #define BLOCK_N 64
 #endif
 #ifndef STAGES
-#define STAGES 2
+#define STAGES 4
 #endif
 #ifndef THREADS
 #define THREADS 128
@@ -243,7 +244,8 @@ attention_decode_gqa(const half_bits* __restrict__ Q, const half_bits* __restric
         total = fmaf(f, warp_l[w][row], total);
 #pragma unroll
         for (int c = 0; c < C4; ++c) {
-            const float4 x = *reinterpret_cast<const float4*>(warp_o + (w * ROWS + row) * HEAD_DIM + col0 + 4 * PER_ROW * c);
+            const float4 x =
+                *reinterpret_cast<const float4*>(warp_o + (w * ROWS + row) * HEAD_DIM + col0 + 4 * PER_ROW * c);
             acc[c][0] = fmaf(f, x.x, acc[c][0]), acc[c][1] = fmaf(f, x.y, acc[c][1]);
             acc[c][2] = fmaf(f, x.z, acc[c][2]), acc[c][3] = fmaf(f, x.w, acc[c][3]);
         }

@@ -28,8 +28,8 @@
 //   (16 + 2 * STAGES * BLOCK_N) * (HEAD_DIM + PAD) * 2 bytes; a workspace of splits * 16 * HEAD_DIM fp32 output rows
 //   and 2 * splits * 16 fp32 (m, l) per block row (grid.y, grid.z), and grid.y * grid.z zeroed arrival counters.
 // Knobs: BF16, CAUSAL, HEAD_DIM (set per problem), PAGED (0: contiguous (B, H_kv, S_k, D); 1: paged), BLOCK_N (64
-//   keys a tile: 16 a warp), STAGES (2 tiles of K and V: one in use, one in flight; 3 do not fit the 99 KB
-//   a block of sm_86/sm_89 at D = 128), THREADS (128), PAD (8 halves a row).
+//   keys a tile: 16 a warp), STAGES (4 tiles of K and V, three in flight; the launcher lowers it until a block fits
+//   the GPU: 2 on sm_86/sm_89 at D = 128), THREADS (128), PAD (8 halves a row).
 #include "lab_cp_async.cuh"  // cp_async_16_at, smem_u32addr
 #include "lab_mma.cuh"
 
@@ -49,7 +49,7 @@
 #define BLOCK_N 64
 #endif
 #ifndef STAGES
-#define STAGES 2
+#define STAGES 4
 #endif
 #ifndef THREADS
 #define THREADS 128
@@ -300,7 +300,8 @@ attention_decode_split_kv(const half_bits* __restrict__ Q, const half_bits* __re
         total = fmaf(f, warp_l[w][row], total);
 #pragma unroll
         for (int c = 0; c < C4; ++c) {
-            const float4 x = *reinterpret_cast<const float4*>(warp_o + (w * ROWS + row) * HEAD_DIM + col0 + 4 * PER_ROW * c);
+            const float4 x =
+                *reinterpret_cast<const float4*>(warp_o + (w * ROWS + row) * HEAD_DIM + col0 + 4 * PER_ROW * c);
             acc[c][0] = fmaf(f, x.x, acc[c][0]), acc[c][1] = fmaf(f, x.y, acc[c][1]);
             acc[c][2] = fmaf(f, x.z, acc[c][2]), acc[c][3] = fmaf(f, x.w, acc[c][3]);
         }
@@ -321,8 +322,10 @@ attention_decode_split_kv(const half_bits* __restrict__ Q, const half_bits* __re
         float* dst = part_o + ((slot * splits + split) * ROWS + row) * HEAD_DIM + col0;
 #pragma unroll
         for (int c = 0; c < C4; ++c)
-            __stcg(reinterpret_cast<float4*>(dst + 4 * PER_ROW * c), make_float4(acc[c][0], acc[c][1], acc[c][2], acc[c][3]));
-        if (col0 == 0) __stcg(reinterpret_cast<float2*>(part_ml) + (slot * splits + split) * ROWS + row, make_float2(M, total));
+            __stcg(reinterpret_cast<float4*>(dst + 4 * PER_ROW * c),
+                   make_float4(acc[c][0], acc[c][1], acc[c][2], acc[c][3]));
+        if (col0 == 0)
+            __stcg(reinterpret_cast<float2*>(part_ml) + (slot * splits + split) * ROWS + row, make_float2(M, total));
     }
     __threadfence();  // this block's rows are visible device-wide before its arrival is
     __syncthreads();

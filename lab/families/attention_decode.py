@@ -125,17 +125,19 @@ class AttentionDecodeFamily(AttentionFamily):
         # shared memory; contiguous cache, one length.
         _rung("01_gqa_packed", "attention_decode_gqa",
               "a key/value head's query rows in one mma tile, its keys split among the warps",
-              launch="one_block_per_head", BF16=0, CAUSAL=0, HEAD_DIM=128, BLOCK_N=64, STAGES=2, THREADS=128, PAD=8),
+              launch="one_block_per_head", BF16=0, CAUSAL=0, HEAD_DIM=128, BLOCK_N=64, STAGES=4, THREADS=128, PAD=8),
         # Launch "split_kv": grid (splits, H_kv * row_groups, B) (split_plan), a workspace and arrival counters
         # (_workspace), the block table and lengths when the problem has them.
         _rung("02_split_kv", "attention_decode_split_kv",
               "split-KV: a head's keys across blocks, combined by the last to finish; paged cache, varlen",
-              launch="split_kv", BF16=0, CAUSAL=0, HEAD_DIM=128, PAGED=0, BLOCK_N=64, STAGES=2, THREADS=128, PAD=8),
+              launch="split_kv", BF16=0, CAUSAL=0, HEAD_DIM=128, PAGED=0, BLOCK_N=64, STAGES=4, THREADS=128, PAD=8),
     )
 
     def __init__(self, statistical_scale: float = 1.0):
         super().__init__(statistical_scale)
         self._workspaces: dict = {}  # (device, slots, splits, D) -> (part_o, part_ml, arrivals)
+        self._plans: dict = {}  # (knobs, sizes) -> SplitPlan
+        self._variants: dict = {}  # (spec, type, causal, D, paged) -> the Rung built for them
 
     # --- problems ---------------------------------------------------------------------------------
     def make_problem(self, seed: int = 0, dist: str = "normal", B: int = 1, H: int = 8, H_kv: int | None = None,
@@ -264,30 +266,53 @@ class AttentionDecodeFamily(AttentionFamily):
 
     # --- launching --------------------------------------------------------------------------------
     def variant(self, rung: Rung, problem: Problem) -> Rung:
-        p = problem.params
+        return self.variant_for(rung, problem.params)
+
+    def variant_for(self, rung: Rung, p: dict) -> Rung:
+        """The rung built for these sizes: BF16, CAUSAL, HEAD_DIM, PAGED, and STAGES lowered (to 2 at the least) until
+        a block's shared memory fits this GPU's opt-in (4 stages at D = 128 need 143 KB: sm_90 and sm_80 have it,
+        sm_86 and sm_89 do not)."""
+        key = (rung.spec, p["dtype"], p["causal"], p["D"], bool(p.get("page_size")))
+        built = self._variants.get(key)
+        if built is None:
+            built = self._variants[key] = self._build_variant(rung, p)
+        return built
+
+    def _build_variant(self, rung: Rung, p: dict) -> Rung:
         knobs = {"BF16": int(p["dtype"] == "bfloat16"), "CAUSAL": int(p["causal"]), "HEAD_DIM": p["D"]}
         if "PAGED" in _knobs(rung):
             knobs["PAGED"] = int(bool(p.get("page_size")))
+        stages = _knobs(rung)["STAGES"]
+        while stages > 2 and smem_bytes(_knobs(rung) | {"STAGES": stages}, p["D"]) > self._smem_optin():
+            stages -= 1
+        knobs["STAGES"] = stages
         return dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs))
 
     def launch_smem(self, rung: Rung, params: dict) -> int:
-        return smem_bytes(_knobs(rung), params["D"])
+        """A launch's dynamic shared memory, at the stages it is built with (variant_for)."""
+        return smem_bytes(_knobs(self.variant_for(rung, params)), params["D"])
 
     def plan(self, rung: Rung, params: dict) -> SplitPlan:
         """Rung 01: one split. Rung 02: split_plan on this GPU (its SM count, and the blocks an SM holds by shared
-        memory; the H200's where no GPU answers)."""
+        memory; the H200's where no GPU answers), kept per rung build and sizes: a launch's host time is inside a
+        short step's timing."""
         if self.launch_scheme(rung) != "split_kv":
             return SplitPlan(1, params["S_k"])
-        sm_count, smem_per_sm = DEFAULT_SM_COUNT, DEFAULT_SMEM_PER_SM
-        try:
-            from lab.core import device
+        key = (rung.spec.knobs, *(params.get(n, 0) for n in ("B", "H", "H_kv", "S_q", "S_k", "D", "split_keys")))
+        plan = self._plans.get(key)
+        if plan is None:
+            sm_count, smem_per_sm = DEFAULT_SM_COUNT, DEFAULT_SMEM_PER_SM
+            try:
+                from lab.core import device
 
-            gpu = device.current()
-            sm_count, smem_per_sm = gpu.sm_count, gpu.smem_per_sm
-        except Exception:  # noqa: BLE001 - no GPU to ask (plans for the CPU tests)
-            pass
-        per_sm = max(1, smem_per_sm // (self.launch_smem(rung, params) + SMEM_RESERVED))
-        return split_plan(params, _knobs(rung)["BLOCK_N"], per_sm, sm_count)
+                gpu = device.current()
+                sm_count, smem_per_sm = gpu.sm_count, gpu.smem_per_sm
+            except Exception:  # noqa: BLE001 - no GPU to ask (plans for the CPU tests)
+                pass
+            per_sm = max(1, smem_per_sm // (self.launch_smem(rung, params) + SMEM_RESERVED))
+            plan = split_plan(params, _knobs(rung)["BLOCK_N"], per_sm, sm_count)
+            self._plans[key] = plan
+        return plan
 
     def grid(self, rung: Rung, params: dict) -> tuple[int, int, int]:
         return (self.plan(rung, params).splits, params["H_kv"] * row_groups(params), params["B"])

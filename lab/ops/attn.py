@@ -6,14 +6,17 @@
 package the first time anything imported it.)
 
 What a call is, for dispatch (AttentionShape): sizes, type, causal, and whether every operand starts on a 16-byte
-boundary. Its class is decode (S_q <= DECODE_MAX_S_Q: one or a few new tokens against a long cache) or prefill; it
-runs the same kernels today, but is counted apart so that a split-KV decode kernel can take it over. Its bucket
-rounds S_q and S_k up to powers of two (the counters and the autotune cache file calls under it).
+boundary. Its class is decode (S_q <= DECODE_MAX_S_Q: one or a few new tokens against a long cache) or prefill. Its
+bucket rounds S_q and S_k up to powers of two (the counters and the autotune cache file calls under it).
 
-The path: for D in SPECIALIZED_HEAD_DIMS, the fastest flash rung (FlashAttention's tiling: wgmma on sm_90, mma.sync
-before) that does not refuse the call, in FLASH_ORDER (SHORT_FLASH_ORDER with SHORT_KEYS keys or fewer) among the
-rungs the family has; otherwise, or when every flash rung refuses (operands off 16-byte boundaries, say), the
-generic rung 01, counted as a fallback. An autotuned entry for the bucket, where the store holds one, comes first.
+The path: a decode call goes to the split-KV kernel of lab.families.attention_decode (DECODE_PATH) where it serves
+(D in SPECIALIZED_HEAD_DIMS, aligned operands): in results/h200/attention.json the flash rungs ran a decode step
+(B = 8, 32 query heads on 8, 8192 keys) at about a third of SDPA's rate, the split-KV kernel at about its rate
+(results/h200/attention_decode.json). Otherwise, for D in SPECIALIZED_HEAD_DIMS, the fastest flash rung
+(FlashAttention's tiling: wgmma on sm_90, mma.sync before) that does not refuse the call, in FLASH_ORDER
+(SHORT_FLASH_ORDER with SHORT_KEYS keys or fewer) among the rungs the family has; otherwise, or when every flash
+rung refuses (operands off 16-byte boundaries, say), the generic rung 01, counted as a fallback. An autotuned entry
+for the bucket, where the store holds one, comes first (after the decode kernel).
 Causal masks are bottom-right aligned as FlashAttention 2 aligns them when S_q != S_k (the family's convention). The
 first call on given addresses records the kernel's launch; later calls on the same addresses replay it, as
 lab.ops.matmul does.
@@ -42,6 +45,9 @@ FLASH_ORDER = ("04_wgmma_ws", "03_flash_pipelined", "02_flash_mma")
 SHORT_KEYS = 256
 SHORT_FLASH_ORDER = ("02_flash_mma", "03_flash_pipelined", "04_wgmma_ws")
 GENERIC = "01_naive"
+DECODE_FAMILY = "attention_decode"
+DECODE_RUNG = "02_split_kv"
+DECODE_PATH = f"{DECODE_FAMILY}:{DECODE_RUNG}"  # a Decision's path for the decode kernel
 SPECIALIZED_HEAD_DIMS = (64, 128)  # the head dims the flash rungs compile in
 MAX_HEAD_DIM = 256  # the generic rung's limit
 MIN_ARCH = 80
@@ -102,9 +108,13 @@ def fallback_reason(shape: AttentionShape, sentence: str | None) -> str:
 
 
 def decide(shape: AttentionShape, rung_keys, refusal: Callable[[str], str | None],
-           tuned: str | None = None) -> Decision:
-    """The rung for `shape`: the tuned one where it serves, else the fastest flash rung that serves a specialized
-    D, else the generic rung (a fallback). `refusal(key)`: why rung `key` cannot run this call, or None."""
+           tuned: str | None = None, decode_refusal: Callable[[], str | None] | None = None) -> Decision:
+    """The rung for `shape`: for a decode call, the decode kernel where it serves (`decode_refusal()`: why it cannot,
+    or None; None for the function: no decode kernel to ask); else the tuned one where it serves, else the fastest
+    flash rung that serves a specialized D, else the generic rung (a fallback). `refusal(key)`: why rung `key` of
+    the attention family cannot run this call, or None."""
+    if shape_class(shape) == "decode" and decode_refusal is not None and decode_refusal() is None:
+        return Decision(DECODE_PATH, (), "decode: split-KV")
     if tuned is not None and tuned in rung_keys and refusal(tuned) is None:
         return Decision(tuned, (), "tuned")
     first_refusal = None
@@ -314,7 +324,7 @@ def _attention_slow(rt, key, q, k, v, causal, scale, out, input_type, fkey):
     replay_key = (key, q.data.ptr, k.data.ptr, v.data.ptr, out.data.ptr)
     replay = rt.recordings.get(replay_key)
     if replay is None:  # the first call on these addresses: run the rung and keep its launch
-        replay = _record(rt, key, decision, fam, problem, out, replay_key)
+        replay = _record(rt, key, shape, decision, fam, problem, out, replay_key)
     else:
         counters.COUNTS["replays"] += 1
         for raw, grid, block, args, smem in replay.launches:
@@ -344,6 +354,12 @@ def _decide_on_gpu(rt, shape: AttentionShape, fam, problem, out) -> Decision:
     def refusal(key: str) -> str | None:
         return fam.refusal(fam.rung(key), problem, out)
 
+    def decode_refusal() -> str | None:
+        dfam, dproblem = _decode_problem(shape, problem)
+        return dfam.refusal(dfam.rung(DECODE_RUNG), dproblem, out)
+
+    if shape_class(shape) == "decode" and decode_refusal() is None:
+        return decide(shape, keys, refusal, decode_refusal=decode_refusal)
     tuned = None
     if rt.store is not None:
         entry = rt.store.get(rt.env, bucket(shape))
@@ -353,9 +369,29 @@ def _decide_on_gpu(rt, shape: AttentionShape, fam, problem, out) -> Decision:
     return decide(shape, keys, refusal, tuned)
 
 
-def _record(rt, key, decision: Decision, fam, problem, out, replay_key) -> Replay:
+def _decode_problem(shape: AttentionShape, problem):
+    """The decode family (one instance per process) and a Problem of it over the same arrays: a contiguous cache of
+    one length."""
+    from lab.core.ladder import Problem
+    from lab.ops.paths import family
+
+    dfam = family(DECODE_FAMILY)
+    params = problem.params | {"page_size": 0, "varlen": 0}
+    return dfam, Problem(problem.label, problem.inputs, problem.out_shape, 0, params=params, dtype=problem.dtype)
+
+
+def _launch_decided(path: str, shape: AttentionShape, fam, problem, out) -> None:
+    if path == DECODE_PATH:
+        dfam, dproblem = _decode_problem(shape, problem)
+        dfam.launch(dfam.rung(DECODE_RUNG), dproblem, out)
+    else:
+        fam.launch(fam.rung(path), problem, out)
+
+
+def _record(rt, key, shape: AttentionShape, decision: Decision, fam, problem, out, replay_key) -> Replay:
     """Run the decided rung once under lab.core.build.recording() and keep its launch (the caller's arrays as bare
-    addresses); a flash rung the GPU refuses after all (a build error) falls back to the generic rung."""
+    addresses; the decode kernel's workspace, the family's, as the arrays themselves, so the recording keeps them
+    alive); a flash rung the GPU refuses after all (a build error) falls back to the generic rung."""
     from lab.core.build import COMPILES, recording
 
     counters.COUNTS["recordings"] += 1
@@ -364,7 +400,7 @@ def _record(rt, key, decision: Decision, fam, problem, out, replay_key) -> Repla
     compiled, from_disk = COMPILES["compiled"], COMPILES["cache_hits"]
     try:
         with recording() as launches:
-            fam.launch(fam.rung(decision.path), problem, out)
+            _launch_decided(decision.path, shape, fam, problem, out)
     except LabError as exc:
         if decision.path == GENERIC:
             raise
