@@ -54,6 +54,11 @@ DEFAULT_SMEM_PER_SM = 228 * 1024
 SMEM_RESERVED = 1024  # shared memory the driver keeps per block
 MAX_SPLITS = 256  # rung 02's combine keeps a row's split weights in shared memory (the kernel's MAX_SPLITS)
 WAVE_SHARE = 0.9  # split_plan's bar for the block slots a grid keeps busy
+# A paged cache with 2 stages (three blocks an SM at D = 128): with 4 (one block an SM), the block-table read before
+# each row's copy stalls the lone block's warps. Measured on the H200 (B = 8, L = 8192, pages of 64 keys): 0.96x of
+# the contiguous cache at 2 stages both (results/h200/decode_attention_study_5e5c670.json), 0.65x at 4 stages both
+# (decode_attention_study.json).
+PAGED_STAGES = 2
 
 
 def _rung(key: str, entry: str, title: str, *, launch: str, **knobs: int) -> Rung:
@@ -271,7 +276,7 @@ class AttentionDecodeFamily(AttentionFamily):
     def variant_for(self, rung: Rung, p: dict) -> Rung:
         """The rung built for these sizes: BF16, CAUSAL, HEAD_DIM, PAGED, and STAGES lowered (to 2 at the least) until
         a block's shared memory fits this GPU's opt-in (4 stages at D = 128 need 143 KB: sm_90 and sm_80 have it,
-        sm_86 and sm_89 do not)."""
+        sm_86 and sm_89 do not); a paged cache at PAGED_STAGES."""
         key = (rung.spec, p["dtype"], p["causal"], p["D"], bool(p.get("page_size")))
         built = self._variants.get(key)
         if built is None:
@@ -283,6 +288,8 @@ class AttentionDecodeFamily(AttentionFamily):
         if "PAGED" in _knobs(rung):
             knobs["PAGED"] = int(bool(p.get("page_size")))
         stages = _knobs(rung)["STAGES"]
+        if p.get("page_size"):
+            stages = min(stages, PAGED_STAGES)
         while stages > 2 and smem_bytes(_knobs(rung) | {"STAGES": stages}, p["D"]) > self._smem_optin():
             stages -= 1
         knobs["STAGES"] = stages
@@ -460,9 +467,9 @@ class AttentionDecodeFamily(AttentionFamily):
         return [p | {"dtype": dtype} for dtype in DTYPES for p in params]
 
     def sweep_params(self, max_bytes: int = 0) -> list[dict]:
-        """L from 1024 to 65536 at B = 1 (where splitting matters most) and B = 8, fp16, H = 32 on 8, D = 128."""
+        """L from 1024 to 32768 at B = 1 (where splitting matters most) and B = 8, fp16, H = 32 on 8, D = 128."""
         return [{"B": b, "H": 32, "H_kv": 8, "S_q": 1, "S_k": s, "D": 128, "dtype": "float16", "causal": 0}
-                for b in (1, 8) for s in (1024, 2048, 4096, 8192, 16384, 32768, 65536)]
+                for b in (1, 8) for s in (1024, 2048, 4096, 8192, 16384, 32768)]
 
     def tail_params(self) -> list[dict]:
         return [{"B": 4, "H": 32, "H_kv": 8, "S_q": 1, "S_k": s, "D": 128, "dtype": "float16", "causal": 0}
