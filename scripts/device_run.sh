@@ -315,6 +315,20 @@ for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in t
       echo "== lab bench attention_decode"; COLUMNS=200 timeout "$(box 100 5)" python3 -m lab bench attention_decode \
         --kinds headline,sweep --json "$pack/attention_decode.json" 2>&1 | grep -v "^│ *│" | tail -60
       keep_cache ;;
+    decode-final)  # after decode attention's last change: the study and the headline bench into results/h200,
+      # notebooks 06, 08 and 09 live, then the decode family's and lab.ops.attention's GPU tests
+      carried; export LAB_CHECK_FIGURES=1
+      echo "== decode attention study"; timeout "$(box 170 400)" python3 -m lab.studies.decode_attention_study "$pack" \
+        2>&1 | tail -60
+      [ -f "$pack/decode_attention_study.json" ] && cp "$pack/decode_attention_study.json" results/h200/
+      echo "== lab bench attention_decode"; COLUMNS=200 timeout "$(box 75 330)" python3 -m lab bench attention_decode \
+        --kinds headline --json "$pack/attention_decode.json" 2>&1 | grep -v "^│ *│" | tail -30
+      [ -f "$pack/attention_decode.json" ] && cp "$pack/attention_decode.json" results/h200/
+      NOTEBOOK_BOX=130 notebooks notebooks/src/06_epilogue_fusion.py notebooks/src/08_specialization_and_dispatch.py \
+        notebooks/src/09_attention.py
+      keep_cache
+      gpu_tests "$(box 100 100)" tests/test_gpu_attention_decode.py --durations=3
+      gpu_tests "$(box 120 3)" tests/test_gpu_ops_attention.py --durations=3 ;;
     notebooks-live)  # the notebooks named after the mode (notebooks/src/NN_*.py) executed live, each figure checked
       carried; export LAB_CHECK_FIGURES=1; shift
       notebooks "$@"

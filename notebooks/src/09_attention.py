@@ -351,6 +351,50 @@ print(lesson.decode_text(RECORDS["headline"]))
 lesson.show(figures.decode_times, RECORDS["headline"], "headline")
 
 # %% [markdown]
+# ### A decode kernel: the group's rows in one tile, the keys split across blocks
+#
+# The decode ladder (`kernels/attention_decode/`) takes the two things the flash rungs get wrong here. Rung 01
+# packs the query rows that read one key/value head (4 heads of 1 token: 4 of a tile's 16 rows) into one mma tile,
+# so K and V are read once for the group, and its 4 warps take 16 keys each of every 64-key tile. Rung 02 cuts a
+# head's keys into splits, one block each, and the block that finishes last combines the splits' partial maxima,
+# sums and rows in split order (the online softmax's combine rule again; the same bits whichever block is last).
+# Its split count fills the GPU's block slots: `split_plan` picks the fewest splits that keep 90% of them busy.
+#
+# **Predict first.** The headers' predictions, before the records:
+
+# %%
+from lab.lessons import decode_attention as decode
+from lab.lessons.predictions import prediction
+
+for key in ("01", "02"):
+    print(f"{key}: {prediction('attention_decode', key)}\n")
+
+# %%
+DECODE = decode.replayed()
+print(decode.split_kv_text(DECODE))
+
+# %%
+if DECODE is not None:
+    lesson.show(figures.decode_bandwidth, DECODE, "decode_bandwidth")
+
+# %% [markdown]
+# The bench times each method once per problem; the study below runs every method in three interleaved rounds and
+# reports each ratio within its round, with the spread of the rate over the rounds. Its paged column is a cache of
+# 64-key pages in random order against the same values contiguous.
+
+# %%
+print(decode.study_text(decode.load_study()))
+
+# %% [markdown]
+# **Reading it.** Splitting the keys is the whole difference at small batches: rung 01's grid is one block per
+# key/value head, 8 blocks at B = 1, and it runs at a fraction of SDPA; rung 02 fills the GPU and runs level with
+# SDPA from B = 1 to 8. From B = 32 rung 01's grid already fills the GPU, the two rungs are level, and both stay a
+# few percent under SDPA's 4.0-4.4 TB/s: the copy is the ceiling there, and neither rung beats it. With one block
+# an SM (4 stages), the block-table read before each copy of a paged cache stalls the block's warps, so the family
+# runs paged caches at 2 stages (three blocks an SM). A varlen batch is where a decode kernel pays most: SDPA,
+# padded to the longest sequence and masked, reads every padded key.
+
+# %% [markdown]
 # ---
 # ## 7. Sequence length and tails
 #
@@ -385,7 +429,8 @@ print(lesson.tail_text(RECORDS["tail"]))
 #   when the max moves, equal to the softmax of the whole row; rows with no visible key give 0 by convention.
 # - A block's K/V tile feeds BLOCK_M query rows: the rows a block owns set the FLOPs per byte it copies, and the
 #   registers the scores and accumulators need set how many blocks an SM holds.
-# - A decode step (S_q = 1) is memory-bound again and wants the keys split across blocks, not a bigger tile.
+# - A decode step (S_q = 1) is memory-bound again and wants the keys split across blocks, not a bigger tile: the
+#   group's query rows packed into one tile read K and V once, and the splits fill the GPU.
 # - On Hopper most of the distance is FlashAttention-3's pieces, which rungs 04-05 take: copies by the tensor memory
 #   accelerator that no warp waits for, warp specialization, `wgmma` instead of `mma.sync`. What is left is the
 #   softmax overlapped with the products: between warpgroups (rung 05's ping-pong, which the compiler serialized

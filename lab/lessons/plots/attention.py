@@ -244,3 +244,23 @@ def sdpa_backends(study: dict, path: Path | None = None):
 
 def json_key(shape: dict) -> str:
     return ",".join(f"{k}={shape[k]}" for k in sorted(shape))
+
+
+def decode_bandwidth(rs: RecordSet, path: Path | None = None):
+    """The decode-attention ladder: GB/s (Q, K, V and O once) of each target per fp16 decode step on a contiguous
+    cache (the type changes nothing a memory-bound step does; the paged cache is in the text), the baseline hatched."""
+    groups = _problems(rs, lambda p: p.get("dtype") == "float16" and not p.get("page_size"))
+    if not groups:
+        return None
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.3 * len(groups) + 2.5), 3.6))
+    drawn = _grouped_bars(ax, rs, groups, lambda r: r.value)
+    if log_if_decades(ax, drawn):
+        plain_log_ticks(ax)
+    else:
+        plain_ticks(ax, "y")
+    ax.set_ylabel("GB/s (median, higher is faster)")
+    legend_outside(ax)
+    shared = {k: v for k, v in _common(groups).items() if k in ("H", "H_kv", "S_q", "D", "dtype")}
+    ax.set_title(figure_title("attention_decode", "one decode step, contiguous cache", shared, rs.label()), fontsize=9)
+    fig.tight_layout()
+    return save(fig, path)
