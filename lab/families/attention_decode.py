@@ -54,10 +54,12 @@ DEFAULT_SMEM_PER_SM = 228 * 1024
 SMEM_RESERVED = 1024  # shared memory the driver keeps per block
 MAX_SPLITS = 256  # rung 02's combine keeps a row's split weights in shared memory (the kernel's MAX_SPLITS)
 WAVE_SHARE = 0.9  # split_plan's bar for the block slots a grid keeps busy
-# A paged cache with 2 stages (three blocks an SM at D = 128): with 4 (one block an SM), the block-table read before
-# each row's copy stalls the lone block's warps. Measured on the H200 (B = 8, L = 8192, pages of 64 keys): 0.96x of
-# the contiguous cache at 2 stages both (results/h200/decode_attention_study_5e5c670.json), 0.65x at 4 stages both
-# (decode_attention_study.json).
+# A paged cache runs at 2 stages (three blocks an SM at D = 128). Neither choice reaches the contiguous cache's rate
+# on the H200 (pages of 64 keys in random order, against the same values contiguous at 4 stages): 2 stages 0.49-0.71x
+# at B <= 8 and 0.72-0.84x at B = 32-64 (results/h200/decode_attention_study.json), 4 stages 0.65-0.87x and
+# 0.57-0.60x (decode_attention_study_883fb3d.json); an earlier build with every launch at 2 stages measured 0.94-0.97x
+# (decode_attention_study_5e5c670.json), before the kernel took __launch_bounds__(THREADS, 1) and its registers
+# changed. Suspected: the block-table read that stands before each row's copy; next: a tile's page numbers read once.
 PAGED_STAGES = 2
 
 

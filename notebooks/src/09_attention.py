@@ -389,9 +389,9 @@ print(decode.study_text(decode.load_study()))
 # **Reading it.** Splitting the keys is the whole difference at small batches: rung 01's grid is one block per
 # key/value head, 8 blocks at B = 1, and it runs at a fraction of SDPA; rung 02 fills the GPU and runs level with
 # SDPA from B = 1 to 8. From B = 32 rung 01's grid already fills the GPU, the two rungs are level, and both stay a
-# few percent under SDPA's 4.0-4.4 TB/s: the copy is the ceiling there, and neither rung beats it. With one block
-# an SM (4 stages), the block-table read before each copy of a paged cache stalls the block's warps, so the family
-# runs paged caches at 2 stages (three blocks an SM). A varlen batch is where a decode kernel pays most: SDPA,
+# few percent under SDPA's 4.0-4.4 TB/s: the copy is the ceiling there, and neither rung beats it. The paged cache
+# falls short of the contiguous one: each row's copy waits for its page number from the block table first, and a
+# block of few warps has little else to do meanwhile. A varlen batch is where a decode kernel pays most: SDPA,
 # padded to the longest sequence and masked, reads every padded key.
 
 # %% [markdown]
