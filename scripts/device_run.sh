@@ -329,6 +329,13 @@ for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in t
       keep_cache
       gpu_tests "$(box 100 100)" tests/test_gpu_attention_decode.py --durations=3
       gpu_tests "$(box 120 3)" tests/test_gpu_ops_attention.py --durations=3 ;;
+    decode-paged)  # after decode attention's plan fix: its GPU tests, the study into results/h200, notebook 09 live
+      carried; export LAB_CHECK_FIGURES=1
+      gpu_tests "$(box 110 210)" tests/test_gpu_attention_decode.py --durations=3
+      echo "== decode attention study"; timeout "$(box 170 40)" python3 -m lab.studies.decode_attention_study "$pack" \
+        2>&1 | tail -60
+      [ -f "$pack/decode_attention_study.json" ] && cp "$pack/decode_attention_study.json" results/h200/
+      NOTEBOOK_BOX=60 notebooks notebooks/src/09_attention.py ;;
     notebooks-live)  # the notebooks named after the mode (notebooks/src/NN_*.py) executed live, each figure checked
       carried; export LAB_CHECK_FIGURES=1; shift
       notebooks "$@"

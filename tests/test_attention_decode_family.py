@@ -133,3 +133,16 @@ def test_a_bad_problem_is_one_sentence(kwargs, words):
     with pytest.raises(LabError, match=words) as err:
         numpy_family().make_problem(seed=1, **({"B": 1, "H": 8, "H_kv": 2, "S_q": 1, "S_k": 10, "D": 64} | kwargs))
     assert "\n" not in str(err.value)
+
+
+def test_a_paged_cache_gets_a_plan_of_its_own_build(monkeypatch):
+    """A paged cache builds with fewer stages, so an SM holds more of its blocks and it wants more splits: the plan of
+    a contiguous cache of the same sizes (fewer blocks) must not be served to it."""
+    monkeypatch.setattr(AttentionDecodeFamily, "_smem_optin", staticmethod(lambda: 227 * 1024 - 2048))
+    fam = AttentionDecodeFamily()
+    rung = fam.rung("02")
+    params = {"B": 8, "H": 32, "H_kv": 8, "S_q": 1, "S_k": 8192, "D": 128, "dtype": "float16", "causal": 0}
+    contiguous = fam.plan(rung, params)
+    paged = fam.plan(rung, params | {"page_size": 64})
+    assert paged.splits > contiguous.splits
+    assert fam.plan(rung, params) == contiguous

@@ -247,7 +247,31 @@ def write_synthetic_reference(directory: Path) -> Path:
     _test_module("test_lessons_ops").write_synthetic_ops(directory, SYNTHETIC_PROVENANCE)
     _test_module("test_lessons_ops_torch").write_synthetic_ops_torch(directory, SYNTHETIC_PROVENANCE)
     _test_module("test_lessons_attention").write_synthetic_attention(directory, SYNTHETIC_PROVENANCE)
+    _write_synthetic_decode_attention(directory)
     return directory
+
+
+def _write_synthetic_decode_attention(directory: Path) -> None:
+    """Decode-attention headline records: each rung and the baseline a share of a synthetic 4 TB/s step, with the
+    grid a launch records in its notes."""
+    from lab.families import get_family
+
+    fam = get_family("attention_decode")
+    rng = random.Random(11)
+    rows = []
+    for params in fam.headline_params():
+        bytes_moved = fam.min_dram_bytes(params)
+        shares = {"torch_sdpa": 1.0} | {r.key: rng.uniform(0.2, 1.0) for r in fam.rungs_for("headline", params)}
+        for rung, share in shares.items():
+            value = 4000.0 * share
+            median_ms = bytes_moved / (value * 1e9) * 1e3
+            grid = list(fam.grid(fam.rung(rung), params)) if rung != "torch_sdpa" else None
+            rows.append({"family": fam.name, "rung": rung, "kind": "headline", "params": params,
+                         "bytes_moved": bytes_moved, "l2": "cold", "median_ms": median_ms, "p10_ms": median_ms * 0.99,
+                         "p90_ms": median_ms * 1.03, "reps": 100, "metric": "GB/s", "value": value,
+                         "ceiling": "torch_sdpa", "ceiling_value": 4000.0, "extra": {"grid": grid} if grid else {}})
+    payload = {"schema": 1, "provenance": SYNTHETIC_PROVENANCE, "records": rows}
+    (directory / "attention_decode.json").write_text(json.dumps(payload))
 
 
 def test_synthetic_reference_loads_as_records(tmp_path):

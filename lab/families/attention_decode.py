@@ -41,7 +41,6 @@ from lab.families.attention import (
     LOG2E,
     MMA_HEAD_DIMS,
     AttentionFamily,
-    _validate,
     softmax_scale,
 )
 from lab.families.gemm_tc import STORAGE, to_storage
@@ -54,12 +53,12 @@ DEFAULT_SMEM_PER_SM = 228 * 1024
 SMEM_RESERVED = 1024  # shared memory the driver keeps per block
 MAX_SPLITS = 256  # rung 02's combine keeps a row's split weights in shared memory (the kernel's MAX_SPLITS)
 WAVE_SHARE = 0.9  # split_plan's bar for the block slots a grid keeps busy
-# A paged cache runs at 2 stages (three blocks an SM at D = 128). Neither choice reaches the contiguous cache's rate
-# on the H200 (pages of 64 keys in random order, against the same values contiguous at 4 stages): 2 stages 0.49-0.71x
-# at B <= 8 and 0.72-0.84x at B = 32-64 (results/h200/decode_attention_study.json), 4 stages 0.65-0.87x and
-# 0.57-0.60x (decode_attention_study_883fb3d.json); an earlier build with every launch at 2 stages measured 0.94-0.97x
-# (decode_attention_study_5e5c670.json), before the kernel took __launch_bounds__(THREADS, 1) and its registers
-# changed. Suspected: the block-table read that stands before each row's copy; next: a tile's page numbers read once.
+# A paged cache runs at 2 stages (three blocks an SM at D = 128), which measured 0.94-0.97x of the contiguous cache
+# with both at 2 stages on the H200 (B = 8, L = 8192, pages of 64 keys in random order;
+# results/h200/decode_attention_study_5e5c670.json); at 4 stages (one block an SM) 0.57-0.87x
+# (decode_attention_study_883fb3d.json): the block-table read before each row's copy stalls a lone block's warps.
+# (decode_attention_study_d9b549a.json measured 0.49-0.84x before `plan` was keyed by the build: a paged cache was
+# served the contiguous cache's plan, made for one block an SM, so a third of its block slots stood empty.)
 PAGED_STAGES = 2
 
 
@@ -164,7 +163,6 @@ class AttentionDecodeFamily(AttentionFamily):
         if page_size < 0 or varlen not in (0, 1) or split_keys < 0:
             raise LabError(f"decode attention takes page_size >= 0, varlen 0 or 1 and split_keys >= 0; got "
                            f"page_size={page_size} varlen={varlen} split_keys={split_keys}.")
-        _validate(B, H, H_kv, S_q, S_k, D, dtype, int(causal))
         dense = super().make_problem(seed, dist, B=B, H=H, H_kv=H_kv, S_q=S_q, S_k=S_k, D=D, dtype=dtype,
                                      causal=causal, large_logits=large_logits, sets=sets)
         lengths = self._lengths(seed, B, S_k, varlen)
@@ -307,7 +305,9 @@ class AttentionDecodeFamily(AttentionFamily):
         short step's timing."""
         if self.launch_scheme(rung) != "split_kv":
             return SplitPlan(1, params["S_k"])
-        key = (rung.spec.knobs, *(params.get(n, 0) for n in ("B", "H", "H_kv", "S_q", "S_k", "D", "split_keys")))
+        # Keyed by the build this launch uses (a paged cache's has fewer stages, so more blocks an SM) and the sizes.
+        built = self.variant_for(rung, params).spec.knobs
+        key = (built, *(params.get(n, 0) for n in ("B", "H", "H_kv", "S_q", "S_k", "D", "split_keys")))
         plan = self._plans.get(key)
         if plan is None:
             sm_count, smem_per_sm = DEFAULT_SM_COUNT, DEFAULT_SMEM_PER_SM

@@ -358,7 +358,8 @@ lesson.show(figures.decode_times, RECORDS["headline"], "headline")
 # so K and V are read once for the group, and its 4 warps take 16 keys each of every 64-key tile. Rung 02 cuts a
 # head's keys into splits, one block each, and the block that finishes last combines the splits' partial maxima,
 # sums and rows in split order (the online softmax's combine rule again; the same bits whichever block is last).
-# Its split count fills the GPU's block slots: `split_plan` picks the fewest splits that keep 90% of them busy.
+# Its split count fills the GPU's block slots: `split_plan` picks the fewest splits that keep a share `WAVE_SHARE` of
+# them busy over the waves (`lab/families/attention_decode.py`).
 #
 # **Predict first.** The headers' predictions, before the records:
 
@@ -389,10 +390,10 @@ print(decode.study_text(decode.load_study()))
 # **Reading it.** Splitting the keys is the whole difference at small batches: rung 01's grid is one block per
 # key/value head, 8 blocks at B = 1, and it runs at a fraction of SDPA; rung 02 fills the GPU and runs level with
 # SDPA from B = 1 to 8. From B = 32 rung 01's grid already fills the GPU, the two rungs are level, and both stay a
-# few percent under SDPA's 4.0-4.4 TB/s: the copy is the ceiling there, and neither rung beats it. The paged cache
-# falls short of the contiguous one: each row's copy waits for its page number from the block table first, and a
-# block of few warps has little else to do meanwhile. A varlen batch is where a decode kernel pays most: SDPA,
-# padded to the longest sequence and masked, reads every padded key.
+# few percent under SDPA's 4.0-4.4 TB/s: the copy is the ceiling there, and neither rung beats it. A paged cache
+# costs each row's copy a read of its page number from the block table first; the family builds it with 2 stages
+# (three blocks an SM) so that other blocks have copies in flight meanwhile. A varlen batch is where a decode kernel
+# pays most: SDPA, padded to the longest sequence and masked, reads every padded key.
 
 # %% [markdown]
 # ---
