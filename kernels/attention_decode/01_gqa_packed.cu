@@ -16,8 +16,8 @@
 //   B * H_kv blocks, so the rate follows how many SMs have one: at B = 1 (8 blocks) about 8 / 132 of the copy's
 //   ~4.2 TB/s plus what one SM streams alone, 0.3-0.5 TB/s, well below SDPA; from B = 32 (256 blocks) near the copy,
 //   ~3.5 TB/s. Rung 02 splits the keys of a head across blocks for the small batches.
-// Measured (results/h200/decode_attention_study_d9b549a.json, three rounds): 0.21-0.23x SDPA at B = 1 (L = 8192, 8 blocks),
-//   0.76-0.78x at B = 8; 3.7-4.0 TB/s from B = 32 (256 blocks), 0.92-0.93x SDPA, level with rung 02 there.
+// Measured (results/h200/decode_attention_study_d9b549a.json, three rounds): 0.21-0.23x SDPA at B = 1 (L = 8192,
+//   8 blocks), 0.76-0.78x at B = 8; 3.7-4.0 TB/s from B = 32 (256 blocks), 0.92-0.93x SDPA, level with rung 02.
 // Requires: sm_80+ (mma.sync, cp.async), HEAD_DIM 64 or 128, 16-byte-aligned Q, K, V, O. Launch: grid
 //   (1, H_kv * ceil(G * S_q / 16), B), block THREADS, dynamic shared memory
 //   (16 + 2 * STAGES * BLOCK_N) * (HEAD_DIM + PAD) * 2 bytes.

@@ -23,15 +23,15 @@
 //   run): K and V are 33.5 MB, at the copy's ~4.2 TB/s 8 us; with a block's start (Q and the first tiles, about
 //   two HBM latencies) and the combine's read-back (about 1 us), 10-12 us, ~3 TB/s: 1.6-2x SDPA's 1570 GB/s at that
 //   shape, and 5x rung 01. At B = 32-64 (rung 01's grid already fills the GPU) the same as rung 01.
-// Measured (results/h200/decode_attention_study_d9b549a.json, three rounds, SDPA with enable_gqa in the same run): 23 us at
-//   that shape, 1459 GB/s, 4.3x rung 01 but level with SDPA (0.97x; SDPA took 22 us): half the predicted rate. From
-//   B = 1 to 8 rung 02 runs 0.94-1.00x SDPA, at B = 32-64 0.92-0.93x (4.0 TB/s against SDPA's 4.3), level with rung
-//   01 there. Not yet explained: a profile of the 23 us (the first tiles' latency, the combine's read-back, the
-//   launch) is the next step. The first combine, a serial loop over the splits in 32 of the 128 threads, cost 2x at
-//   43 splits and is now parallel. A varlen batch (16 sequences of 1 .. 8192 keys) ran 4.3x SDPA on the cache padded
-//   to the longest and masked. A paged cache (pages of 64 keys in random order) against the same values contiguous:
-//   the study's "paged" rows (notebook 09 prints them; PAGED_STAGES in lab/families/attention_decode.py says why it
-//   runs at 2 stages).
+// Measured (results/h200/decode_attention_study_d9b549a.json, three rounds, SDPA with enable_gqa in the same run):
+//   23 us at that shape, 1459 GB/s, 4.3x rung 01 but level with SDPA (0.97x; SDPA took 22 us): half the predicted
+//   rate. From B = 1 to 8 rung 02 runs 0.94-1.00x SDPA, at B = 32-64 0.92-0.93x (4.0 TB/s against SDPA's 4.3), level
+//   with rung 01 there. Not yet explained: a profile of the 23 us (the first tiles' latency, the combine's read-back,
+//   the launch) is the next step. The first combine, a serial loop over the splits in 32 of the 128 threads, cost 2x
+//   at 43 splits and is now parallel. A varlen batch (16 sequences of 1 .. 8192 keys) ran 4.3x SDPA on the cache
+//   padded to the longest and masked. A paged cache (pages of 64 keys in random order) against the same values
+//   contiguous: the study's "paged" rows (notebook 09 prints them; PAGED_STAGES in lab/families/attention_decode.py
+//   says why it runs at 2 stages).
 // Requires: sm_80+ (mma.sync, cp.async), HEAD_DIM 64 or 128, 16-byte-aligned Q, K, V, O, page_size >= 1.
 //   Launch: grid (splits, H_kv * ceil(G * S_q / 16), B), block THREADS, dynamic shared memory
 //   (16 + 2 * STAGES * BLOCK_N) * (HEAD_DIM + PAD) * 2 bytes; a workspace of splits * 16 * HEAD_DIM fp32 output rows
