@@ -390,7 +390,7 @@ print(decode.study_text(decode.load_study()))
 # **Reading it.** Splitting the keys is the whole difference at small batches: rung 01's grid is one block per
 # key/value head, 8 blocks at B = 1, and it runs at a fraction of SDPA; rung 02 fills the GPU and runs level with
 # SDPA from B = 1 to 8. From B = 32 rung 01's grid already fills the GPU, the two rungs are level, and both stay a
-# few percent under SDPA's 4.0-4.4 TB/s: the copy is the ceiling there, and neither rung beats it. A paged cache
+# few percent under SDPA: the copy is the ceiling there, and neither rung beats it. A paged cache
 # costs each row's copy a read of its page number from the block table first; the family builds it with 2 stages
 # (three blocks an SM) so that other blocks have copies in flight meanwhile. A varlen batch is where a decode kernel
 # pays most: SDPA, padded to the longest sequence and masked, reads every padded key.
