@@ -205,7 +205,7 @@ def test_stream_k_gives_the_same_bits_every_run_and_leaves_every_flag_clear():
 
 @HOPPER
 @pytest.mark.parametrize("order,group_m", [("row", 0), ("column", 0), ("grouped", 3), ("snake", 2), ("snake", 16)])
-@pytest.mark.parametrize("key", ["06_persistent", "07_stream_k"])
+@pytest.mark.parametrize("key", ["06_persistent", "07_stream_k", "09_cluster_multicast"])
 def test_every_tile_order_computes_every_tile(key, order, group_m):
     """The RASTER knob (lab_tile_order.cuh) on grids whose tile-rows are not a multiple of the group: a tile the
     order skipped would keep its NaN poison."""
@@ -218,4 +218,38 @@ def test_every_tile_order_computes_every_tile(key, order, group_m):
     if key == "07_stream_k":
         rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(SK_MIN_GAIN=0))
     failures = [r.line() for r in check_rung(TC, rung, cases, seed=32) if not r.passed]
+    assert not failures, "\n".join(failures)
+
+
+CLUSTER_RUNG = TC.rung("09_cluster_multicast")
+# Pair tiles (2 x 128 rows) with the second block past M, more pair tiles than clusters fit (each cluster walks
+# several, its pipeline running across them), a single pair tile, K tails inside a k-tile, both layouts and types.
+CLUSTER_CASES = [{"M": 128 * 3 + 1, "N": 256 * 2 - 3, "K": 300, "layout": "TN", "dtype": "float16"},
+                 {"M": 4096 + 129, "N": 4096, "K": 136, "layout": "NN", "dtype": BFLOAT16},
+                 {"M": 4097, "N": 4095, "K": 72, "layout": "TN", "dtype": BFLOAT16},
+                 {"M": 100, "N": 100, "K": 1000, "layout": "NN", "dtype": "float16", "alpha": 0.5, "beta": -1.0}]
+
+
+@HOPPER
+def test_the_cluster_rung_is_compiled_in_pairs_and_fills_no_more_clusters_than_fit():
+    """__cluster_dims__(2, 1, 1) reaches the cubin (the driver reports a required cluster width of 2), and the grid
+    is two blocks per pair tile, up to the clusters the driver says fit at once."""
+    from lab.core.build import get_kernel
+    from lab.core.cluster import required_cluster_width
+    from lab.families.gemm_tc import CLUSTER, cluster_slots
+
+    problem = TC.make_problem(seed=6, **CLUSTER_CASES[1])
+    built = TC.variant(CLUSTER_RUNG, problem)
+    assert required_cluster_width(get_kernel(built.spec)) == CLUSTER
+    slots = cluster_slots(built)
+    assert 0 < slots <= 132 // CLUSTER
+    pair_tiles = 16 * -(-(4096 + 129) // 256)
+    assert TC.grid(built, problem.params) == (CLUSTER * min(pair_tiles, slots),)
+
+
+@HOPPER
+def test_the_cluster_rung_is_correct_where_pairs_run_past_m_and_clusters_walk_many_tiles():
+    from lab.measure.verify import check_rung
+
+    failures = [r.line() for r in check_rung(TC, CLUSTER_RUNG, CLUSTER_CASES, seed=33) if not r.passed]
     assert not failures, "\n".join(failures)

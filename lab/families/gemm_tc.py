@@ -149,7 +149,7 @@ class GemmTcFamily(Family):
     ceiling_title = "cuBLAS (same type and layout)"
     sweep_figure = "throughput"
     profile_figure = "bank_conflicts"  # ldmatrix against padded (and, from rung 03, swizzled) tiles
-    launches = ("tiles", "tiles_vec", "persistent", "stream_k")  # `grid` maps them
+    launches = ("tiles", "tiles_vec", "persistent", "stream_k", "cluster")  # `grid` maps them
     rungs = (
         # Launch "tiles": grid (ceil(N / BN), ceil(M / BM)) of THREADS threads (BM x BN = 16 WARPS_M x 16 WARPS_N),
         # A and B by pointer.
@@ -185,9 +185,15 @@ class GemmTcFamily(Family):
               "stream-K: the last partial wave split along K over every SM, a deterministic fix-up",
               launch="stream_k", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64,
               STAGES=4, RASTER=2, GROUP_M=8, SK_WAVES=1, THREADS=384),
+        # Launch "cluster": clusters of two blocks (compiled in), a 1-D grid of 2 x min(pair tiles, the clusters that
+        # fit at once) blocks, B's tensor map in boxes of half a tile (each block multicasts its half to both).
+        _rung("09_cluster_multicast", "gemm_tc_cluster_multicast",
+              "clusters of two: each block loads half of B, TMA multicasts it to both",
+              launch="cluster", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64,
+              STAGES=4, RASTER=2, GROUP_M=4, THREADS=384),
     )
     # The rungs of each kind by key, for the lessons, scripts and tests (the launcher reads each rung's launch).
-    PERSISTENT_RUNGS = tuple(r.key for r in rungs if r.launch in ("persistent", "stream_k"))  # <= 1 block per SM
+    PERSISTENT_RUNGS = tuple(r.key for r in rungs if r.launch in ("persistent", "stream_k", "cluster"))  # <= 1 a SM
     STREAM_K_RUNGS = tuple(r.key for r in rungs if r.launch == "stream_k")
     VEC_RUNGS = tuple(r.key for r in rungs if r.launch == "tiles_vec")
 
@@ -313,12 +319,16 @@ class GemmTcFamily(Family):
     def grid(self, rung: Rung, p: dict) -> tuple[int, ...]:
         """The grid of a built rung (`variant`'s) on a problem of params p, by its launch scheme: the tiles of C,
         (ceil(N / BN), ceil(M / BM)), for "tiles" and "tiles_vec"; one block per SM at most, a 1-D grid of
-        min(tiles, SMs) for "persistent" and min(tiles x k-tiles, SMs) for "stream_k"."""
+        min(tiles, SMs) for "persistent" and min(tiles x k-tiles, SMs) for "stream_k"; for "cluster", two blocks for
+        each pair tile (2 BM x BN) up to the clusters that fit on the GPU at once (cluster_slots)."""
         bm, bn = block_tile(rung)
         grid = ((p["N"] + bn - 1) // bn, (p["M"] + bm - 1) // bm)
         scheme = self.launch_scheme(rung)
         if scheme in ("tiles", "tiles_vec"):
             return grid
+        if scheme == "cluster":
+            pair_tiles = grid[0] * (-(-p["M"] // (CLUSTER * bm)))
+            return (CLUSTER * min(pair_tiles, cluster_slots(rung)),)
         if scheme not in ("persistent", "stream_k"):
             raise LabError(f"{self.name} rung {rung.key}: launch {scheme!r} has no grid here (GemmTcFamily.grid).")
         from lab.core import device
@@ -327,15 +337,17 @@ class GemmTcFamily(Family):
         return (min(work, device.current().sm_count),)
 
     def _tensor_maps(self, rung: Rung, p: dict, a, b):
-        """TMA maps of A (M x K, k contiguous; boxes BK x BM) and B (TN: N x K, boxes BK x BN; NN: K x N, boxes
-        of 64 columns x BK rows), each operand repacked first when TMA cannot read it as it is. Returns the
-        maps and the arrays they point at, which the caller keeps alive until the kernel is enqueued."""
+        """TMA maps of A (M x K, k contiguous; boxes BK x BM) and B (TN: N x K, boxes BK x BN, or BK x BN / 2 where
+        the two blocks of a cluster each bring half; NN: K x N, boxes of 64 columns x BK rows), each operand repacked
+        first when TMA cannot read it as it is. Returns the maps and the arrays they point at, which the caller keeps
+        alive until the kernel is enqueued."""
         k = _knobs(rung)
         a, lda = tma_operand(a, p["M"], p["K"], p["lda"])
         maps = [tma.TensorMap2D(a.data.ptr, p["K"], p["M"], 2 * lda, k["BK"], k["BM"])]
         if p["layout"] == "TN":
             b, ldb = tma_operand(b, p["N"], p["K"], p["ldb"])
-            maps.append(tma.TensorMap2D(b.data.ptr, p["K"], p["N"], 2 * ldb, k["BK"], k["BN"]))
+            rows = k["BN"] // (CLUSTER if self.launch_scheme(rung) == "cluster" else 1)  # each block's share of B
+            maps.append(tma.TensorMap2D(b.data.ptr, p["K"], p["N"], 2 * ldb, k["BK"], rows))
         else:
             b, ldb = tma_operand(b, p["K"], p["N"], p["ldb"])
             maps.append(tma.TensorMap2D(b.data.ptr, p["N"], p["K"], 2 * ldb, 64, k["BK"]))
@@ -451,6 +463,26 @@ class GemmTcFamily(Family):
     def headline_params(self) -> list[dict]:
         return [{"M": n, "N": n, "K": n, "layout": layout, "dtype": dtype}
                 for dtype in DTYPES for layout in ("TN", "NN") for n in (4096, 8192, 4095, 4097)]
+
+
+CLUSTER = 2  # blocks per cluster of the "cluster" launch (rung 09's __cluster_dims__)
+
+
+def cluster_slots(rung: Rung) -> int:
+    """How many clusters of `rung` (built; its knobs) fit on the current GPU at once: the driver's
+    cuOccupancyMaxActiveClusters for its threads and shared memory. Not every SM can take part (a cluster's blocks
+    share a GPC, and GPCs have SMs left over), so this can be less than SMs / 2. Where the driver cannot say (no
+    cuda-bindings), SMs / 2: a grid larger than what fits is still correct, its last clusters just start later."""
+    from lab.core import device
+    from lab.core.build import get_kernel
+    from lab.core.cluster import max_active_clusters
+
+    kernel = get_kernel(rung.spec)
+    smem = dynamic_smem_bytes(rung)
+    if smem > DEFAULT_SMEM_LIMIT:
+        kernel.max_dynamic_shared_size_bytes = smem
+    fits = max_active_clusters(kernel, _knobs(rung)["THREADS"], smem)
+    return fits if fits else device.current().sm_count // CLUSTER
 
 
 REPACK = KernelSpec("common/repack_rows.cu", "lab_repack_rows", min_arch=MIN_ARCH)

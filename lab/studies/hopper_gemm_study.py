@@ -1,0 +1,146 @@
+"""The Hopper GEMM rungs beside the library, in interleaved rounds: gemm_tc rung 06 (persistent) and rung 09 (clusters
+of two with B multicast) against torch.mm and cuBLASLt on the same operands.
+
+Every method runs once a round on each shape, in an order rotated from round to round, on cold L2; the figure is
+TFLOP/s (2 M N K over the median time) and the ratio to the faster library call's time in the same round. The
+methods:
+
+    torch_mm              torch.mm on the same memory (cuBLASLt with PyTorch's workspace and heuristic)
+    cublaslt              the family's ceiling (lab.tools.library_gemm: cuBLASLt with its heuristic's algorithm)
+    06_persistent         rung 06 as the family launches it
+    09_cluster_multicast  rung 09 as the family launches it
+    09 GROUP_M=8, ...     rung 09 with other knobs
+
+Every rung setting passes a check on a small odd case first; one that fails gets a row saying so and is not timed.
+Nothing here asserts a speed.
+
+    python -m lab.studies.hopper_gemm_study OUT_DIR [--rounds 3] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+from pathlib import Path
+
+from lab.families import get_family
+from lab.measure.records import provenance, write_json
+
+SQUARE = [dict(M=n, N=n, K=n, layout="TN", dtype=t) for n in (4096, 6144, 8192) for t in ("float16", "bfloat16")]
+SHAPES = SQUARE + [dict(M=4096, N=4096, K=4096, layout="NN", dtype="float16")]
+SHAPES += [dict(M=n, N=n, K=n, layout="TN", dtype="float16") for n in (2048, 3072)]
+SHAPES += [dict(M=m, N=n, K=4096, layout="TN", dtype="float16") for m, n in ((2176, 2176), (3200, 4096), (4352, 4096))]
+QUICK_SHAPES = SHAPES[:1]
+RUNGS = ("06_persistent", "09_cluster_multicast")
+KNOB_SETTINGS = {"09_cluster_multicast": ({"GROUP_M": 8}, {"GROUP_M": 2}, {"STAGES": 3})}
+CHECK_CASE = {"M": 4097, "N": 1000, "K": 200, "layout": "TN", "alpha": 1.0}
+
+
+def _checked(fam, rung, name: str, shape: dict, failed: list) -> bool:
+    from lab.measure.verify import check_case
+
+    result = check_case(fam, rung, CHECK_CASE | {"dtype": shape["dtype"], "layout": shape["layout"]}, seed=14)
+    if not result.passed:
+        failed.append({"shape": shape, "method": name, "failed": result.reasons})
+    return result.passed
+
+
+def _methods(fam, shape: dict, failed: list) -> tuple[dict, object]:
+    """name -> launch(i) for one shape, and its problem (for the FLOPs)."""
+    import cupy as cp
+
+    problem = fam.make_problem(seed=3, **shape)
+    out = cp.empty(problem.out_shape, problem.dtype)
+    methods = {"cublaslt": lambda i: fam.launch_ceiling(problem, out)}
+    torch_mm = fam.baselines().get("torch_mm")
+    if torch_mm is not None:
+        methods["torch_mm"] = lambda i: torch_mm(problem, out)
+    rungs = {}
+    for key in RUNGS:
+        base = fam.rung(key)
+        rungs[key] = base
+        for knobs in KNOB_SETTINGS.get(key, ()):
+            rungs[key[:2] + " " + " ".join(f"{k}={v}" for k, v in knobs.items())] = dataclasses.replace(
+                base, spec=base.spec.with_knobs(**knobs))
+    for name, rung in rungs.items():
+        if _checked(fam, rung, name, shape, failed):
+            methods[name] = lambda i, rung=rung: fam.launch(rung, problem, out)
+    return methods, problem
+
+
+def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0) -> dict:
+    import cupy as cp
+
+    from lab.families.gemm_tc import cluster_slots
+    from lab.measure import timing
+
+    fam = get_family("gemm_tc")
+    flusher = timing.L2Flusher()
+    rows, failed = [], []
+    for shape in shapes:
+        methods, problem = _methods(fam, shape, failed)
+        names = list(methods)
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                t = timing.measure(methods[name], l2="cold", flusher=flusher, min_time_ms=min_time_ms)
+                rows.append({"shape": shape, "method": name, "round": r, "median_ms": t.median_ms,
+                             "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
+                             "TFLOP/s": problem.flops / t.median_ms / 1e9})
+        del methods, problem
+        cp.get_default_memory_pool().free_all_blocks()
+    built = fam.variant(fam.rung("09_cluster_multicast"), fam.make_problem(M=256, N=256, K=64))
+    return {"provenance": provenance(), "about": __doc__.split("\n\n")[0], "rounds": rounds,
+            "cluster_slots": cluster_slots(built), "rows": rows, "summary": summarize(rows), "failed": failed}
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """Per shape and method: the median TFLOP/s over rounds, its spread (max / min - 1), and the medians over rounds
+    of the same-round ratios to the faster library call (torch_mm or cublaslt) and to rung 06."""
+    key = lambda r: tuple(sorted(r["shape"].items()))  # noqa: E731
+    by_round = {(key(r), r["method"], r["round"]): r for r in rows}
+    out = []
+    for shape_key, method in dict.fromkeys((key(r), r["method"]) for r in rows):
+        mine = [r for r in rows if key(r) == shape_key and r["method"] == method]
+        rates = [r["TFLOP/s"] for r in mine]
+        entry = {"shape": dict(shape_key), "method": method, "TFLOP/s": statistics.median(rates),
+                 "spread": max(rates) / min(rates) - 1, "median_ms": statistics.median(r["median_ms"] for r in mine)}
+        library, persistent = [], []
+        for r in mine:
+            peers = [by_round[(shape_key, m, r["round"])]["median_ms"] for m in ("torch_mm", "cublaslt")
+                     if (shape_key, m, r["round"]) in by_round]
+            if peers:
+                library.append(min(peers) / r["median_ms"])
+            if (shape_key, "06_persistent", r["round"]) in by_round:
+                persistent.append(by_round[(shape_key, "06_persistent", r["round"])]["median_ms"] / r["median_ms"])
+        entry["x_library"] = statistics.median(library) if library else None
+        entry["x_library_min"] = min(library) if library else None
+        entry["x_06"] = statistics.median(persistent) if persistent else None
+        out.append(entry)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="one shape, for a smoke run")
+    args = parser.parse_args(argv)
+    record = study(args.rounds, QUICK_SHAPES if args.quick else SHAPES)
+    path = write_json(Path(args.out_dir) / "hopper_gemm_study.json", record)
+    ratio = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+    print(f"clusters that fit: {record['cluster_slots']}")
+    for s in record["summary"]:
+        sh = s["shape"]
+        print(f"{sh['M']}x{sh['N']}x{sh['K']} {sh['layout']} {sh['dtype']:<9} {s['method']:<22} "
+              f"{s['TFLOP/s']:6.1f} TFLOP/s  spread {s['spread']:.3f}  x library {ratio(s['x_library'])} "
+              f"(min {ratio(s['x_library_min'])})  x 06 {ratio(s['x_06'])}")
+    for f in record["failed"]:
+        print("not timed:", f)
+    print(f"written: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
