@@ -326,10 +326,10 @@ from lab.families import get_family; from lab.measure.verify import check_case
 fam = get_family('gemm_tc'); r = check_case(fam, fam.rung('09'), dict(M=300, N=520, K=130, layout='TN', dtype='float16'))
 print(r.line())" || { echo "rung 09 smoke failed: the rest is skipped"; keep_cache; exit 0; }
       gpu_tests "$(box 150 330)" tests/test_gpu_gemm_tc.py -k "09 or cluster" --durations=5
-      echo "== Hopper GEMM study"; timeout "$(box 240 90)" python3 -m lab.studies.hopper_gemm_study "$pack" \
+      echo "== Hopper GEMM study"; timeout "$(box 240 165)" python3 -m lab.studies.hopper_gemm_study "$pack" \
         ${STUDY_ARGS:-} 2>&1 | tail -70
-      echo "== compute-sanitizer, rung 09"; timeout "$(box 85 3)" python3 scripts/gemm_tc_sanitize.py \
-        "$pack/gemm_tc_sanitize_09.json" --rungs 09 --budget 80 2>&1 | tail -8
+      echo "== compute-sanitizer, rung 09"; timeout "$(box 160 3)" python3 scripts/gemm_tc_sanitize.py \
+        "$pack/gemm_tc_sanitize_09.json" --rungs 09 --budget 150 --tools ${SANITIZE_TOOLS:-memcheck,racecheck,synccheck} 2>&1 | tail -8
       keep_cache ;;
     decode-final)  # after decode attention's last change: the study and the headline bench into results/h200,
       # notebooks 06, 08 and 09 live, then the decode family's and lab.ops.attention's GPU tests

@@ -34,10 +34,12 @@ __device__ __forceinline__ unsigned cluster_peer_address(unsigned addr, unsigned
     return peer;
 }
 
-// One arrival on an mbarrier anywhere in the cluster (an address from cluster_peer_address), released at cluster
-// scope so that this block's reads of the stage the barrier guards are done before the owner refills it.
+// One arrival on an mbarrier anywhere in the cluster (an address from cluster_peer_address). The default semantics
+// (.release at CTA scope), as CUTLASS's cluster barriers use: a release at cluster scope would make the arriving
+// warp wait for its earlier memory operations to be visible cluster-wide, and a stage's reads are by wgmma, whose
+// completion the caller has already waited for.
 __device__ __forceinline__ void mbar_arrive_cluster(unsigned cluster_addr) {
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
 }
 
 // tma_load_2d's box, written to `dst` in every block of the cluster whose bit is set in `mask`, each copy completing

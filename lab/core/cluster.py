@@ -17,8 +17,9 @@ from lab.core.errors import LabError
 
 
 def _function_ptr(kernel) -> int | None:
-    """The address of a built kernel's CUfunction (lab.core.build.Kernel around a cupy Function), or None."""
-    ptr = getattr(kernel, "ptr", None)
+    """The address of a built kernel's CUfunction, or None: lab.core.build.Kernel wraps a cupy.RawKernel, whose
+    `kernel` (a cupy.cuda.function.Function, loaded on the current device) holds it as `ptr`."""
+    ptr = getattr(getattr(kernel, "kernel", None), "ptr", None)
     return ptr if isinstance(ptr, int) and ptr else None
 
 

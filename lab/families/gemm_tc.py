@@ -193,7 +193,7 @@ class GemmTcFamily(Family):
               STAGES=4, RASTER=2, GROUP_M=4, THREADS=384),
     )
     # The rungs of each kind by key, for the lessons, scripts and tests (the launcher reads each rung's launch).
-    PERSISTENT_RUNGS = tuple(r.key for r in rungs if r.launch in ("persistent", "stream_k", "cluster"))  # <= 1 a SM
+    PERSISTENT_RUNGS = tuple(r.key for r in rungs if r.launch in ("persistent", "stream_k"))  # <= 1 block per SM
     STREAM_K_RUNGS = tuple(r.key for r in rungs if r.launch == "stream_k")
     VEC_RUNGS = tuple(r.key for r in rungs if r.launch == "tiles_vec")
 

@@ -14,6 +14,10 @@ methods:
 Every rung setting passes a check on a small odd case first; one that fails gets a row saying so and is not timed.
 Nothing here asserts a speed.
 
+A second table times each rung at M = N = 4096 over K = 512 .. 4096 and fits time = fixed + per_k_tile * K / 64
+(least squares over the medians): `fixed` is what a launch costs whatever K is (the epilogue's stores, each tile's
+pipeline fill, the launch), the part an overlapped epilogue could hide.
+
     python -m lab.studies.hopper_gemm_study OUT_DIR [--rounds 3] [--quick]
 """
 
@@ -34,7 +38,8 @@ SHAPES += [dict(M=n, N=n, K=n, layout="TN", dtype="float16") for n in (2048, 307
 SHAPES += [dict(M=m, N=n, K=4096, layout="TN", dtype="float16") for m, n in ((2176, 2176), (3200, 4096), (4352, 4096))]
 QUICK_SHAPES = SHAPES[:1]
 RUNGS = ("06_persistent", "09_cluster_multicast")
-KNOB_SETTINGS = {"09_cluster_multicast": ({"GROUP_M": 8}, {"GROUP_M": 2}, {"STAGES": 3})}
+KNOB_SETTINGS = {"09_cluster_multicast": ({"GROUP_M": 8},)}
+FIXED_COST_KS = (512, 1024, 2048, 4096)
 CHECK_CASE = {"M": 4097, "N": 1000, "K": 200, "layout": "TN", "alpha": 1.0}
 
 
@@ -91,8 +96,34 @@ def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0) -> dict:
         del methods, problem
         cp.get_default_memory_pool().free_all_blocks()
     built = fam.variant(fam.rung("09_cluster_multicast"), fam.make_problem(M=256, N=256, K=64))
+    fixed = fixed_cost(fam, flusher, rounds, min_time_ms) if shapes is SHAPES else []
     return {"provenance": provenance(), "about": __doc__.split("\n\n")[0], "rounds": rounds,
-            "cluster_slots": cluster_slots(built), "rows": rows, "summary": summarize(rows), "failed": failed}
+            "cluster_slots": cluster_slots(built), "rows": rows, "summary": summarize(rows), "failed": failed,
+            "fixed_cost": fixed}
+
+
+def fixed_cost(fam, flusher, rounds: int, min_time_ms: float) -> list[dict]:
+    """Per rung: the medians over rounds at each K of FIXED_COST_KS (M = N = 4096, fp16 TN), and the least-squares
+    line through them (fixed microseconds, microseconds per k-tile)."""
+    import cupy as cp
+    import numpy as np
+
+    from lab.measure import timing
+
+    out = []
+    for key in RUNGS:
+        times, rung = [], fam.rung(key)
+        for k in FIXED_COST_KS:
+            problem = fam.make_problem(seed=3, M=4096, N=4096, K=k)
+            c = cp.empty(problem.out_shape, problem.dtype)
+            launch = lambda i, rung=rung, problem=problem, c=c: fam.launch(rung, problem, c)  # noqa: E731
+            runs = [timing.measure(launch, l2="cold", flusher=flusher, min_time_ms=min_time_ms).median_ms
+                    for _ in range(rounds)]
+            times.append(statistics.median(runs))
+        slope, intercept = np.polyfit([k / 64 for k in FIXED_COST_KS], [t * 1e3 for t in times], 1)
+        out.append({"rung": key, "M": 4096, "N": 4096, "K": list(FIXED_COST_KS), "median_ms": times,
+                    "fixed_us": float(intercept), "us_per_k_tile": float(slope)})
+    return out
 
 
 def summarize(rows: list[dict]) -> list[dict]:
@@ -136,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{sh['M']}x{sh['N']}x{sh['K']} {sh['layout']} {sh['dtype']:<9} {s['method']:<22} "
               f"{s['TFLOP/s']:6.1f} TFLOP/s  spread {s['spread']:.3f}  x library {ratio(s['x_library'])} "
               f"(min {ratio(s['x_library_min'])})  x 06 {ratio(s['x_06'])}")
+    for f in record["fixed_cost"]:
+        print(f"{f['rung']}: time = {f['fixed_us']:.1f} us + {f['us_per_k_tile']:.3f} us per k-tile "
+              f"(M = N = 4096, K = {f['K']})")
     for f in record["failed"]:
         print("not timed:", f)
     print(f"written: {path}")
