@@ -63,8 +63,8 @@
 #   bash scripts/device_run.sh notebooks-live FILES  the notebooks named (notebooks/src/NN_*.py) executed live
 #   bash scripts/device_run.sh attention-final attention's GPU tests, notebooks 06 and 08 live, `lab bench attention`,
 #                                              notebook 09 live, lab.ops.attention's and exercise 10's GPU tests
-#   bash scripts/device_run.sh hopper-gemm     gemm_tc rung 09's GPU tests, the Hopper GEMM study against torch.mm and
-#                                              cuBLASLt, compute-sanitizer on rung 09
+#   bash scripts/device_run.sh hopper-gemm     gemm_tc rungs 09 and 10: GPU tests, the Hopper GEMM study against
+#                                              torch.mm and cuBLASLt, compute-sanitizer
 #   bash scripts/device_run.sh decode-attention decode attention's GPU tests, its study against SDPA, its headline bench
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
 #                                              the slowest tests' durations
@@ -317,19 +317,21 @@ for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in t
       echo "== lab bench attention_decode"; COLUMNS=200 timeout "$(box 100 5)" python3 -m lab bench attention_decode \
         --kinds headline,sweep --json "$pack/attention_decode.json" 2>&1 | grep -v "^│ *│" | tail -60
       keep_cache ;;
-    hopper-gemm)  # gemm_tc rung 09 (clusters, B multicast): its GPU tests, the Hopper GEMM study against torch.mm and
-      # cuBLASLt (3 rounds), compute-sanitizer on rung 09
+    hopper-gemm)  # gemm_tc rungs 09 (clusters, B multicast) and 10 (TMA-store epilogue): their GPU tests, the Hopper
+      # GEMM study against torch.mm and cuBLASLt (3 rounds), compute-sanitizer on both
       carried
-      echo "== rung 09 smoke (a hang stops here)"
+      echo "== rungs 09 and 10 smoke (a hang stops here)"
       timeout 60 python3 -c "
 from lab.families import get_family; from lab.measure.verify import check_case
-fam = get_family('gemm_tc'); r = check_case(fam, fam.rung('09'), dict(M=300, N=520, K=130, layout='TN', dtype='float16'))
-print(r.line())" || { echo "rung 09 smoke failed: the rest is skipped"; keep_cache; exit 0; }
-      gpu_tests "$(box 150 330)" tests/test_gpu_gemm_tc.py -k "09 or cluster" --durations=5
+fam = get_family('gemm_tc')
+for key in ('09', '10'):
+    print(check_case(fam, fam.rung(key), dict(M=300, N=520, K=130, layout='TN', dtype='float16')).line())" \
+        || { echo "the smoke failed: the rest is skipped"; keep_cache; exit 0; }
+      gpu_tests "$(box 170 330)" tests/test_gpu_gemm_tc.py -k "09 or 10 or cluster or tma_store" --durations=5
       echo "== Hopper GEMM study"; timeout "$(box 240 165)" python3 -m lab.studies.hopper_gemm_study "$pack" \
         ${STUDY_ARGS:-} 2>&1 | tail -70
-      echo "== compute-sanitizer, rung 09"; timeout "$(box 160 3)" python3 scripts/gemm_tc_sanitize.py \
-        "$pack/gemm_tc_sanitize_09.json" --rungs 09 --budget 150 --tools ${SANITIZE_TOOLS:-memcheck,racecheck,synccheck} 2>&1 | tail -8
+      echo "== compute-sanitizer, rungs 09 and 10"; timeout "$(box 160 3)" python3 scripts/gemm_tc_sanitize.py \
+        "$pack/gemm_tc_sanitize_09_10.json" --rungs ${SANITIZE_RUNGS:-10,09} --budget 150 --tools ${SANITIZE_TOOLS:-memcheck,racecheck,synccheck} 2>&1 | tail -8
       keep_cache ;;
     decode-final)  # after decode attention's last change: the study and the headline bench into results/h200,
       # notebooks 06, 08 and 09 live, then the decode family's and lab.ops.attention's GPU tests

@@ -205,7 +205,7 @@ def test_stream_k_gives_the_same_bits_every_run_and_leaves_every_flag_clear():
 
 @HOPPER
 @pytest.mark.parametrize("order,group_m", [("row", 0), ("column", 0), ("grouped", 3), ("snake", 2), ("snake", 16)])
-@pytest.mark.parametrize("key", ["06_persistent", "07_stream_k", "09_cluster_multicast"])
+@pytest.mark.parametrize("key", ["06_persistent", "07_stream_k", "09_cluster_multicast", "10_tma_store"])
 def test_every_tile_order_computes_every_tile(key, order, group_m):
     """The RASTER knob (lab_tile_order.cuh) on grids whose tile-rows are not a multiple of the group: a tile the
     order skipped would keep its NaN poison."""
@@ -248,8 +248,31 @@ def test_the_cluster_rung_is_compiled_in_pairs_and_fills_no_more_clusters_than_f
 
 
 @HOPPER
-def test_the_cluster_rung_is_correct_where_pairs_run_past_m_and_clusters_walk_many_tiles():
+@pytest.mark.parametrize("key", ["09_cluster_multicast", "10_tma_store"])
+def test_the_cluster_rungs_are_correct_where_pairs_run_past_m_and_clusters_walk_many_tiles(key):
     from lab.measure.verify import check_rung
 
-    failures = [r.line() for r in check_rung(TC, CLUSTER_RUNG, CLUSTER_CASES, seed=33) if not r.passed]
+    failures = [r.line() for r in check_rung(TC, TC.rung(key), CLUSTER_CASES, seed=33) if not r.passed]
     assert not failures, "\n".join(failures)
+
+
+@HOPPER
+@pytest.mark.parametrize("case,store", [
+    ({"M": 4097, "N": 1000, "K": 136, "layout": "TN", "dtype": "float16"}, "tma"),
+    ({"M": 300, "N": 520, "K": 72, "layout": "NN", "dtype": BFLOAT16, "pad": 8}, "tma"),
+    ({"M": 300, "N": 521, "K": 72, "layout": "TN", "dtype": "float16"}, "row stride"),  # ldc = 521: not 16-byte
+    ({"M": 257, "N": 512, "K": 200, "layout": "TN", "dtype": BFLOAT16, "alpha": -2.0, "beta": 0.5}, "beta"),
+])
+def test_the_tma_store_rung_stores_through_tma_where_it_can_and_from_registers_elsewhere(case, store):
+    """Rung 10's two epilogues, each on the shapes that pick it: the launch notes name the path, and the float64
+    check (poisoned output, guard zones) passes on both."""
+    import cupy as cp
+
+    from lab.measure.verify import check_case
+
+    rung = TC.rung("10_tma_store")
+    problem = TC.make_problem(seed=7, **case)
+    notes = TC.launch_notes(rung, problem, cp.empty(problem.out_shape, problem.dtype))
+    assert store in notes["store"], notes
+    result = check_case(TC, rung, case, seed=34)
+    assert result.passed, result.line()

@@ -82,6 +82,31 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, 
         : "memory");
 }
 
+// The other direction: the box at (x, y) of `map` written from shared memory at `src` (laid out as a load would
+// have written it, swizzle included); elements outside the array are not written. Asynchronous: the issuing thread
+// groups its stores (tma_store_commit) and later waits until their shared-memory reads are done
+// (tma_store_wait_read) before the buffer is written again, or until they are complete (tma_store_wait_all).
+__device__ __forceinline__ void tma_store_2d(const TensorMap* map, int x, int y, unsigned src) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(map), "r"(x),
+                 "r"(y), "r"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int PENDING>
+__device__ __forceinline__ void tma_store_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(PENDING) : "memory");
+}
+__device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// Ordinary stores to shared memory made visible to the copy engine (the async proxy) before a TMA store reads them.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// A barrier for `threads` threads (a multiple of 32) on hardware barrier `id` (1-15; 0 is __syncthreads'): one
+// warpgroup can wait for its own warps without stopping the others.
+__device__ __forceinline__ void named_barrier_sync(unsigned id, unsigned threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 #endif  // __CUDA_ARCH__ >= 900
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // sm_90a: the arch-specific features wgmma and setmaxnreg

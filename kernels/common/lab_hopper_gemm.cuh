@@ -4,6 +4,7 @@
 // knob macros (BM, BN, BK, TN, BF16 arrive as -D options and would replace same-named parameters).
 #pragma once
 
+#include "lab_cluster.cuh"
 #include "lab_hopper.cuh"
 #include "lab_mma.cuh"
 
@@ -36,6 +37,34 @@ __device__ __forceinline__ void issue_stage(unsigned tiles, unsigned full, const
 #pragma unroll
         for (int j = 0; j < TILE_N / 64; ++j)  // B[k0 .. +TILE_K][col0 + 64j .. +64]: one box per 64 columns
             tma_load_2d(b + j * TILE_K * ROW, map_b, col0 + 64 * j, kt * TILE_K, bar);
+    }
+}
+
+// issue_stage for a cluster of CLUSTER_SIZE blocks that share B (gemm_tc rung 09 on): this block's A tile as
+// before, and its 1 / CLUSTER_SIZE share of B (TN: TILE_N / CLUSTER_SIZE rows of Bt, so B's tensor map has boxes of
+// that many rows; NN: as many of the 64-column boxes) multicast into every block of the cluster. Each block's
+// barrier still expects the whole stage: the rest of its B arrives from the others' copies.
+template <int TILE_M, int TILE_N, int TILE_K, int B_K_MAJOR, int CLUSTER_SIZE>
+__device__ __forceinline__ void issue_stage_multicast(unsigned tiles, unsigned full, const TensorMap* map_a,
+                                                      const TensorMap* map_b, int s, int kt, int row0, int col0,
+                                                      unsigned rank) {
+    constexpr unsigned STAGE = (TILE_M + TILE_N) * TILE_K * 2, ROW = 128;
+    constexpr unsigned short ALL = (1u << CLUSTER_SIZE) - 1;
+    static_assert(B_K_MAJOR ? TILE_N % CLUSTER_SIZE == 0 : (TILE_N / 64) % CLUSTER_SIZE == 0,
+                  "each block multicasts an equal share of B");
+    const unsigned a = tiles + s * STAGE, b = a + TILE_M * TILE_K * 2, bar = full + 8 * s;
+    mbar_arrive_expect_tx(bar, STAGE);
+    tma_load_2d(a, map_a, kt * TILE_K, row0, bar);
+    if constexpr (B_K_MAJOR) {
+        constexpr int SHARE = TILE_N / CLUSTER_SIZE;  // rows of Bt each block brings
+        tma_load_2d_multicast(b + rank * SHARE * ROW, map_b, kt * TILE_K, col0 + rank * SHARE, bar, ALL);
+    } else {
+        constexpr int BOXES = TILE_N / 64 / CLUSTER_SIZE;  // 64-column boxes of B each block brings
+#pragma unroll
+        for (int i = 0; i < BOXES; ++i) {
+            const int j = rank * BOXES + i;
+            tma_load_2d_multicast(b + j * TILE_K * ROW, map_b, col0 + 64 * j, kt * TILE_K, bar, ALL);
+        }
     }
 }
 

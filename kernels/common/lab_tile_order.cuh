@@ -39,3 +39,14 @@ __device__ __forceinline__ void lab_tile_coords(int index, int tiles_m, int tile
         tile_n = index % tiles_n;
     }
 }
+
+// The origin (row0, col0) of block `rank`'s TILE_M x TILE_N part of cluster tile `index`, for clusters of SIZE blocks
+// stacked along M (a cluster tile is SIZE * TILE_M x TILE_N, its tiles in TILE_ORDER over cluster_rows x tiles_n).
+template <int TILE_ORDER, int TILE_GROUP, int SIZE, int TILE_M, int TILE_N>
+__device__ __forceinline__ void lab_cluster_tile_origin(int index, int cluster_rows, int tiles_n, unsigned rank,
+                                                        int& row0, int& col0) {
+    int cluster_m, tile_n;
+    lab_tile_coords<TILE_ORDER, TILE_GROUP>(index, cluster_rows, tiles_n, cluster_m, tile_n);
+    row0 = (SIZE * cluster_m + static_cast<int>(rank)) * TILE_M;
+    col0 = tile_n * TILE_N;
+}

@@ -36,8 +36,7 @@
 // Ideas: NVIDIA's PTX ISA (multicast TMA, mapa, barrier.cluster), CUTLASS's sm90 warp-specialized kernels with
 //   cluster shapes, and Shankhdhar's worklog; code is this lab's own.
 #include "lab_cp_async.cuh"
-#include "lab_hopper_gemm.cuh"
-#include "lab_cluster.cuh"
+#include "lab_hopper_gemm.cuh"  // issue_stage_multicast, wgmma_k_step, store_pair (and lab_cluster.cuh's pieces)
 #include "lab_tile_order.cuh"
 
 #ifndef RASTER
@@ -54,38 +53,8 @@
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "gemm_tc rung 09 needs sm_90a (wgmma, setmaxnreg, clusters): build it with -arch=sm_90a"
 #endif
-static_assert(TN ? BN / CLUSTER <= 256 : (BN / 64) % CLUSTER == 0, "each block multicasts an equal share of B");
 
 typedef unsigned short half_bits;
-
-// Stage s of k-tile kt: this block's A tile, and its share of the pair's B tile multicast to both blocks.
-__device__ __forceinline__ void issue_shared_stage(unsigned tiles, unsigned full, const TensorMap* map_a,
-                                                   const TensorMap* map_b, int s, int kt, int row0, int col0,
-                                                   unsigned rank) {
-    const unsigned a = tiles + s * STAGE_BYTES, b = a + A_TILE_BYTES, bar = full + 8 * s;
-    constexpr unsigned short BOTH = (1u << CLUSTER) - 1;
-    mbar_arrive_expect_tx(bar, STAGE_BYTES);  // the partner's half of B lands here too
-    tma_load_2d(a, map_a, kt * BK, row0, bar);
-#if TN
-    constexpr int SHARE = BN / CLUSTER;  // rows of Bt each block brings
-    tma_load_2d_multicast(b + rank * SHARE * ROW_BYTES, map_b, kt * BK, col0 + rank * SHARE, bar, BOTH);
-#else
-    constexpr int BOXES = BN / 64 / CLUSTER;  // 64-column boxes of B each block brings
-#pragma unroll
-    for (int i = 0; i < BOXES; ++i) {
-        const int j = rank * BOXES + i;
-        tma_load_2d_multicast(b + j * BK * ROW_BYTES, map_b, col0 + 64 * j, kt * BK, bar, BOTH);
-    }
-#endif
-}
-
-// The origin of this block's BM x BN part of pair tile `tile`, in the RASTER order over pair tiles.
-__device__ __forceinline__ void tile_origin(int tile, int pairs_m, int tiles_n, unsigned rank, int& row0, int& col0) {
-    int pair_m, tile_n;
-    lab_tile_coords<RASTER, GROUP_M>(tile, pairs_m, tiles_n, pair_m, tile_n);
-    row0 = (CLUSTER * pair_m + static_cast<int>(rank)) * BM;
-    col0 = tile_n * BN;
-}
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
 gemm_tc_cluster_multicast(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, int M,
@@ -121,12 +90,13 @@ gemm_tc_cluster_multicast(const __grid_constant__ TensorMap map_a, const __grid_
             int it = 0;  // k-tiles issued so far, over all of this cluster's tiles (the partner counts the same)
             for (int tile = cluster; tile < tiles; tile += clusters) {
                 int row0, col0;
-                tile_origin(tile, pairs_m, tiles_n, rank, row0, col0);
+                lab_cluster_tile_origin<RASTER, GROUP_M, CLUSTER, BM, BN>(tile, pairs_m, tiles_n, rank, row0, col0);
                 for (int kt = 0; kt < k_tiles; ++kt, ++it) {
                     const int s = it % STAGES;
                     // Both blocks' consumers released this stage's previous k-tile (it - STAGES).
                     if (it >= STAGES) mbar_wait(empty + 8 * s, ((it - STAGES) / STAGES) & 1);
-                    issue_shared_stage(tiles_smem, full, &map_a, &map_b, s, kt, row0, col0, rank);
+                    issue_stage_multicast<BM, BN, BK, TN, CLUSTER>(tiles_smem, full, &map_a, &map_b, s, kt, row0, col0,
+                                                                   rank);
                 }
             }
         }
@@ -140,7 +110,7 @@ gemm_tc_cluster_multicast(const __grid_constant__ TensorMap map_a, const __grid_
         int it = 0;  // k-tiles consumed so far, over all of this cluster's tiles
         for (int tile = cluster; tile < tiles; tile += clusters) {
             int row0, col0;
-            tile_origin(tile, pairs_m, tiles_n, rank, row0, col0);
+            lab_cluster_tile_origin<RASTER, GROUP_M, CLUSTER, BM, BN>(tile, pairs_m, tiles_n, rank, row0, col0);
             float acc[ACC];
 #pragma unroll
             for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;

@@ -79,12 +79,13 @@ def _knobs(rung: Rung) -> dict:
 def dynamic_smem_bytes(rung: Rung) -> int:
     """Dynamic shared memory of a multistage rung: STAGES * (BM + BN) * BK two-byte elements (unpadded,
     swizzled A and B tiles; the formula in rung 03's Requires line), plus 1024 bytes on the TMA rungs to
-    align the tiles to the 128-byte swizzle's 1024-byte period; 0 for the rungs with static tiles. The
-    kernel traps at entry if it is given less."""
+    align the tiles to the 128-byte swizzle's 1024-byte period and, on rung 10, BM * BN * 2 for C's staging; 0 for
+    the rungs with static tiles. The kernel traps at entry if it is given less."""
     k = _knobs(rung)
     if "STAGES" not in k:
         return 0
-    return k["STAGES"] * (k["BM"] + k["BN"]) * k["BK"] * 2 + (1024 if uses_tma(rung) else 0)
+    staging = k["BM"] * k["BN"] * 2 if rung.launch == "cluster_tma_store" else 0  # rung 10's tile of C
+    return k["STAGES"] * (k["BM"] + k["BN"]) * k["BK"] * 2 + staging + (1024 if uses_tma(rung) else 0)
 
 
 def block_tile(rung: Rung) -> tuple[int, int]:
@@ -149,7 +150,7 @@ class GemmTcFamily(Family):
     ceiling_title = "cuBLAS (same type and layout)"
     sweep_figure = "throughput"
     profile_figure = "bank_conflicts"  # ldmatrix against padded (and, from rung 03, swizzled) tiles
-    launches = ("tiles", "tiles_vec", "persistent", "stream_k", "cluster")  # `grid` maps them
+    launches = ("tiles", "tiles_vec", "persistent", "stream_k", "cluster", "cluster_tma_store")  # `grid` maps them
     rungs = (
         # Launch "tiles": grid (ceil(N / BN), ceil(M / BM)) of THREADS threads (BM x BN = 16 WARPS_M x 16 WARPS_N),
         # A and B by pointer.
@@ -191,6 +192,12 @@ class GemmTcFamily(Family):
               "clusters of two: each block loads half of B, TMA multicasts it to both",
               launch="cluster", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64,
               STAGES=4, RASTER=2, GROUP_M=4, THREADS=384),
+        # Launch "cluster_tma_store": rung 09's, with C's tensor map and whether to use it (store_by_tma) after ldc,
+        # and two staging buffers of 64 x BN after the stages in dynamic shared memory.
+        _rung("10_tma_store", "gemm_tc_tma_store",
+              "the epilogue through shared memory and a TMA store, overlapped with the next tile",
+              launch="cluster_tma_store", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64,
+              STAGES=3, RASTER=2, GROUP_M=4, THREADS=384),
     )
     # The rungs of each kind by key, for the lessons, scripts and tests (the launcher reads each rung's launch).
     PERSISTENT_RUNGS = tuple(r.key for r in rungs if r.launch in ("persistent", "stream_k"))  # <= 1 block per SM
@@ -311,6 +318,10 @@ class GemmTcFamily(Family):
                     np.float32(p["beta"]), out, np.int32(p["ldc"]))
             if self.launch_scheme(rung) == "stream_k":
                 args += stream_k_workspace(grid[0], *block_tile(rung))
+            if self.launch_scheme(rung) == "cluster_tma_store":
+                why = c_store_refusal(p, out)
+                c_map = tma.TensorMap2D(out.data.ptr, p["N"], p["M"], 2 * p["ldc"], 64, 64)  # boxes of 64 x 64
+                args += (map_a if why else tma.encode(c_map), np.int32(why is None))  # map_a: a map never read
         else:
             args = (np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]), a,
                     np.int32(p["lda"]), b, np.int32(p["ldb"]), np.float32(p["beta"]), out, np.int32(p["ldc"]))
@@ -326,7 +337,7 @@ class GemmTcFamily(Family):
         scheme = self.launch_scheme(rung)
         if scheme in ("tiles", "tiles_vec"):
             return grid
-        if scheme == "cluster":
+        if scheme in ("cluster", "cluster_tma_store"):
             pair_tiles = grid[0] * (-(-p["M"] // (CLUSTER * bm)))
             return (CLUSTER * min(pair_tiles, cluster_slots(rung)),)
         if scheme not in ("persistent", "stream_k"):
@@ -346,7 +357,8 @@ class GemmTcFamily(Family):
         maps = [tma.TensorMap2D(a.data.ptr, p["K"], p["M"], 2 * lda, k["BK"], k["BM"])]
         if p["layout"] == "TN":
             b, ldb = tma_operand(b, p["N"], p["K"], p["ldb"])
-            rows = k["BN"] // (CLUSTER if self.launch_scheme(rung) == "cluster" else 1)  # each block's share of B
+            clustered = self.launch_scheme(rung) in ("cluster", "cluster_tma_store")
+            rows = k["BN"] // (CLUSTER if clustered else 1)  # each block's share of B
             maps.append(tma.TensorMap2D(b.data.ptr, p["K"], p["N"], 2 * ldb, k["BK"], rows))
         else:
             b, ldb = tma_operand(b, p["K"], p["N"], p["ldb"])
@@ -363,9 +375,10 @@ class GemmTcFamily(Family):
             a, b = problem.inputs["A"][0], problem.inputs["B"][0]
             why = {name: tma.refusal(x.data.ptr, ld) for name, x, ld in (("A", a, p["lda"]), ("B", b, p["ldb"]))}
             repacked = {name: reason for name, reason in why.items() if reason}
-            if not repacked:
-                return {"path": "tma"}
-            return {"path": "repack+tma", "repacked": repacked}
+            notes = {"path": "tma"} if not repacked else {"path": "repack+tma", "repacked": repacked}
+            if self.launch_scheme(rung) == "cluster_tma_store":
+                notes["store"] = c_store_refusal(p, out) or "tma"
+            return notes
         if self.launch_scheme(rung) == "tiles_vec":
             vec = _knobs(self.variant(rung, problem, out))["VEC"]
             return {"path": "element loads" if vec == 1 else
@@ -463,6 +476,13 @@ class GemmTcFamily(Family):
     def headline_params(self) -> list[dict]:
         return [{"M": n, "N": n, "K": n, "layout": layout, "dtype": dtype}
                 for dtype in DTYPES for layout in ("TN", "NN") for n in (4096, 8192, 4095, 4097)]
+
+
+def c_store_refusal(p: dict, out) -> str | None:
+    """Why rung 10 stores C from registers instead of through TMA on this problem (one sentence), or None."""
+    if p["beta"] != 0:
+        return "beta != 0 reads C, which the TMA store does not"
+    return tma.refusal(out.data.ptr, p["ldc"])
 
 
 CLUSTER = 2  # blocks per cluster of the "cluster" launch (rung 09's __cluster_dims__)

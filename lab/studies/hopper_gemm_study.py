@@ -1,5 +1,6 @@
-"""The Hopper GEMM rungs beside the library, in interleaved rounds: gemm_tc rung 06 (persistent) and rung 09 (clusters
-of two with B multicast) against torch.mm and cuBLASLt on the same operands.
+"""The Hopper GEMM rungs beside the library, in interleaved rounds: gemm_tc rung 06 (persistent), rung 09 (clusters of
+two with B multicast) and rung 10 (its epilogue through a TMA store) against torch.mm and cuBLASLt on the same
+operands.
 
 Every method runs once a round on each shape, in an order rotated from round to round, on cold L2; the figure is
 TFLOP/s (2 M N K over the median time) and the ratio to the faster library call's time in the same round. The
@@ -10,6 +11,7 @@ methods:
     06_persistent         rung 06 as the family launches it
     09_cluster_multicast  rung 09 as the family launches it
     09 GROUP_M=8, ...     rung 09 with other knobs
+    10_tma_store          rung 10 as the family launches it
 
 Every rung setting passes a check on a small odd case first; one that fails gets a row saying so and is not timed.
 Nothing here asserts a speed.
@@ -37,7 +39,7 @@ SHAPES = SQUARE + [dict(M=4096, N=4096, K=4096, layout="NN", dtype="float16")]
 SHAPES += [dict(M=n, N=n, K=n, layout="TN", dtype="float16") for n in (2048, 3072)]
 SHAPES += [dict(M=m, N=n, K=4096, layout="TN", dtype="float16") for m, n in ((2176, 2176), (3200, 4096), (4352, 4096))]
 QUICK_SHAPES = SHAPES[:1]
-RUNGS = ("06_persistent", "09_cluster_multicast")
+RUNGS = ("06_persistent", "09_cluster_multicast", "10_tma_store")
 KNOB_SETTINGS = {"09_cluster_multicast": ({"GROUP_M": 8},)}
 FIXED_COST_KS = (512, 1024, 2048, 4096)
 CHECK_CASE = {"M": 4097, "N": 1000, "K": 200, "layout": "TN", "alpha": 1.0}

@@ -1,0 +1,200 @@
+// gemm_tc / rung 10 — the epilogue through shared memory and a TMA store: the consumers write their tile into a
+// swizzled staging buffer, one thread per warpgroup hands it to the copy engine, and the warpgroup goes on to the
+// next tile's k-loop while the store drains.
+//
+// What changed (vs rung 09):
+//   1. Each consumer warpgroup owns a 64 x BN staging buffer (BN / 64 boxes of 64 x 64 two-byte elements, 128-byte
+//      swizzled as TMA loads write them), after the stages in dynamic shared memory. Its threads write alpha * acc,
+//      rounded to the output type, as 4-byte pairs into it: with the swizzle, the 32 lanes of a warp hit 32 banks.
+//   2. fence.proxy.async makes those writes visible to the copy engine, a barrier of the warpgroup's 128 threads
+//      (bar.sync 1 + c, 128) says they are all in, and the warpgroup's first thread issues one TMA store a box
+//      (cp.async.bulk.tensor ... .bulk_group); TMA writes only what lies inside M x N, so tails need nothing more.
+//   3. Before the next tile writes the buffer, that thread waits until the previous stores have read it
+//      (cp.async.bulk.wait_group.read 0), and the warpgroup's barrier passes that on. That wait is a tile's k-loop
+//      later: the stores are long done.
+//   4. STAGES falls to 3: 3 stages (144 KB) and two staging buffers (64 KB) fit the 227 KB a block may have.
+//   Where C cannot be stored by TMA (its address or ldc not 16-byte aligned) or beta != 0 (C is read), the kernel
+//   takes rung 09's stores from registers: the launcher passes store_by_tma = 0.
+// Why: rung 09's consumers store their accumulators with 4-byte global stores, 64 a thread per tile, both warpgroups
+//   at once, and the tensor cores wait meanwhile; the next tile's first k-tiles are loaded but not multiplied. Here
+//   a warpgroup's epilogue is its shared-memory writes, a few hundred cycles; the global writes overlap the next
+//   tile's k-loop.
+// Prediction (4096^3 and 8192^3 fp16 TN, H200; written before any GPU run): the study's fit of time against K
+//   (lab/studies/hopper_gemm_study.py, fixed_cost) puts rung 09's cost that does not grow with K at F microseconds
+//   a launch, about four tiles' epilogues per SM at 4096^3. This rung should remove most of the epilogue's share
+//   of F and lose a little to 3 stages instead of 4: 1.02-1.05x over rung 09 at 4096^3, 1.01-1.03x at 8192^3.
+//   Shankhdhar's H100 worklog measured 747 -> 758 TFLOP/s (bf16 4096^3) from its TMA-store epilogue, with its
+//   store already overlapped by the next tile's loads, as here.
+// Tensor maps, tails and the main loop as rung 09; C's map (when used) has boxes of 64 columns x 64 rows.
+// Requires: sm_90a (wgmma, setmaxnreg, clusters); A and B as rung 09; C 16-byte aligned with ldc a multiple of 8 for
+//   the TMA store (else the register stores). Launch: rung 09's grid and threads, dynamic shared memory SMEM_BYTES =
+//   STAGES * (BM + BN) * BK * 2 + BM * BN * 2 + 1024 (214016 bytes at the defaults); two more arguments after ldc: C's
+//   tensor map and store_by_tma (0 or 1).
+// Knobs: BF16 (0/1), TN (1; 0: B is K x N), BM (128), BN (256), BK (64), STAGES (3), RASTER (2: grouped; 0 row,
+//   1 column, 3 snake), GROUP_M (4: pair-tile rows per group), THREADS (384 = 128 * (1 + BM / 64)).
+// Ideas: NVIDIA's PTX ISA (cp.async.bulk.tensor shared -> global, bulk async-groups, fence.proxy.async), CUTLASS's
+//   sm90 TMA epilogues, and Shankhdhar's worklog; code is this lab's own.
+#include "lab_cp_async.cuh"
+#include "lab_hopper_gemm.cuh"  // issue_stage_multicast, wgmma_k_step, store_pair (and lab_cluster.cuh's pieces)
+#include "lab_tile_order.cuh"
+
+#ifndef RASTER
+#define RASTER 2  // the pair-tile order: 0 row, 1 column, 2 grouped, 3 snake (lab_tile_order.cuh)
+#endif
+#ifndef GROUP_M
+#define GROUP_M 4  // pair-tile rows per group (2 BM rows each)
+#endif
+#ifndef STAGES
+#define STAGES 3  // with the staging buffers, 4 would not fit
+#endif
+#include "lab_hopper_knobs.cuh"  // the other knobs' defaults, ACC, STAGE_BYTES, CONSUMERS, the register split
+
+#define STAGING_BYTES (64 * BN * 2)  // one consumer warpgroup's 64 x BN tile of C
+
+#define SMEM_BYTES (STAGES * STAGE_BYTES + CONSUMERS * STAGING_BYTES + 1024)
+#define CLUSTER 2  // blocks per cluster, sharing B
+
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "gemm_tc rung 10 needs sm_90a (wgmma, setmaxnreg, clusters): build it with -arch=sm_90a"
+#endif
+
+typedef unsigned short half_bits;
+
+// Write this thread's accumulators (alpha * acc, rounded) into its warpgroup's staging buffer at `staging`: acc[4j +
+// 2h + e] is row r = 16 * (warp % 4) + g + 8h, column 8j + 2t + e; column block j lies in box j / 8, 16-byte chunk
+// j % 8 of row r, which the 128-byte swizzle moves to chunk (j % 8) ^ (r % 8).
+__device__ __forceinline__ void stage_tile(unsigned staging, const float (&acc)[ACC], float alpha, int warp, int g,
+                                           int t) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = 16 * (warp % 4) + g + 8 * h;
+            const unsigned addr = staging + (j / 8) * 64 * ROW_BYTES + r * ROW_BYTES + (((j % 8) ^ (r % 8)) << 4) + 4 * t;
+            const unsigned bits = pack_half2(float_to_half_bits<BF16>(alpha * acc[4 * j + 2 * h]),
+                                             float_to_half_bits<BF16>(alpha * acc[4 * j + 2 * h + 1]));
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(bits) : "memory");
+        }
+}
+
+extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
+gemm_tc_tma_store(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, int M, int N,
+                  int K, float alpha, float beta, half_bits* __restrict__ C, int ldc,
+                  const __grid_constant__ TensorMap map_c, int store_by_tma) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    __shared__ __align__(8) unsigned long long full_bars[STAGES], empty_bars[STAGES];
+    if (dynamic_smem_size() < SMEM_BYTES) __trap();  // launched with too little: stop, do not overrun it
+
+    const unsigned tiles_smem = (smem_u32addr(smem) + 1023) & ~1023u;  // the 128-byte swizzle repeats every 1024
+    const unsigned full = smem_u32addr(full_bars), empty = smem_u32addr(empty_bars);
+    const unsigned rank = cluster_rank();
+    const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int tiles_n = (N + BN - 1) / BN, pairs_m = (M + CLUSTER * BM - 1) / (CLUSTER * BM);
+    const int tiles = pairs_m * tiles_n;
+    const int cluster = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
+    const int k_tiles = (K + BK - 1) / BK;
+
+    if (threadIdx.x == 0) {
+        prefetch_tensor_map(&map_a);
+        prefetch_tensor_map(&map_b);
+        if (store_by_tma) prefetch_tensor_map(&map_c);
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(full + 8 * s, 1);                            // the producer's arrive_expect_tx, then the bytes
+            mbar_init(empty + 8 * s, CLUSTER * 4 * CONSUMERS);     // every consumer warp of both blocks
+        }
+        fence_barrier_init();
+    }
+    cluster_sync();  // both blocks' barriers exist before either block's copies or arrivals reach them
+
+    if (wg == 0) {  // the producer warpgroup: one thread issues every load, the rest just give registers back
+        setmaxnreg_dec<PRODUCER_REGS>();
+        if (threadIdx.x == 0) {
+            int it = 0;  // k-tiles issued so far, over all of this cluster's tiles (the partner counts the same)
+            for (int tile = cluster; tile < tiles; tile += clusters) {
+                int row0, col0;
+                lab_cluster_tile_origin<RASTER, GROUP_M, CLUSTER, BM, BN>(tile, pairs_m, tiles_n, rank, row0, col0);
+                for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                    const int s = it % STAGES;
+                    // Both blocks' consumers released this stage's previous k-tile (it - STAGES).
+                    if (it >= STAGES) mbar_wait(empty + 8 * s, ((it - STAGES) / STAGES) & 1);
+                    issue_stage_multicast<BM, BN, BK, TN, CLUSTER>(tiles_smem, full, &map_a, &map_b, s, kt, row0, col0,
+                                                                   rank);
+                }
+            }
+        }
+    } else {
+        setmaxnreg_inc<CONSUMER_REGS>();
+        const int c = wg - 1;  // this consumer's 64 rows of each block tile
+        const int g = lane / 4, t = lane % 4;
+        const bool pairs = (ldc % 2 == 0) && (reinterpret_cast<unsigned long long>(C) % 4 == 0);
+        // This warp's arrival on stage s's "empty" barrier in block r of the cluster is at empty_at[r] + 8 s.
+        const unsigned empty_at[CLUSTER] = {cluster_peer_address(empty, 0), cluster_peer_address(empty, 1)};
+        const unsigned staging = tiles_smem + STAGES * STAGE_BYTES + c * STAGING_BYTES;
+        const bool storer = (threadIdx.x % 128) == 0;  // the warpgroup's thread that issues its TMA stores
+        int it = 0;  // k-tiles consumed so far, over all of this cluster's tiles
+        for (int tile = cluster; tile < tiles; tile += clusters) {
+            int row0, col0;
+            lab_cluster_tile_origin<RASTER, GROUP_M, CLUSTER, BM, BN>(tile, pairs_m, tiles_n, rank, row0, col0);
+            float acc[ACC];
+#pragma unroll
+            for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
+
+            for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                const int s = it % STAGES;
+                mbar_wait(full + 8 * s, (it / STAGES) & 1);  // k-tile `it` has landed (both halves of B)
+                const unsigned a = tiles_smem + s * STAGE_BYTES + c * 64 * ROW_BYTES;
+                const unsigned b = tiles_smem + s * STAGE_BYTES + A_TILE_BYTES;
+                wgmma_fence();
+                fence_accumulators(acc);
+#pragma unroll
+                for (int ks = 0; ks < BK / 16; ++ks) {
+                    const unsigned long long da = wgmma_desc(a + 32 * ks, 16, 8 * ROW_BYTES);
+#if TN
+                    const unsigned long long db = wgmma_desc(b + 32 * ks, 16, 8 * ROW_BYTES);
+#else
+                    const unsigned long long db =
+                        wgmma_desc(b + 16 * ks * ROW_BYTES, BK * ROW_BYTES, 8 * ROW_BYTES);
+#endif
+                    wgmma_k_step<BF16, TN, BN>(acc, da, db);
+                }
+                wgmma_commit();
+                fence_accumulators(acc);
+                wgmma_wait<1>();  // k-tile it-1's products are done: release its stage in both blocks
+                if (kt > 0 && lane == 0)
+#pragma unroll
+                    for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(empty_at[r] + 8 * ((it - 1) % STAGES));
+            }
+            wgmma_wait<0>();
+            fence_accumulators(acc);
+            if (lane == 0)  // the tile's last stage, for the next tile
+#pragma unroll
+                for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(empty_at[r] + 8 * ((it - 1) % STAGES));
+
+            if (store_by_tma) {
+                if (storer) tma_store_wait_read<0>();  // the last tile's stores have read the buffer
+                named_barrier_sync(1 + c, 128);
+                stage_tile(staging, acc, alpha, warp, g, t);
+                fence_async_shared();  // this thread's writes, visible to the copy engine
+                named_barrier_sync(1 + c, 128);
+                if (storer) {
+#pragma unroll
+                    for (int box = 0; box < BN / 64; ++box)
+                        tma_store_2d(&map_c, col0 + 64 * box, row0 + c * 64, staging + box * 64 * ROW_BYTES);
+                    tma_store_commit();
+                }
+                continue;
+            }
+            // Rung 09's stores from registers: acc[4j + 2h + e] is row 16 * (warp % 4) + g + 8h, column 8j + 2t + e.
+            const int row = row0 + c * 64 + 16 * (warp % 4) + g;
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    store_pair<BF16>(C, ldc, pairs, row + 8 * h, col0 + 8 * j + 2 * t, M, N, alpha, beta,
+                                     acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        }
+        if (storer && store_by_tma) tma_store_wait_all();  // C is written before the block's shared memory goes
+    }
+    cluster_sync();  // the partner's last arrivals on this block's barriers have landed before it exits
+}
