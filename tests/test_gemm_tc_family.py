@@ -190,7 +190,7 @@ def test_block_tiles_match_the_kernels_geometry():
     assert block_tile(TC.rung("03")) == (128, 128)
     assert block_tile(TC.rung("04")) == (128, 128)
     assert block_tile(TC.rung("05")) == (128, 256)
-    assert block_tile(TC.rung("06")) == (128, 256) == block_tile(TC.rung("07")) == block_tile(TC.rung("09")) == block_tile(TC.rung("10"))
+    assert all(block_tile(TC.rung(key)) == (128, 256) for key in ("06", "07", "09", "10"))
     assert TC.PERSISTENT_RUNGS == ("06_persistent", "07_stream_k") and TC.STREAM_K_RUNGS == ("07_stream_k",)
 
 
