@@ -4,6 +4,7 @@ reference, bound, output decoding and checks run end to end on NumPy stand-ins f
 families and launch plan cover the ladder's required cases."""
 
 import dataclasses
+import types
 
 import numpy as np
 import pytest
@@ -170,9 +171,12 @@ def test_the_hopper_rungs_ask_for_their_tiles_and_the_alignment_slack():
     assert TC.dynamic_smem_bytes(TC.rung("04")) == 4 * (128 + 128) * 64 * 2 + 1024 == 132096
     assert TC.dynamic_smem_bytes(TC.rung("05")) == 4 * (128 + 256) * 64 * 2 + 1024 == 197632
     assert TC.block_resources(TC.rung("05")) == (384, 197632)
+    # Rung 10 also holds C's staging buffers: BM * BN * 2 more (STAGES 3: 3 * 49152 + 65536 + 1024).
+    assert TC.dynamic_smem_bytes(TC.rung("10")) == 3 * (128 + 256) * 64 * 2 + 128 * 256 * 2 + 1024 == 214016
     for rung in HOPPER_RUNGS:
         source = (build.KERNELS_DIR / rung.spec.source).read_text()
-        assert "#define SMEM_BYTES (STAGES * STAGE_BYTES + 1024)" in source
+        staging = " + CONSUMERS * STAGING_BYTES" if rung.launch == "cluster_tma_store" else ""
+        assert f"#define SMEM_BYTES (STAGES * STAGE_BYTES{staging} + 1024)" in source
         assert "if (dynamic_smem_size() < SMEM_BYTES) __trap();" in source
 
 
@@ -336,5 +340,20 @@ def test_the_tour_shows_rungs_this_gpu_cannot_run_compiled_for_their_own_arch():
 
     reports = compile_reports(86, [TC])
     assert [r.source for r in reports] == [r.spec.source for r in TC.rungs]
-    assert {r.source: r.arch for r in reports if "gemm_tc/0" in r.source} == {
+    assert {r.source: r.arch for r in reports if "gemm_tc/" in r.source} == {
         r.spec.source: ("sm_90a" if uses_tma(r) else "sm_86") for r in TC.rungs}
+
+
+def test_rung_10_stores_through_tma_only_where_a_store_cannot_touch_what_lies_outside_c():
+    """TMA writes whole 16-byte pieces of a row (measured on the H200: a padded C with N = 131 had its padding
+    written), needs a 16-byte-aligned C and stride, and does not read C: each refusal is one sentence."""
+    from lab.families.gemm_tc import c_store_refusal
+
+    out = types.SimpleNamespace(data=types.SimpleNamespace(ptr=1 << 20))
+    base = {"M": 129, "N": 136, "ldc": 136, "beta": 0.0}
+    assert c_store_refusal(base, out) is None
+    assert "multiple of 8" in c_store_refusal(base | {"N": 131}, out)
+    assert "row stride" in c_store_refusal(base | {"N": 131, "ldc": 131}, out)
+    assert "beta" in c_store_refusal(base | {"beta": 0.5}, out)
+    unaligned = types.SimpleNamespace(data=types.SimpleNamespace(ptr=(1 << 20) + 2))
+    assert "aligned" in c_store_refusal(base, unaligned)

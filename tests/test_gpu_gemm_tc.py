@@ -262,6 +262,7 @@ def test_the_cluster_rungs_are_correct_where_pairs_run_past_m_and_clusters_walk_
     ({"M": 300, "N": 520, "K": 72, "layout": "NN", "dtype": BFLOAT16, "pad": 8}, "tma"),
     ({"M": 300, "N": 521, "K": 72, "layout": "TN", "dtype": "float16"}, "row stride"),  # ldc = 521: not 16-byte
     ({"M": 257, "N": 512, "K": 200, "layout": "TN", "dtype": BFLOAT16, "alpha": -2.0, "beta": 0.5}, "beta"),
+    ({"M": 129, "N": 131, "K": 67, "layout": "TN", "dtype": BFLOAT16, "pad": 5}, "multiple of 8"),  # ldc = 136
 ])
 def test_the_tma_store_rung_stores_through_tma_where_it_can_and_from_registers_elsewhere(case, store):
     """Rung 10's two epilogues, each on the shapes that pick it: the launch notes name the path, and the float64

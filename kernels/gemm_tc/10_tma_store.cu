@@ -13,8 +13,9 @@
 //      (cp.async.bulk.wait_group.read 0), and the warpgroup's barrier passes that on. That wait is a tile's k-loop
 //      later: the stores are long done.
 //   4. STAGES falls to 3: 3 stages (144 KB) and two staging buffers (64 KB) fit the 227 KB a block may have.
-//   Where C cannot be stored by TMA (its address or ldc not 16-byte aligned) or beta != 0 (C is read), the kernel
-//   takes rung 09's stores from registers: the launcher passes store_by_tma = 0.
+//   Where C cannot be stored by TMA (its address or ldc not 16-byte aligned; or padded, with N not a multiple of 8:
+//   a TMA store ends a row at a 16-byte boundary, so it would write the padding, as the H200 showed) or beta != 0
+//   (C is read), the kernel takes rung 09's stores from registers: the launcher passes store_by_tma = 0.
 // Why: rung 09's consumers store their accumulators with 4-byte global stores, 64 a thread per tile, both warpgroups
 //   at once, and the tensor cores wait meanwhile; the next tile's first k-tiles are loaded but not multiplied. Here
 //   a warpgroup's epilogue is its shared-memory writes, a few hundred cycles; the global writes overlap the next
@@ -26,8 +27,8 @@
 //   Shankhdhar's H100 worklog measured 747 -> 758 TFLOP/s (bf16 4096^3) from its TMA-store epilogue, with its
 //   store already overlapped by the next tile's loads, as here.
 // Tensor maps, tails and the main loop as rung 09; C's map (when used) has boxes of 64 columns x 64 rows.
-// Requires: sm_90a (wgmma, setmaxnreg, clusters); A and B as rung 09; C 16-byte aligned with ldc a multiple of 8 for
-//   the TMA store (else the register stores). Launch: rung 09's grid and threads, dynamic shared memory SMEM_BYTES =
+// Requires: sm_90a (wgmma, setmaxnreg, clusters); A and B as rung 09; C 16-byte aligned with ldc a multiple of 8, and
+//   N one too where ldc > N, for the TMA store (else the register stores). Launch: rung 09's grid and threads, dynamic shared memory SMEM_BYTES =
 //   STAGES * (BM + BN) * BK * 2 + BM * BN * 2 + 1024 (214016 bytes at the defaults); two more arguments after ldc: C's
 //   tensor map and store_by_tma (0 or 1).
 // Knobs: BF16 (0/1), TN (1; 0: B is K x N), BM (128), BN (256), BK (64), STAGES (3), RASTER (2: grouped; 0 row,

@@ -482,6 +482,10 @@ def c_store_refusal(p: dict, out) -> str | None:
     """Why rung 10 stores C from registers instead of through TMA on this problem (one sentence), or None."""
     if p["beta"] != 0:
         return "beta != 0 reads C, which the TMA store does not"
+    if p["ldc"] != p["N"] and p["N"] % 8:
+        # Measured on the H200: a TMA store clips a row's end at a 16-byte boundary, not at the element, so it would
+        # write the padding columns after an N that is not a multiple of 8.
+        return f"N = {p['N']} is not a multiple of 8, and a TMA store would write the padding after it"
     return tma.refusal(out.data.ptr, p["ldc"])
 
 
