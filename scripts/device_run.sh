@@ -333,9 +333,12 @@ for key in ('09', '10'):
       echo "== compute-sanitizer, rungs 09 and 10"; timeout "$(box 160 3)" python3 scripts/gemm_tc_sanitize.py \
         "$pack/gemm_tc_sanitize_09_10.json" --rungs ${SANITIZE_RUNGS:-10,09} --budget 150 --tools ${SANITIZE_TOOLS:-memcheck,racecheck,synccheck} 2>&1 | tail -8
       keep_cache ;;
-    hopper-verify)  # after a fix to gemm_tc rung 10: its GPU tests, memcheck on it, racecheck and synccheck on 09 and 10
+    hopper-verify)  # after a change to gemm_tc rung 10: its GPU tests, the study's core shapes, memcheck on it,
+      # racecheck and synccheck on 09 and 10
       carried
-      gpu_tests "$(box 90 200)" tests/test_gpu_gemm_tc.py -k "10 or tma_store" --durations=3
+      gpu_tests "$(box 90 230)" tests/test_gpu_gemm_tc.py -k "10 or tma_store" --durations=3
+      echo "== Hopper GEMM study (core shapes)"; timeout "$(box 110 130)" python3 -m lab.studies.hopper_gemm_study \
+        "$pack" --core 2>&1 | tail -40
       echo "== compute-sanitizer memcheck, rung 10"; timeout "$(box 75 130)" python3 scripts/gemm_tc_sanitize.py \
         "$pack/gemm_tc_sanitize_10_memcheck.json" --rungs 10 --budget 70 --tools memcheck 2>&1 | tail -3
       echo "== compute-sanitizer racecheck, synccheck, rungs 09 and 10"; timeout "$(box 130 3)" python3 \

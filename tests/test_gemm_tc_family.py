@@ -171,8 +171,8 @@ def test_the_hopper_rungs_ask_for_their_tiles_and_the_alignment_slack():
     assert TC.dynamic_smem_bytes(TC.rung("04")) == 4 * (128 + 128) * 64 * 2 + 1024 == 132096
     assert TC.dynamic_smem_bytes(TC.rung("05")) == 4 * (128 + 256) * 64 * 2 + 1024 == 197632
     assert TC.block_resources(TC.rung("05")) == (384, 197632)
-    # Rung 10 also holds C's staging buffers: BM * BN * 2 more (STAGES 3: 3 * 49152 + 65536 + 1024).
-    assert TC.dynamic_smem_bytes(TC.rung("10")) == 3 * (128 + 256) * 64 * 2 + 128 * 256 * 2 + 1024 == 214016
+    # Rung 10 also holds C's staging buffers: BM * BN * 2 / C_PARTS more, under the 227 KB a block may have.
+    assert TC.dynamic_smem_bytes(TC.rung("10")) == 4 * (128 + 256) * 64 * 2 + 128 * 256 + 1024 == 230400 <= 232448
     for rung in HOPPER_RUNGS:
         source = (build.KERNELS_DIR / rung.spec.source).read_text()
         staging = " + CONSUMERS * STAGING_BYTES" if rung.launch == "cluster_tma_store" else ""

@@ -3,16 +3,19 @@
 // next tile's k-loop while the store drains.
 //
 // What changed (vs rung 09):
-//   1. Each consumer warpgroup owns a 64 x BN staging buffer (BN / 64 boxes of 64 x 64 two-byte elements, 128-byte
-//      swizzled as TMA loads write them), after the stages in dynamic shared memory. Its threads write alpha * acc,
-//      rounded to the output type, as 4-byte pairs into it: with the swizzle, the 32 lanes of a warp hit 32 banks.
+//   1. Each consumer warpgroup owns a staging buffer of 64 rows x BN / C_PARTS columns (boxes of 64 x 64 two-byte
+//      elements, 128-byte swizzled as TMA loads write them), after the stages in dynamic shared memory. Its threads
+//      write alpha * acc, rounded to the output type, as 4-byte pairs into it, one part of the tile at a time: with
+//      the swizzle, the 32 lanes of a warp hit 32 banks.
 //   2. fence.proxy.async makes those writes visible to the copy engine, a barrier of the warpgroup's 128 threads
 //      (bar.sync 1 + c, 128) says they are all in, and the warpgroup's first thread issues one TMA store a box
 //      (cp.async.bulk.tensor ... .bulk_group); TMA writes only what lies inside M x N, so tails need nothing more.
 //   3. Before the next tile writes the buffer, that thread waits until the previous stores have read it
 //      (cp.async.bulk.wait_group.read 0), and the warpgroup's barrier passes that on. That wait is a tile's k-loop
 //      later: the stores are long done.
-//   4. STAGES falls to 3: 3 stages (144 KB) and two staging buffers (64 KB) fit the 227 KB a block may have.
+//   4. Room: 4 stages (192 KB) and two whole-tile buffers (64 KB) do not fit the 227 KB a block may have. C_PARTS = 2
+//      (the default) stages half a tile at a time (2 x 16 KB) and keeps 4 stages; the second half waits for the
+//      first's stores to read the buffer. C_PARTS = 1 stages the whole tile at once and needs STAGES = 3.
 //   Where C cannot be stored by TMA (its address or ldc not 16-byte aligned; or padded, with N not a multiple of 8:
 //   a TMA store ends a row at a 16-byte boundary, so it would write the padding, as the H200 showed) or beta != 0
 //   (C is read), the kernel takes rung 09's stores from registers: the launcher passes store_by_tma = 0.
@@ -20,19 +23,26 @@
 //   at once, and the tensor cores wait meanwhile; the next tile's first k-tiles are loaded but not multiplied. Here
 //   a warpgroup's epilogue is its shared-memory writes, a few hundred cycles; the global writes overlap the next
 //   tile's k-loop.
-// Prediction (4096^3 and 8192^3 fp16 TN, H200; written before any GPU run): the study's fit of time against K
-//   (lab/studies/hopper_gemm_study.py, fixed_cost) puts rung 09's cost that does not grow with K at F microseconds
-//   a launch, about four tiles' epilogues per SM at 4096^3. This rung should remove most of the epilogue's share
-//   of F and lose a little to 3 stages instead of 4: 1.02-1.05x over rung 09 at 4096^3, 1.01-1.03x at 8192^3.
+// Prediction (4096^3 and 8192^3 fp16 TN, H200; written before any GPU run), first for C_PARTS = 1, STAGES = 3:
+//   lab/studies/hopper_gemm_study.py fits each rung's time at M = N = 4096 against K (fixed_cost); a launch's cost
+//   that does not grow with K is about four tiles' epilogues per SM. This rung should remove most of the epilogue's
+//   share of it and lose a little to 3 stages instead of 4: 1.02-1.05x over rung 09 at 4096^3, 1.01-1.03x at 8192^3.
 //   Shankhdhar's H100 worklog measured 747 -> 758 TFLOP/s (bf16 4096^3) from its TMA-store epilogue, with its
 //   store already overlapped by the next tile's loads, as here.
+// Measured (results/h200/hopper_gemm_study.json, C_PARTS = 1, STAGES = 3; cold L2, three rounds): 1.03x rung 09 at
+//   4096^3 fp16 TN and 1.01x at 8192^3, inside the prediction. The fit says why it is not more: the cost that does
+//   not grow with K fell from 31.5 to 10.7 us a launch, but each k-tile took 2.91 us instead of 2.66 with one stage
+//   fewer to hide the loads.
+// Prediction for C_PARTS = 2, STAGES = 4 (written before its GPU run): the k-tile back to about 2.66 us and the
+//   fixed cost up by about half a microsecond a tile (the second half waits for the first's stores to read the
+//   buffer), 10.7 + 2 + 64 * 2.66 = 183 us at 4096^3 fp16 TN: 1.08-1.11x rung 09, 0.97-1.0x the library.
 // Tensor maps, tails and the main loop as rung 09; C's map (when used) has boxes of 64 columns x 64 rows.
 // Requires: sm_90a (wgmma, setmaxnreg, clusters); A and B as rung 09; C 16-byte aligned with ldc a multiple of 8, and
-//   N one too where ldc > N, for the TMA store (else the register stores). Launch: rung 09's grid and threads, dynamic shared memory SMEM_BYTES =
-//   STAGES * (BM + BN) * BK * 2 + BM * BN * 2 + 1024 (214016 bytes at the defaults); two more arguments after ldc: C's
-//   tensor map and store_by_tma (0 or 1).
-// Knobs: BF16 (0/1), TN (1; 0: B is K x N), BM (128), BN (256), BK (64), STAGES (3), RASTER (2: grouped; 0 row,
-//   1 column, 3 snake), GROUP_M (4: pair-tile rows per group), THREADS (384 = 128 * (1 + BM / 64)).
+//   N one too where ldc > N, for the TMA store (else the register stores). Launch: rung 09's grid and threads,
+//   dynamic shared memory SMEM_BYTES = STAGES * (BM + BN) * BK * 2 + BM * BN * 2 / C_PARTS + 1024 (230400 bytes at
+//   the defaults); two more arguments after ldc: C's tensor map and store_by_tma (0 or 1).
+// Knobs: BF16 (0/1), TN (1; 0: B is K x N), BM (128), BN (256), BK (64), STAGES (4), C_PARTS (2), RASTER (2:
+//   grouped; 0 row, 1 column, 3 snake), GROUP_M (4: pair-tile rows per group), THREADS (384 = 128 * (1 + BM / 64)).
 // Ideas: NVIDIA's PTX ISA (cp.async.bulk.tensor shared -> global, bulk async-groups, fence.proxy.async), CUTLASS's
 //   sm90 TMA epilogues, and Shankhdhar's worklog; code is this lab's own.
 #include "lab_cp_async.cuh"
@@ -45,12 +55,17 @@
 #ifndef GROUP_M
 #define GROUP_M 4  // pair-tile rows per group (2 BM rows each)
 #endif
+#ifndef C_PARTS
+#define C_PARTS 2  // a warpgroup's tile of C goes out in this many parts of BN / C_PARTS columns through one buffer
+#endif
 #ifndef STAGES
-#define STAGES 3  // with the staging buffers, 4 would not fit
+#define STAGES 4  // with C_PARTS = 1 (a whole tile staged), only 3 fit
 #endif
 #include "lab_hopper_knobs.cuh"  // the other knobs' defaults, ACC, STAGE_BYTES, CONSUMERS, the register split
 
-#define STAGING_BYTES (64 * BN * 2)  // one consumer warpgroup's 64 x BN tile of C
+#define PART_COLS (BN / C_PARTS)
+#define STAGING_BYTES (64 * PART_COLS * 2)  // one consumer warpgroup's buffer: 64 rows x PART_COLS of C
+static_assert(C_PARTS >= 1 && PART_COLS % 64 == 0, "each part is whole 64-column boxes");
 
 #define SMEM_BYTES (STAGES * STAGE_BYTES + CONSUMERS * STAGING_BYTES + 1024)
 #define CLUSTER 2  // blocks per cluster, sharing B
@@ -61,17 +76,19 @@
 
 typedef unsigned short half_bits;
 
-// Write this thread's accumulators (alpha * acc, rounded) into its warpgroup's staging buffer at `staging`: acc[4j +
-// 2h + e] is row r = 16 * (warp % 4) + g + 8h, column 8j + 2t + e; column block j lies in box j / 8, 16-byte chunk
-// j % 8 of row r, which the 128-byte swizzle moves to chunk (j % 8) ^ (r % 8).
-__device__ __forceinline__ void stage_tile(unsigned staging, const float (&acc)[ACC], float alpha, int warp, int g,
-                                           int t) {
+// Write part `part` of this thread's accumulators (alpha * acc, rounded) into its warpgroup's staging buffer:
+// acc[4j + 2h + e] is row r = 16 * (warp % 4) + g + 8h, column 8j + 2t + e; the part holds column blocks j of
+// part * PART_COLS / 8 onwards, block jj of the part in box jj / 8, 16-byte chunk jj % 8 of row r, which the 128-byte
+// swizzle moves to chunk (jj % 8) ^ (r % 8).
+__device__ __forceinline__ void stage_part(unsigned staging, const float (&acc)[ACC], float alpha, int part, int warp,
+                                           int g, int t) {
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
+    for (int jj = 0; jj < PART_COLS / 8; ++jj)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const int r = 16 * (warp % 4) + g + 8 * h;
-            const unsigned addr = staging + (j / 8) * 64 * ROW_BYTES + r * ROW_BYTES + (((j % 8) ^ (r % 8)) << 4) + 4 * t;
+            const int j = part * (PART_COLS / 8) + jj, r = 16 * (warp % 4) + g + 8 * h;
+            const unsigned addr =
+                staging + (jj / 8) * 64 * ROW_BYTES + r * ROW_BYTES + (((jj % 8) ^ (r % 8)) << 4) + 4 * t;
             const unsigned bits = pack_half2(float_to_half_bits<BF16>(alpha * acc[4 * j + 2 * h]),
                                              float_to_half_bits<BF16>(alpha * acc[4 * j + 2 * h + 1]));
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(bits) : "memory");
@@ -173,16 +190,20 @@ gemm_tc_tma_store(const __grid_constant__ TensorMap map_a, const __grid_constant
                 for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(empty_at[r] + 8 * ((it - 1) % STAGES));
 
             if (store_by_tma) {
-                if (storer) tma_store_wait_read<0>();  // the last tile's stores have read the buffer
-                named_barrier_sync(1 + c, 128);
-                stage_tile(staging, acc, alpha, warp, g, t);
-                fence_async_shared();  // this thread's writes, visible to the copy engine
-                named_barrier_sync(1 + c, 128);
-                if (storer) {
 #pragma unroll
-                    for (int box = 0; box < BN / 64; ++box)
-                        tma_store_2d(&map_c, col0 + 64 * box, row0 + c * 64, staging + box * 64 * ROW_BYTES);
-                    tma_store_commit();
+                for (int part = 0; part < C_PARTS; ++part) {
+                    if (storer) tma_store_wait_read<0>();  // the stores before have read the buffer
+                    named_barrier_sync(1 + c, 128);
+                    stage_part(staging, acc, alpha, part, warp, g, t);
+                    fence_async_shared();  // this thread's writes, visible to the copy engine
+                    named_barrier_sync(1 + c, 128);
+                    if (storer) {
+#pragma unroll
+                        for (int box = 0; box < PART_COLS / 64; ++box)
+                            tma_store_2d(&map_c, col0 + part * PART_COLS + 64 * box, row0 + c * 64,
+                                         staging + box * 64 * ROW_BYTES);
+                        tma_store_commit();
+                    }
                 }
                 continue;
             }

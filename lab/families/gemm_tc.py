@@ -79,12 +79,12 @@ def _knobs(rung: Rung) -> dict:
 def dynamic_smem_bytes(rung: Rung) -> int:
     """Dynamic shared memory of a multistage rung: STAGES * (BM + BN) * BK two-byte elements (unpadded,
     swizzled A and B tiles; the formula in rung 03's Requires line), plus 1024 bytes on the TMA rungs to
-    align the tiles to the 128-byte swizzle's 1024-byte period and, on rung 10, BM * BN * 2 for C's staging; 0 for
-    the rungs with static tiles. The kernel traps at entry if it is given less."""
+    align the tiles to the 128-byte swizzle's 1024-byte period and, on rung 10, BM * BN * 2 / C_PARTS for C's
+    staging; 0 for the rungs with static tiles. The kernel traps at entry if it is given less."""
     k = _knobs(rung)
     if "STAGES" not in k:
         return 0
-    staging = k["BM"] * k["BN"] * 2 if rung.launch == "cluster_tma_store" else 0  # rung 10's tile of C
+    staging = k["BM"] * k["BN"] * 2 // k["C_PARTS"] if rung.launch == "cluster_tma_store" else 0  # rung 10's C
     return k["STAGES"] * (k["BM"] + k["BN"]) * k["BK"] * 2 + staging + (1024 if uses_tma(rung) else 0)
 
 
@@ -193,11 +193,11 @@ class GemmTcFamily(Family):
               launch="cluster", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64,
               STAGES=4, RASTER=2, GROUP_M=4, THREADS=384),
         # Launch "cluster_tma_store": rung 09's, with C's tensor map and whether to use it (store_by_tma) after ldc,
-        # and two staging buffers of 64 x BN after the stages in dynamic shared memory.
+        # and two staging buffers of 64 x BN / C_PARTS after the stages in dynamic shared memory.
         _rung("10_tma_store", "gemm_tc_tma_store",
               "the epilogue through shared memory and a TMA store, overlapped with the next tile",
               launch="cluster_tma_store", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64,
-              STAGES=3, RASTER=2, GROUP_M=4, THREADS=384),
+              STAGES=4, C_PARTS=2, RASTER=2, GROUP_M=4, THREADS=384),
     )
     # The rungs of each kind by key, for the lessons, scripts and tests (the launcher reads each rung's launch).
     PERSISTENT_RUNGS = tuple(r.key for r in rungs if r.launch in ("persistent", "stream_k"))  # <= 1 block per SM
