@@ -333,17 +333,13 @@ for key in ('09', '10'):
       echo "== compute-sanitizer, rungs 09 and 10"; timeout "$(box 160 3)" python3 scripts/gemm_tc_sanitize.py \
         "$pack/gemm_tc_sanitize_09_10.json" --rungs ${SANITIZE_RUNGS:-10,09} --budget 150 --tools ${SANITIZE_TOOLS:-memcheck,racecheck,synccheck} 2>&1 | tail -8
       keep_cache ;;
-    hopper-verify)  # after a change to gemm_tc rung 10: its GPU tests, the study's core shapes, memcheck on it,
-      # racecheck and synccheck on 09 and 10
+    hopper-verify)  # after a change to gemm_tc rung 10: its GPU tests, the study, compute-sanitizer on rung 10
       carried
-      gpu_tests "$(box 90 230)" tests/test_gpu_gemm_tc.py -k "10 or tma_store" --durations=3
-      echo "== Hopper GEMM study (core shapes)"; timeout "$(box 110 130)" python3 -m lab.studies.hopper_gemm_study \
-        "$pack" --core 2>&1 | tail -40
-      echo "== compute-sanitizer memcheck, rung 10"; timeout "$(box 75 130)" python3 scripts/gemm_tc_sanitize.py \
-        "$pack/gemm_tc_sanitize_10_memcheck.json" --rungs 10 --budget 70 --tools memcheck 2>&1 | tail -3
-      echo "== compute-sanitizer racecheck, synccheck, rungs 09 and 10"; timeout "$(box 130 3)" python3 \
-        scripts/gemm_tc_sanitize.py "$pack/gemm_tc_sanitize_09_10_race_sync.json" --rungs 09,10 --budget 125 \
-        --tools racecheck,synccheck 2>&1 | tail -6
+      gpu_tests "$(box 80 210)" tests/test_gpu_gemm_tc.py -k "10 or tma_store" --durations=3
+      echo "== Hopper GEMM study"; timeout "$(box 150 65)" python3 -m lab.studies.hopper_gemm_study "$pack" 2>&1 | tail -60
+      echo "== compute-sanitizer, rung 10"; timeout "$(box 200 3)" python3 scripts/gemm_tc_sanitize.py \
+        "$pack/gemm_tc_sanitize_10.json" --rungs 10 --budget "$(box 195 8)" --tools ${SANITIZE_TOOLS:-memcheck,racecheck,synccheck} \
+        2>&1 | tail -5
       keep_cache ;;
     decode-final)  # after decode attention's last change: the study and the headline bench into results/h200,
       # notebooks 06, 08 and 09 live, then the decode family's and lab.ops.attention's GPU tests

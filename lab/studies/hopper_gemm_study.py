@@ -10,7 +10,6 @@ methods:
     cublaslt              the family's ceiling (lab.tools.library_gemm: cuBLASLt with its heuristic's algorithm)
     06_persistent         rung 06 as the family launches it
     09_cluster_multicast  rung 09 as the family launches it
-    09 GROUP_M=8, ...     rung 09 with other knobs
     10_tma_store          rung 10 as the family launches it
     10 C_PARTS=1 STAGES=3 rung 10 staging a whole tile at once (so one stage fewer)
 
@@ -42,7 +41,7 @@ SHAPES += [dict(M=m, N=n, K=4096, layout="TN", dtype="float16") for m, n in ((21
 QUICK_SHAPES = SHAPES[:1]
 CORE_SHAPES = [SHAPES[i] for i in (0, 1, 4, 6, 7, 11)]  # 4096^3 fp16 and bf16, 8192^3 fp16, NN, 2048^3, 4352
 RUNGS = ("06_persistent", "09_cluster_multicast", "10_tma_store")
-KNOB_SETTINGS = {"09_cluster_multicast": ({"GROUP_M": 8},), "10_tma_store": ({"C_PARTS": 1, "STAGES": 3},)}
+KNOB_SETTINGS = {"10_tma_store": ({"C_PARTS": 1, "STAGES": 3},)}
 FIXED_COST_KS = (512, 1024, 2048, 4096)
 CHECK_CASE = {"M": 4097, "N": 1000, "K": 200, "layout": "TN", "alpha": 1.0}
 

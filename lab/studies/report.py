@@ -180,7 +180,7 @@ def readme_results(rs_by_family: dict[str, RecordSet]) -> str:
             cliff = alignment_cliff_sentence(family, bests)
             if cliff:
                 sentences.append(cliff)
-    return "\n".join(lines + [""] + sentences + ops_lines())
+    return "\n".join(lines + [""] + sentences + hopper_lines() + ops_lines())
 
 
 CLIFF = 0.5  # a baseline under half its own rate at the nearest aligned size has fallen off an alignment cliff
@@ -215,6 +215,41 @@ def alignment_cliff_sentence(family: str, bests: list) -> str:
             f"(not 16-byte aligned, which the library's fastest kernels need): " + "; ".join(found)
             + ". The lab's rungs repack such operands into aligned scratch first (kernels/common/repack_rows.cu), so "
             "the ratios at those sizes measure the library's cliff, not a faster main loop.")
+
+
+HOPPER_STUDY = "hopper_gemm_study"
+HOPPER_RUNGS = ("06_persistent", "09_cluster_multicast", "10_tma_store")
+
+
+def hopper_lines() -> list[str]:
+    """The Hopper GEMM rungs against the library in interleaved rounds (lab.studies.hopper_gemm_study), when its record
+    exists: per shape, each rung's median TFLOP/s and its same-round ratio to the faster of torch.mm and cuBLASLt."""
+    import json
+
+    from lab.measure.records import reference_dir
+
+    path = reference_dir() / f"{HOPPER_STUDY}.json"
+    if not path.is_file():
+        return []
+    study = json.loads(path.read_text())
+    p = study["provenance"]
+    out = ["", f"The Hopper rungs against the library in {study['rounds']} interleaved rounds, cold L2 "
+               f"(`results/h200/{HOPPER_STUDY}.json`, {p.get('device')}, {str(p.get('date', ''))[:10]}, "
+               f"`python -m lab.studies.{HOPPER_STUDY}`): median TFLOP/s, and in brackets the median of the per-round "
+               "ratios to the faster of torch.mm and cuBLASLt (the lowest round's after the slash):", "",
+           "| M x N x K | layout, type | library | " + " | ".join(HOPPER_RUNGS) + " |",
+           "|---|---|---:|" + "---:|" * len(HOPPER_RUNGS)]
+    by_shape: dict[tuple, dict] = {}
+    for row in study["summary"]:
+        by_shape.setdefault(tuple(sorted(row["shape"].items())), {})[row["method"]] = row
+    for key, methods in by_shape.items():
+        shape = dict(key)
+        library = max((methods[m]["TFLOP/s"] for m in ("torch_mm", "cublaslt") if m in methods), default=None)
+        cells = [f"{methods[r]['TFLOP/s']:.0f} ({methods[r]['x_library']:.2f}x / {methods[r]['x_library_min']:.2f}x)"
+                 if r in methods and methods[r].get("x_library") else "-" for r in HOPPER_RUNGS]
+        out.append(f"| {shape['M']} x {shape['N']} x {shape['K']} | {shape['layout']}, {shape['dtype']} | "
+                   f"{'-' if library is None else f'{library:.0f}'} | " + " | ".join(cells) + " |")
+    return out
 
 
 OPS_TRACE, OPS_GEMMS, OPS_OVERHEAD, OPS_LATENCY = "ops_trace", "ops_trace_gemms", "ops_overhead", "ops_latency"
