@@ -341,6 +341,11 @@ for key in ('09', '10'):
         "$pack/gemm_tc_sanitize_10.json" --rungs 10 --budget "$(box 195 8)" --tools ${SANITIZE_TOOLS:-memcheck,racecheck,synccheck} \
         2>&1 | tail -5
       keep_cache ;;
+    hopper-quick)  # the shortest check after a change to gemm_tc rung 10: its GPU tests, then the study on one shape
+      carried
+      gpu_tests "$(box 100 40)" tests/test_gpu_gemm_tc.py -k "10_tma_store or tma_store" --durations=3
+      echo "== Hopper GEMM study (one shape)"; timeout "$(box 60 2)" python3 -m lab.studies.hopper_gemm_study "$pack" \
+        --quick 2>&1 | tail -14 ;;
     decode-final)  # after decode attention's last change: the study and the headline bench into results/h200,
       # notebooks 06, 08 and 09 live, then the decode family's and lab.ops.attention's GPU tests
       carried; export LAB_CHECK_FIGURES=1

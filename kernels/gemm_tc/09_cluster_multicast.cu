@@ -24,6 +24,15 @@
 //   consumer warpgroups store at once with 4-byte stores, the tensor cores idle meanwhile) and the wave tail.
 //   Pranjal Shankhdhar's H100 worklog "Outperforming cuBLAS on H100" (2024) measured 704 -> 734 TFLOP/s (bf16,
 //   4096^3) from a cluster of two with multicast.
+// Measured (results/h200/hopper_gemm_study.json; cold L2, three rounds, torch.mm and cuBLASLt in the same run):
+//   0.90-1.00x rung 06 (4096^3 fp16 TN 682 against 683 TFLOP/s), so the prediction missed: the L2 -> SM path was not
+//   what set the pace. The study's fit of time against K at M = N = 4096 gives both rungs the same 2.66 us a
+//   k-tile, with a third less L2 traffic here; what rung 06 loses is elsewhere, 31 us a launch that does not grow
+//   with K (the epilogue, rung 10). The first build released each stage at cluster scope
+//   (mbarrier.arrive.release.cluster) and ran at 0.56-0.71x rung 06 (hopper_gemm_study_cluster_release.json): a
+//   cluster-scope release makes the arriving warp wait until its memory operations are visible to the cluster
+//   before it issues the next k-tile's wgmma. The default (CTA-scope) release, as CUTLASS's cluster barriers use,
+//   is all a stage's consumers owe its producer here: they have waited for the wgmma that read it.
 // Tensor maps, tails and the epilogue as rung 04 (its header says why the maps are __grid_constant__); a pair
 //   tile's second block past M loads zeros and stores nothing.
 // Requires: sm_90a (wgmma, setmaxnreg, clusters); A and B as rung 04 (the launcher repacks otherwise), and B's

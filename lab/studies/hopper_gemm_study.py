@@ -99,7 +99,7 @@ def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0) -> dict:
         del methods, problem
         cp.get_default_memory_pool().free_all_blocks()
     built = fam.variant(fam.rung("09_cluster_multicast"), fam.make_problem(M=256, N=256, K=64))
-    fixed = fixed_cost(fam, flusher, rounds, min_time_ms) if shapes is not QUICK_SHAPES else []
+    fixed = fixed_cost(fam, flusher, rounds, min_time_ms)
     return {"provenance": provenance(), "about": __doc__.split("\n\n")[0], "rounds": rounds,
             "cluster_slots": cluster_slots(built), "rows": rows, "summary": summarize(rows), "failed": failed,
             "fixed_cost": fixed}
