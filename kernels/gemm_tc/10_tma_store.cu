@@ -36,6 +36,14 @@
 // Prediction for C_PARTS = 2, STAGES = 4 (written before its GPU run): the k-tile back to about 2.66 us and the
 //   fixed cost up by about half a microsecond a tile (the second half waits for the first's stores to read the
 //   buffer), 10.7 + 2 + 64 * 2.66 = 183 us at 4096^3 fp16 TN: 1.08-1.11x rung 09, 0.97-1.0x the library.
+// Measured (results/h200/hopper_gemm_study_4096.json, 4096^3 fp16 TN, the whole-tile build beside it in the same
+//   rounds): 723 TFLOP/s, 1.08x rung 09 and 0.98x the faster of torch.mm and cuBLASLt (0.97x in its lowest round);
+//   the whole-tile build 0.93x. Inside the prediction, at its low end: the fit gives 11.2 us + 2.78 us a k-tile,
+//   the k-tile still slower than rung 09's 2.70 us in the same run.
+// What is left, in the order it should pay: each warpgroup's part-to-part wait and the two warpgroups' epilogues at
+//   once (a ping-pong schedule, one warpgroup's epilogue under the other's k-loop), tile shapes for the shapes one
+//   wave does not fill (3072^3 and 2176 x 2176 x 4096 run at 0.59-0.70x the library in hopper_gemm_study.json), and
+//   this epilogue in lab.ops's fused GEMM (rung 06's epilogue functors).
 // Tensor maps, tails and the main loop as rung 09; C's map (when used) has boxes of 64 columns x 64 rows.
 // Requires: sm_90a (wgmma, setmaxnreg, clusters); A and B as rung 09; C 16-byte aligned with ldc a multiple of 8, and
 //   N one too where ldc > N, for the TMA store (else the register stores). Launch: rung 09's grid and threads,

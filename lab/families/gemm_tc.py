@@ -34,8 +34,13 @@ they are now; rung 06 gained the RASTER knob at a0a4dd1, its default order uncha
 (c89eb79) leave its default build unchanged; its fused builds are verified by tests/test_gpu_epilogue.py.
 Compute-sanitizer memcheck, racecheck and synccheck clean on small odd shapes for rungs 01-06
 (results/h200/gemm_tc_sanitize_*.json); rung 07 (its do-while default) memcheck-clean on the same shapes
-(gemm_tc_sanitize_07_memcheck.json), not yet under racecheck or synccheck. In the catalogue.
-Records: results/h200/gemm_tc.json.
+(gemm_tc_sanitize_07_memcheck.json), not yet under racecheck or synccheck. Rungs 09 (clusters, B multicast) and 10
+(TMA-store epilogue) on the H200: 23 GPU tests of both passed at 910e600 (rung 09's last kernel change), and rung
+10's 14 again at aa4c585 (its last: C staged in halves). Rung 09 is memcheck-clean
+(gemm_tc_sanitize_09_10_memcheck.json); that record's rung 10 failure (a TMA store wrote the padding of a C whose N
+is not a multiple of 8) is why such a C takes the register stores now. Rung 10 has not been under compute-sanitizer
+since, and neither rung under racecheck or synccheck. In the catalogue.
+Records: results/h200/gemm_tc.json; rungs 06, 09, 10 against the library: results/h200/hopper_gemm_study*.json.
 """
 
 from __future__ import annotations

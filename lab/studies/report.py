@@ -217,38 +217,45 @@ def alignment_cliff_sentence(family: str, bests: list) -> str:
             "the ratios at those sizes measure the library's cliff, not a faster main loop.")
 
 
-HOPPER_STUDY = "hopper_gemm_study"
-HOPPER_RUNGS = ("06_persistent", "09_cluster_multicast", "10_tma_store")
+HOPPER_STUDIES = ("hopper_gemm_study_4096", "hopper_gemm_study")  # the latest rung 10 first, then every shape
 
 
 def hopper_lines() -> list[str]:
-    """The Hopper GEMM rungs against the library in interleaved rounds (lab.studies.hopper_gemm_study), when its record
-    exists: per shape, each rung's median TFLOP/s and its same-round ratio to the faster of torch.mm and cuBLASLt."""
+    """The Hopper GEMM rungs against the library in interleaved rounds (lab.studies.hopper_gemm_study), from each of
+    its records that exists: per shape, each rung's (and knob variant's) median TFLOP/s and the median of its
+    same-round ratios to the faster of torch.mm and cuBLASLt."""
     import json
 
     from lab.measure.records import reference_dir
 
-    path = reference_dir() / f"{HOPPER_STUDY}.json"
-    if not path.is_file():
-        return []
-    study = json.loads(path.read_text())
-    p = study["provenance"]
-    out = ["", f"The Hopper rungs against the library in {study['rounds']} interleaved rounds, cold L2 "
-               f"(`results/h200/{HOPPER_STUDY}.json`, {p.get('device')}, {str(p.get('date', ''))[:10]}, "
-               f"`python -m lab.studies.{HOPPER_STUDY}`): median TFLOP/s, and in brackets the median of the per-round "
-               "ratios to the faster of torch.mm and cuBLASLt (the lowest round's after the slash):", "",
-           "| M x N x K | layout, type | library | " + " | ".join(HOPPER_RUNGS) + " |",
-           "|---|---|---:|" + "---:|" * len(HOPPER_RUNGS)]
-    by_shape: dict[tuple, dict] = {}
-    for row in study["summary"]:
-        by_shape.setdefault(tuple(sorted(row["shape"].items())), {})[row["method"]] = row
-    for key, methods in by_shape.items():
-        shape = dict(key)
-        library = max((methods[m]["TFLOP/s"] for m in ("torch_mm", "cublaslt") if m in methods), default=None)
-        cells = [f"{methods[r]['TFLOP/s']:.0f} ({methods[r]['x_library']:.2f}x / {methods[r]['x_library_min']:.2f}x)"
-                 if r in methods and methods[r].get("x_library") else "-" for r in HOPPER_RUNGS]
-        out.append(f"| {shape['M']} x {shape['N']} x {shape['K']} | {shape['layout']}, {shape['dtype']} | "
-                   f"{'-' if library is None else f'{library:.0f}'} | " + " | ".join(cells) + " |")
+    out = ["", "The Hopper GEMM rungs 06 (persistent), 09 (clusters of two, B multicast) and 10 (the epilogue through a "
+               "TMA store) against the library. Rung 10 staged whole tiles with 3 stages until it staged half tiles with "
+               "4 (C_PARTS = 2): the older record's 10_tma_store column is that whole-tile build, which the newer "
+               "record times again as `10 C_PARTS=1 STAGES=3`."]
+    for name in HOPPER_STUDIES:
+        path = reference_dir() / f"{name}.json"
+        if not path.is_file():
+            continue
+        study = json.loads(path.read_text())
+        p = study["provenance"]
+        rungs = list(dict.fromkeys(r["method"] for r in study["summary"] if r["method"][:2].isdigit()))
+        out += ["", f"`results/h200/{name}.json` ({p.get('device')}, {str(p.get('date', ''))[:10]}, commit "
+                    f"{str(p.get('commit', ''))[:7]}; `python -m lab.studies.hopper_gemm_study`, {study['rounds']} "
+                    "interleaved rounds, cold L2): median TFLOP/s, in brackets the median of the per-round ratios to "
+                    "the faster of torch.mm and cuBLASLt, the lowest round's after the slash.", "",
+                "| M x N x K | layout, type | library | " + " | ".join(rungs) + " |",
+                "|---|---|---:|" + "---:|" * len(rungs)]
+        by_shape: dict[tuple, dict] = {}
+        for row in study["summary"]:
+            by_shape.setdefault(tuple(sorted(row["shape"].items())), {})[row["method"]] = row
+        for key, methods in by_shape.items():
+            shape = dict(key)
+            library = max((methods[m]["TFLOP/s"] for m in ("torch_mm", "cublaslt") if m in methods), default=None)
+            cells = [f"{methods[r]['TFLOP/s']:.0f} ({methods[r]['x_library']:.2f}x / "
+                     f"{methods[r]['x_library_min']:.2f}x)" if r in methods and methods[r].get("x_library") else "-"
+                     for r in rungs]
+            out.append(f"| {shape['M']} x {shape['N']} x {shape['K']} | {shape['layout']}, {shape['dtype']} | "
+                       f"{'-' if library is None else f'{library:.0f}'} | " + " | ".join(cells) + " |")
     return out
 
 
