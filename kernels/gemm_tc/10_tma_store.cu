@@ -23,7 +23,7 @@
 //   at once, and the tensor cores wait meanwhile; the next tile's first k-tiles are loaded but not multiplied. Here
 //   a warpgroup's epilogue is its shared-memory writes, a few hundred cycles; the global writes overlap the next
 //   tile's k-loop.
-// Prediction (4096^3 and 8192^3 fp16 TN, H200; written before any GPU run), first for C_PARTS = 1, STAGES = 3:
+// Prediction (4096^3 and 8192^3 fp16 TN, H200; C_PARTS = 1, STAGES = 3; written before any GPU run):
 //   lab/studies/hopper_gemm_study.py fits each rung's time at M = N = 4096 against K (fixed_cost); a launch's cost
 //   that does not grow with K is about four tiles' epilogues per SM. This rung should remove most of the epilogue's
 //   share of it and lose a little to 3 stages instead of 4: 1.02-1.05x over rung 09 at 4096^3, 1.01-1.03x at 8192^3.
@@ -33,7 +33,7 @@
 //   4096^3 fp16 TN and 1.01x at 8192^3, inside the prediction. The fit says why it is not more: the cost that does
 //   not grow with K fell from 31.5 to 10.7 us a launch, but each k-tile took 2.91 us instead of 2.66 with one stage
 //   fewer to hide the loads.
-// Prediction for C_PARTS = 2, STAGES = 4 (written before its GPU run): the k-tile back to about 2.66 us and the
+// For C_PARTS = 2, STAGES = 4 (predicted before its GPU run): the k-tile back to about 2.66 us and the
 //   fixed cost up by about half a microsecond a tile (the second half waits for the first's stores to read the
 //   buffer), 10.7 + 2 + 64 * 2.66 = 183 us at 4096^3 fp16 TN: 1.08-1.11x rung 09, 0.97-1.0x the library.
 // Measured (results/h200/hopper_gemm_study_4096.json, 4096^3 fp16 TN, the whole-tile build beside it in the same
