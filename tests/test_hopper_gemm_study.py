@@ -1,0 +1,64 @@
+"""CPU: the Hopper GEMM study's arithmetic (same-round ratios, spreads, the time-against-K fit's inputs), the README
+lines made from its records, and the cluster helpers' answers where no driver can be asked."""
+
+from __future__ import annotations
+
+import types
+
+from lab.core import cluster
+from lab.studies import hopper_gemm_study as study
+from lab.studies import report
+
+SHAPE = {"M": 4096, "N": 4096, "K": 4096, "layout": "TN", "dtype": "float16"}
+
+
+def _row(method: str, rnd: int, ms: float) -> dict:
+    return {"shape": SHAPE, "method": method, "round": rnd, "median_ms": ms, "TFLOP/s": 137.4 / ms}
+
+
+def test_summary_ratios_are_taken_round_by_round_against_the_faster_library_call():
+    rows = [_row("torch_mm", 0, 0.20), _row("cublaslt", 0, 0.18), _row("06_persistent", 0, 0.24),
+            _row("10_tma_store", 0, 0.20),
+            _row("torch_mm", 1, 0.30), _row("cublaslt", 1, 0.40), _row("06_persistent", 1, 0.33),
+            _row("10_tma_store", 1, 0.30)]
+    by = {s["method"]: s for s in study.summarize(rows)}
+    ten = by["10_tma_store"]
+    # Round 0: the faster library call is cuBLASLt (0.18 ms); round 1: torch.mm (0.30 ms).
+    assert abs(ten["x_library"] - (0.18 / 0.20 + 0.30 / 0.30) / 2) < 1e-12
+    assert abs(ten["x_library_min"] - 0.9) < 1e-12
+    assert abs(ten["x_06"] - (0.24 / 0.20 + 0.33 / 0.30) / 2) < 1e-12
+    assert abs(ten["spread"] - (0.30 / 0.20 - 1)) < 1e-12  # the rates' max over min, less one
+    assert by["06_persistent"]["x_06"] == 1.0
+
+
+def test_the_core_shapes_are_a_subset_with_both_types_and_a_wave_quantized_shape():
+    assert all(s in study.SHAPES for s in study.CORE_SHAPES)
+    assert {s["dtype"] for s in study.CORE_SHAPES} == {"float16", "bfloat16"}
+    assert {s["layout"] for s in study.CORE_SHAPES} == {"TN", "NN"}
+    assert any(s["M"] != s["N"] for s in study.CORE_SHAPES)
+
+
+def test_the_readme_lines_come_from_the_committed_records():
+    lines = report.hopper_lines()
+    tables = [line for line in lines if line.startswith("| M x N x K |")]
+    assert len(tables) == len(report.HOPPER_STUDIES)
+    assert any("10_tma_store" in line for line in tables)
+    assert all("hopper_gemm_study" in line for line in lines if line.startswith("`results/h200/"))
+
+
+def test_cluster_questions_without_a_driver_say_none_and_the_grid_falls_back_to_half_the_sms(monkeypatch):
+    stand_in = types.SimpleNamespace()  # no .kernel.ptr: what the CPU tests' recording kernels look like
+    assert cluster.max_active_clusters(stand_in, 384, 197632) is None
+    assert cluster.required_cluster_width(stand_in) is None
+
+    from lab.core import build, device
+    from lab.families import gemm_tc as tc
+    from lab.families import get_family
+
+    monkeypatch.setattr(device, "current", lambda: types.SimpleNamespace(sm_count=132, arch=90))
+    monkeypatch.setattr(build, "get_kernel", lambda spec: types.SimpleNamespace())
+    fam = get_family("gemm_tc")
+    built = fam.variant(fam.rung("09"), types.SimpleNamespace(params={"dtype": "float16", "layout": "TN"}))
+    assert tc.cluster_slots(built) == 132 // tc.CLUSTER
+    params = {"M": 4096 + 1, "N": 4096, "K": 64}
+    assert fam.grid(built, params) == (tc.CLUSTER * min(16 * 17, 66),)
