@@ -228,10 +228,10 @@ def hopper_lines() -> list[str]:
 
     from lab.measure.records import reference_dir
 
-    out = ["", "The Hopper GEMM rungs 06 (persistent), 09 (clusters of two, B multicast) and 10 (the epilogue through a "
-               "TMA store) against the library. Rung 10 staged whole tiles with 3 stages until it staged half tiles with "
-               "4 (C_PARTS = 2): the older record's 10_tma_store column is that whole-tile build, which the newer "
-               "record times again as `10 C_PARTS=1 STAGES=3`."]
+    out = ["", "The Hopper GEMM rungs 06 (persistent), 09 (clusters of two, B multicast) and 10 (the epilogue "
+               "through a TMA store) against the library. Rung 10 staged whole tiles with 3 stages until it staged "
+               "half tiles with 4 (C_PARTS = 2): the older record's 10_tma_store column is that whole-tile build, "
+               "which the newer record times again as `10 C_PARTS=1 STAGES=3`."]
     for name in HOPPER_STUDIES:
         path = reference_dir() / f"{name}.json"
         if not path.is_file():
