@@ -62,3 +62,17 @@ def test_cluster_questions_without_a_driver_say_none_and_the_grid_falls_back_to_
     assert tc.cluster_slots(built) == 132 // tc.CLUSTER
     params = {"M": 4096 + 1, "N": 4096, "K": 64}
     assert fam.grid(built, params) == (tc.CLUSTER * min(16 * 17, 66),)
+
+
+def test_each_committed_record_summary_is_its_rows_summarized_again():
+    """Both interleaved studies share lab.studies.rounds: re-summarizing a record's rows gives its summary."""
+    import json
+    from pathlib import Path
+
+    from lab.studies import decode_attention_study
+
+    results = Path(__file__).resolve().parent.parent / "results" / "h200"
+    for module, name in ((study, "hopper_gemm_study"), (study, "hopper_gemm_study_4096"),
+                         (decode_attention_study, "decode_attention_study")):
+        record = json.loads((results / f"{name}.json").read_text())
+        assert module.summarize(record["rows"]) == record["summary"], name

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import statistics
 import sys
 from pathlib import Path
 
 from lab.families import get_family
 from lab.measure.records import provenance, write_json
+from lab.studies.rounds import same_round_summary
 
 HEADS = {"H": 32, "H_kv": 8, "S_q": 1, "D": 128, "causal": 0}
 SHAPES = [dict(B=b, S_k=s, dtype="float16") for b, s in ((1, 8192), (1, 32768), (2, 16384), (4, 8192), (8, 8192),
@@ -142,26 +142,11 @@ def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 10.0) -> dict:
 def summarize(rows: list[dict]) -> list[dict]:
     """Per shape and method: the median GB/s over rounds, its spread (max / min - 1), and the median over rounds of
     the same-round ratio to the fastest SDPA call's time (sdpa, sdpa_repeat or sdpa_padded) and to 02_split_kv's."""
-    key = lambda r: tuple(sorted(r["shape"].items()))  # noqa: E731
-    by_round = {(key(r), r["method"], r["round"]): r for r in rows}
-    out = []
-    for shape_key, method in dict.fromkeys((key(r), r["method"]) for r in rows):
-        mine = [r for r in rows if key(r) == shape_key and r["method"] == method]
-        rates = [r["GB/s"] for r in mine]
-        entry = {"shape": dict(shape_key), "method": method, "GB/s": statistics.median(rates),
-                 "spread": max(rates) / min(rates) - 1, "median_ms": statistics.median(r["median_ms"] for r in mine)}
-        best_sdpa, contiguous = [], []
-        for r in mine:
-            peers = [by_round[(shape_key, m, r["round"])]["median_ms"] for m in ("sdpa", "sdpa_repeat", "sdpa_padded")
-                     if (shape_key, m, r["round"]) in by_round]
-            if peers:
-                best_sdpa.append(min(peers) / r["median_ms"])
-            if (shape_key, "02_split_kv", r["round"]) in by_round:
-                contiguous.append(by_round[(shape_key, "02_split_kv", r["round"])]["median_ms"] / r["median_ms"])
-        entry["x_best_sdpa"] = statistics.median(best_sdpa) if best_sdpa else None
-        entry["x_02_split_kv"] = statistics.median(contiguous) if contiguous else None
-        out.append(entry)
-    return out
+    summary = same_round_summary(rows, "GB/s", ("sdpa", "sdpa_repeat", "sdpa_padded"), "x_best_sdpa", "02_split_kv",
+                                 "x_02_split_kv")
+    for entry in summary:
+        entry.pop("x_best_sdpa_min")  # this study's records never held it
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:

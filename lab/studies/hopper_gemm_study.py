@@ -33,6 +33,7 @@ from pathlib import Path
 
 from lab.families import get_family
 from lab.measure.records import provenance, write_json
+from lab.studies.rounds import same_round_summary
 
 SQUARE = [dict(M=n, N=n, K=n, layout="TN", dtype=t) for n in (4096, 6144, 8192) for t in ("float16", "bfloat16")]
 SHAPES = SQUARE + [dict(M=4096, N=4096, K=4096, layout="NN", dtype="float16")]
@@ -130,29 +131,10 @@ def fixed_cost(fam, flusher, rounds: int, min_time_ms: float) -> list[dict]:
 
 
 def summarize(rows: list[dict]) -> list[dict]:
-    """Per shape and method: the median TFLOP/s over rounds, its spread (max / min - 1), and the medians over rounds
-    of the same-round ratios to the faster library call (torch_mm or cublaslt) and to rung 06."""
-    key = lambda r: tuple(sorted(r["shape"].items()))  # noqa: E731
-    by_round = {(key(r), r["method"], r["round"]): r for r in rows}
-    out = []
-    for shape_key, method in dict.fromkeys((key(r), r["method"]) for r in rows):
-        mine = [r for r in rows if key(r) == shape_key and r["method"] == method]
-        rates = [r["TFLOP/s"] for r in mine]
-        entry = {"shape": dict(shape_key), "method": method, "TFLOP/s": statistics.median(rates),
-                 "spread": max(rates) / min(rates) - 1, "median_ms": statistics.median(r["median_ms"] for r in mine)}
-        library, persistent = [], []
-        for r in mine:
-            peers = [by_round[(shape_key, m, r["round"])]["median_ms"] for m in ("torch_mm", "cublaslt")
-                     if (shape_key, m, r["round"]) in by_round]
-            if peers:
-                library.append(min(peers) / r["median_ms"])
-            if (shape_key, "06_persistent", r["round"]) in by_round:
-                persistent.append(by_round[(shape_key, "06_persistent", r["round"])]["median_ms"] / r["median_ms"])
-        entry["x_library"] = statistics.median(library) if library else None
-        entry["x_library_min"] = min(library) if library else None
-        entry["x_06"] = statistics.median(persistent) if persistent else None
-        out.append(entry)
-    return out
+    """Per shape and method: the median TFLOP/s over rounds, its spread, and the medians over rounds of the same-round
+    ratios to the faster library call (torch_mm or cublaslt; x_library, its lowest round x_library_min) and to rung
+    06 (x_06)."""
+    return same_round_summary(rows, "TFLOP/s", ("torch_mm", "cublaslt"), "x_library", "06_persistent", "x_06")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,36 @@
+"""The same-round summary the interleaved studies share: every method ran once a round, so a ratio is taken between
+timings of the same round (a clock or a neighbour that moves between rounds moves both), then the median over rounds.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+
+def same_round_summary(rows: list[dict], metric: str, peers: tuple[str, ...], peer_key: str, reference: str,
+                       reference_key: str) -> list[dict]:
+    """Per shape and method (rows: shape, method, round, median_ms and `metric`): the median of `metric` over rounds,
+    its spread (max / min - 1), the median time, and the medians over rounds of the same-round ratios to the fastest
+    of `peers` (`peer_key`; its lowest round as `peer_key`_min) and to `reference` (`reference_key`), None where a
+    round lacks them."""
+    key = lambda r: tuple(sorted(r["shape"].items()))  # noqa: E731
+    by_round = {(key(r), r["method"], r["round"]): r for r in rows}
+    out = []
+    for shape_key, method in dict.fromkeys((key(r), r["method"]) for r in rows):
+        mine = [r for r in rows if key(r) == shape_key and r["method"] == method]
+        rates = [r[metric] for r in mine]
+        entry = {"shape": dict(shape_key), "method": method, metric: statistics.median(rates),
+                 "spread": max(rates) / min(rates) - 1, "median_ms": statistics.median(r["median_ms"] for r in mine)}
+        best, against = [], []
+        for r in mine:
+            times = [by_round[(shape_key, m, r["round"])]["median_ms"] for m in peers
+                     if (shape_key, m, r["round"]) in by_round]
+            if times:
+                best.append(min(times) / r["median_ms"])
+            if (shape_key, reference, r["round"]) in by_round:
+                against.append(by_round[(shape_key, reference, r["round"])]["median_ms"] / r["median_ms"])
+        entry[peer_key] = statistics.median(best) if best else None
+        entry[peer_key + "_min"] = min(best) if best else None
+        entry[reference_key] = statistics.median(against) if against else None
+        out.append(entry)
+    return out
