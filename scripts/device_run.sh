@@ -65,6 +65,7 @@
 #                                              notebook 09 live, lab.ops.attention's and exercise 10's GPU tests
 #   bash scripts/device_run.sh hopper-gemm     gemm_tc rungs 09 and 10: GPU tests, the Hopper GEMM study against
 #                                              torch.mm and cuBLASLt, compute-sanitizer
+#   bash scripts/device_run.sh hopper-pingpong gemm_tc rung 11 beside 06, 09, 10: GPU tests, the study, sanitizer
 #   bash scripts/device_run.sh decode-attention decode attention's GPU tests, its study against SDPA, its headline bench
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
 #                                              the slowest tests' durations
@@ -297,6 +298,27 @@ for k in sorted(times['lab_ops']): print(k, {m: round(times[m][k], 1) for m in t
       NOTEBOOK_BOX=100 notebooks notebooks/src/09_attention.py
       keep_cache
       gpu_tests "$(box 200 8)" tests/test_gpu_ops_attention.py tests/test_gpu_exercise10.py --durations=5 ;;
+    hopper-pingpong)  # gemm_tc rung 11 (ping-pong) beside 06, 09, 10: a smoke run, the GPU tests of rungs 09-11, the
+      # Hopper GEMM study on every shape (3 rounds), compute-sanitizer on rungs 11 and 10; rung 11 is left out of the
+      # study when its smoke run fails
+      carried
+      echo "== rungs 10 and 11 smoke (a hang stops here)"
+      study_rungs="06_persistent,09_cluster_multicast,10_tma_store,11_pingpong"
+      timeout 90 python3 -c "
+from lab.families import get_family; from lab.measure.verify import check_case
+fam = get_family('gemm_tc'); ok = True
+for key in ('10', '11'):
+    for case in (dict(M=300, N=520, K=130, layout='TN', dtype='float16'), dict(M=4097, N=1000, K=200, layout='NN', dtype='bfloat16')):
+        r = check_case(fam, fam.rung(key), case); print(r.line()); ok = ok and r.passed
+raise SystemExit(0 if ok else 1)" || { echo "the smoke failed: rung 11 leaves the study"; study_rungs="06_persistent,09_cluster_multicast,10_tma_store"; }
+      gpu_tests "$(box 200 330)" tests/test_gpu_gemm_tc.py -k "09 or 10 or 11 or cluster or tma_store or pingpong" \
+        --durations=5
+      cp "$pack/pytest_test_gpu_gemm_tc.log" "$pack/gemm_tc_gpu_tests_11.log" 2>/dev/null
+      echo "== Hopper GEMM study"; timeout "$(box 260 165)" python3 -m lab.studies.hopper_gemm_study "$pack" \
+        --rungs "$study_rungs" ${STUDY_ARGS:-} 2>&1 | tail -80
+      echo "== compute-sanitizer, rungs 11 and 10"; timeout "$(box 130 3)" python3 scripts/gemm_tc_sanitize.py \
+        "$pack/gemm_tc_sanitize_10_11.json" --rungs 11,10 --budget 120 --tools ${SANITIZE_TOOLS:-memcheck,racecheck,synccheck} 2>&1 | tail -10
+      keep_cache ;;
     decode-attention)  # the decode-attention ladder: its GPU tests, then its study against SDPA (three rounds) and
       # `lab bench attention_decode --kinds headline`, all within BUDGET_S
       carried

@@ -205,7 +205,8 @@ def test_stream_k_gives_the_same_bits_every_run_and_leaves_every_flag_clear():
 
 @HOPPER
 @pytest.mark.parametrize("order,group_m", [("row", 0), ("column", 0), ("grouped", 3), ("snake", 2), ("snake", 16)])
-@pytest.mark.parametrize("key", ["06_persistent", "07_stream_k", "09_cluster_multicast", "10_tma_store"])
+@pytest.mark.parametrize("key", ["06_persistent", "07_stream_k", "09_cluster_multicast", "10_tma_store",
+                                 "11_pingpong"])
 def test_every_tile_order_computes_every_tile(key, order, group_m):
     """The RASTER knob (lab_tile_order.cuh) on grids whose tile-rows are not a multiple of the group: a tile the
     order skipped would keep its NaN poison."""
@@ -248,7 +249,7 @@ def test_the_cluster_rung_is_compiled_in_pairs_and_fills_no_more_clusters_than_f
 
 
 @HOPPER
-@pytest.mark.parametrize("key", ["09_cluster_multicast", "10_tma_store"])
+@pytest.mark.parametrize("key", ["09_cluster_multicast", "10_tma_store", "11_pingpong"])
 def test_the_cluster_rungs_are_correct_where_pairs_run_past_m_and_clusters_walk_many_tiles(key):
     from lab.measure.verify import check_rung
 
@@ -264,16 +265,51 @@ def test_the_cluster_rungs_are_correct_where_pairs_run_past_m_and_clusters_walk_
     ({"M": 257, "N": 512, "K": 200, "layout": "TN", "dtype": BFLOAT16, "alpha": -2.0, "beta": 0.5}, "beta"),
     ({"M": 129, "N": 131, "K": 67, "layout": "TN", "dtype": BFLOAT16, "pad": 5}, "multiple of 8"),  # ldc = 136
 ])
-def test_the_tma_store_rung_stores_through_tma_where_it_can_and_from_registers_elsewhere(case, store):
-    """Rung 10's two epilogues, each on the shapes that pick it: the launch notes name the path, and the float64
-    check (poisoned output, guard zones) passes on both."""
+@pytest.mark.parametrize("key", ["10_tma_store", "11_pingpong"])
+def test_the_tma_store_rungs_store_through_tma_where_they_can_and_from_registers_elsewhere(case, store, key):
+    """Rungs 10 and 11's two epilogues, each on the shapes that pick it: the launch notes name the path, and the
+    float64 check (poisoned output, guard zones) passes on both."""
     import cupy as cp
 
     from lab.measure.verify import check_case
 
-    rung = TC.rung("10_tma_store")
+    rung = TC.rung(key)
     problem = TC.make_problem(seed=7, **case)
     notes = TC.launch_notes(rung, problem, cp.empty(problem.out_shape, problem.dtype))
     assert store in notes["store"], notes
     result = check_case(TC, rung, case, seed=34)
     assert result.passed, result.line()
+
+
+# Ping-pong's turns: a cluster with one tile (the second consumer never runs), an odd count of tiles per cluster (the
+# first consumer takes the last), k-tiles fewer than the stages and not a multiple of them (each consumer skips the
+# other's ring positions, so its parity waits lean on the turn order), K = 1.
+PINGPONG_CASES = [{"M": 64, "N": 256, "K": 64 * 5, "layout": "TN", "dtype": "float16"},
+                  {"M": 128 * 67 + 1, "N": 256, "K": 64 * 3 + 1, "layout": "TN", "dtype": BFLOAT16},
+                  {"M": 4096 + 65, "N": 4096 - 1, "K": 64 * 7 - 3, "layout": "NN", "dtype": "float16"},
+                  {"M": 1000, "N": 1000, "K": 1, "layout": "TN", "dtype": "float16"},
+                  {"M": 130, "N": 520, "K": 64 * 2, "layout": "NN", "dtype": BFLOAT16, "alpha": -0.5}]
+
+
+@HOPPER
+def test_pingpong_is_correct_however_the_tiles_fall_to_its_two_consumers():
+    from lab.measure.verify import check_rung
+
+    failures = [r.line() for r in check_rung(TC, TC.rung("11_pingpong"), PINGPONG_CASES, seed=35) if not r.passed]
+    assert not failures, "\n".join(failures)
+
+
+@HOPPER
+def test_pingpong_gives_the_same_bits_every_run():
+    """The two consumers' turns and the ring they share, run again and again on many tiles per cluster: every run's
+    output bit for bit the same (a turn taken early would read a stage before it landed, and differ)."""
+    import cupy as cp
+    import numpy as np
+
+    problem = TC.make_problem(seed=8, **PINGPONG_CASES[2])
+    outs = []
+    for _ in range(8):
+        out = cp.full(problem.out_shape, np.nan, dtype=problem.dtype)
+        TC.launch(TC.rung("11_pingpong"), problem, out)
+        outs.append(cp.asnumpy(out).view(np.uint16))
+    assert all(np.array_equal(o, outs[0]) for o in outs[1:])

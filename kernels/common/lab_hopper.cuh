@@ -106,6 +106,11 @@ __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy
 __device__ __forceinline__ void named_barrier_sync(unsigned id, unsigned threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrive on barrier `id` without waiting: with named_barrier_sync by the other side (both counting all `threads`),
+// one warpgroup tells another "your turn" and goes on (gemm_tc rung 11's ping-pong order).
+__device__ __forceinline__ void named_barrier_arrive(unsigned id, unsigned threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 #endif  // __CUDA_ARCH__ >= 900
 

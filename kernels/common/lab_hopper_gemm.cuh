@@ -68,6 +68,28 @@ __device__ __forceinline__ void issue_stage_multicast(unsigned tiles, unsigned f
     }
 }
 
+// Part `part` of a consumer thread's 64 x TILE_N accumulators (alpha * acc, rounded) written into its warpgroup's
+// staging buffer for a TMA store (gemm_tc rungs 10 and 11): acc[4j + 2h + e] is row r = 16 * (warp % 4) + g + 8h,
+// column 8j + 2t + e; the part holds column blocks j of part * PART_N / 8 onwards, block jj of the part in box jj / 8
+// (64 rows x 128 bytes), 16-byte chunk jj % 8 of row r, which the 128-byte swizzle moves to chunk (jj % 8) ^ (r % 8):
+// the 32 lanes of a warp hit 32 banks.
+template <int IS_BF16, int TILE_N, int PART_N>
+__device__ __forceinline__ void stage_c_part(unsigned staging, const float (&acc)[TILE_N / 2], float alpha, int part,
+                                             int warp, int g, int t) {
+    constexpr unsigned ROW = 128;
+    static_assert(PART_N % 64 == 0 && TILE_N % PART_N == 0, "each part is whole 64-column boxes");
+#pragma unroll
+    for (int jj = 0; jj < PART_N / 8; ++jj)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int j = part * (PART_N / 8) + jj, r = 16 * (warp % 4) + g + 8 * h;
+            const unsigned addr = staging + (jj / 8) * 64 * ROW + r * ROW + (((jj % 8) ^ (r % 8)) << 4) + 4 * t;
+            const unsigned bits = pack_half2(float_to_half_bits<IS_BF16>(alpha * acc[4 * j + 2 * h]),
+                                             float_to_half_bits<IS_BF16>(alpha * acc[4 * j + 2 * h + 1]));
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(bits) : "memory");
+        }
+}
+
 // C[row][col, col+1] = alpha * acc + beta * C rounded once to the output type, only inside M x N; C is
 // not read when beta == 0. `pairs`: ldc even and C 4-byte aligned, so both go in one 4-byte access.
 template <int IS_BF16>

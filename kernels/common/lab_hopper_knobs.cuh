@@ -31,14 +31,16 @@
 #ifndef GROUP_M
 #define GROUP_M 8  // tile-rows per group of the grouped (and snake) tile order, column by column; 0: row-major
 #endif
+#ifndef CONSUMERS
+#define CONSUMERS (BM / 64)  // consumer warpgroups: one per 64 rows of the tile (rung 11: one per tile, BM = 64)
+#endif
 #ifndef THREADS
-#define THREADS (128 * (1 + BM / 64))  // a producer warpgroup, then the consumers
+#define THREADS (128 * (1 + BM / 64))  // a producer warpgroup, then the consumers (rung 11 sets its own)
 #endif
 
 #define ACC (BN / 2)                          // fp32 accumulators per thread: a 64 x BN tile over 128 threads
 #define A_TILE_BYTES (BM * BK * 2)
 #define STAGE_BYTES ((BM + BN) * BK * 2)      // what TMA delivers per stage (and the full barrier expects)
-#define CONSUMERS (BM / 64)                  // consumer warpgroups
 #define PRODUCER_REGS 40
 #define CONSUMER_REGS 232
 #define ROW_BYTES 128                         // BK = 64 two-byte elements: one 128-byte swizzle row
@@ -46,7 +48,8 @@
 static_assert(BF16 == 0 || BF16 == 1, "BF16 is 0 (fp16) or 1 (bf16)");
 static_assert(TN == 0 || TN == 1, "TN is 0 (B is K x N) or 1 (B is N x K)");
 static_assert(BK == 64, "one k-tile row is one 128-byte swizzle row");
-static_assert(BM % 64 == 0 && THREADS == 128 * (1 + CONSUMERS), "a producer and one consumer warpgroup per 64 rows");
+static_assert(BM % 64 == 0 && THREADS == 128 * (1 + CONSUMERS), "a producer warpgroup and CONSUMERS more");
+static_assert(CONSUMERS == BM / 64 || (BM == 64 && CONSUMERS == 2), "a warpgroup per 64 rows, or ping-pong's two");
 static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "the register file holds both roles");
 static_assert(BN == 128 || BN == 256, "wgmma m64n128k16 or m64n256k16");
 static_assert(BM <= 256 && BN <= 256, "a TMA box has at most 256 rows");

@@ -54,7 +54,7 @@
 // Ideas: NVIDIA's PTX ISA (cp.async.bulk.tensor shared -> global, bulk async-groups, fence.proxy.async), CUTLASS's
 //   sm90 TMA epilogues, and Shankhdhar's worklog; code is this lab's own.
 #include "lab_cp_async.cuh"
-#include "lab_hopper_gemm.cuh"  // issue_stage_multicast, wgmma_k_step, store_pair (and lab_cluster.cuh's pieces)
+#include "lab_hopper_gemm.cuh"  // issue_stage_multicast, wgmma_k_step, stage_c_part, store_pair, cluster pieces
 #include "lab_tile_order.cuh"
 
 #ifndef RASTER
@@ -83,25 +83,6 @@ static_assert(C_PARTS >= 1 && PART_COLS % 64 == 0, "each part is whole 64-column
 #endif
 
 typedef unsigned short half_bits;
-
-// Write part `part` of this thread's accumulators (alpha * acc, rounded) into its warpgroup's staging buffer:
-// acc[4j + 2h + e] is row r = 16 * (warp % 4) + g + 8h, column 8j + 2t + e; the part holds column blocks j of
-// part * PART_COLS / 8 onwards, block jj of the part in box jj / 8, 16-byte chunk jj % 8 of row r, which the 128-byte
-// swizzle moves to chunk (jj % 8) ^ (r % 8).
-__device__ __forceinline__ void stage_part(unsigned staging, const float (&acc)[ACC], float alpha, int part, int warp,
-                                           int g, int t) {
-#pragma unroll
-    for (int jj = 0; jj < PART_COLS / 8; ++jj)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int j = part * (PART_COLS / 8) + jj, r = 16 * (warp % 4) + g + 8 * h;
-            const unsigned addr =
-                staging + (jj / 8) * 64 * ROW_BYTES + r * ROW_BYTES + (((jj % 8) ^ (r % 8)) << 4) + 4 * t;
-            const unsigned bits = pack_half2(float_to_half_bits<BF16>(alpha * acc[4 * j + 2 * h]),
-                                             float_to_half_bits<BF16>(alpha * acc[4 * j + 2 * h + 1]));
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(bits) : "memory");
-        }
-}
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
 gemm_tc_tma_store(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, int M, int N,
@@ -202,7 +183,7 @@ gemm_tc_tma_store(const __grid_constant__ TensorMap map_a, const __grid_constant
                 for (int part = 0; part < C_PARTS; ++part) {
                     if (storer) tma_store_wait_read<0>();  // the stores before have read the buffer
                     named_barrier_sync(1 + c, 128);
-                    stage_part(staging, acc, alpha, part, warp, g, t);
+                    stage_c_part<BF16, BN, PART_COLS>(staging, acc, alpha, part, warp, g, t);
                     fence_async_shared();  // this thread's writes, visible to the copy engine
                     named_barrier_sync(1 + c, 128);
                     if (storer) {

@@ -39,8 +39,10 @@ Compute-sanitizer memcheck, racecheck and synccheck clean on small odd shapes fo
 10's 14 again at aa4c585 (its last: C staged in halves). Rung 09 is memcheck-clean
 (gemm_tc_sanitize_09_10_memcheck.json); that record's rung 10 failure (a TMA store wrote the padding of a C whose N
 is not a multiple of 8) is why such a C takes the register stores now. Rung 10 has not been under compute-sanitizer
-since, and neither rung under racecheck or synccheck. In the catalogue.
-Records: results/h200/gemm_tc.json; rungs 06, 09, 10 against the library: results/h200/hopper_gemm_study*.json.
+since, and neither rung under racecheck or synccheck. Rung 11 (ping-pong): its GPU tests' log
+(results/h200/gemm_tc_gpu_tests_11.log) and compute-sanitizer record (gemm_tc_sanitize_10_11.json), from the
+H200. In the catalogue.
+Records: results/h200/gemm_tc.json; rungs 06, 09, 10, 11 against the library: results/h200/hopper_gemm_study*.json.
 """
 
 from __future__ import annotations
@@ -84,12 +86,14 @@ def _knobs(rung: Rung) -> dict:
 def dynamic_smem_bytes(rung: Rung) -> int:
     """Dynamic shared memory of a multistage rung: STAGES * (BM + BN) * BK two-byte elements (unpadded,
     swizzled A and B tiles; the formula in rung 03's Requires line), plus 1024 bytes on the TMA rungs to
-    align the tiles to the 128-byte swizzle's 1024-byte period and, on rung 10, BM * BN * 2 / C_PARTS for C's
-    staging; 0 for the rungs with static tiles. The kernel traps at entry if it is given less."""
+    align the tiles to the 128-byte swizzle's 1024-byte period and, on rungs 10 and 11, a buffer of 64 x BN / C_PARTS
+    for C's staging per consumer warpgroup; 0 for the rungs with static tiles. The kernel traps at entry if it is
+    given less."""
     k = _knobs(rung)
     if "STAGES" not in k:
         return 0
-    staging = k["BM"] * k["BN"] * 2 // k["C_PARTS"] if rung.launch == "cluster_tma_store" else 0  # rung 10's C
+    consumers = k.get("CONSUMERS", k["BM"] // 64)
+    staging = consumers * 64 * k["BN"] * 2 // k["C_PARTS"] if rung.launch == "cluster_tma_store" else 0
     return k["STAGES"] * (k["BM"] + k["BN"]) * k["BK"] * 2 + staging + (1024 if uses_tma(rung) else 0)
 
 
@@ -203,6 +207,11 @@ class GemmTcFamily(Family):
               "the epilogue through shared memory and a TMA store, overlapped with the next tile",
               launch="cluster_tma_store", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64,
               STAGES=4, C_PARTS=2, RASTER=2, GROUP_M=4, THREADS=384),
+        # Launch "cluster_tma_store" as rung 10; a 64 x BN tile per consumer warpgroup, pair tiles of 2 x 64 rows.
+        _rung("11_pingpong", "gemm_tc_pingpong",
+              "ping-pong: each consumer warpgroup owns a tile, one's epilogue under the other's k-loop",
+              launch="cluster_tma_store", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=64, BN=256, BK=64,
+              STAGES=4, C_PARTS=1, CONSUMERS=2, RASTER=2, GROUP_M=8, THREADS=384),
     )
     # The rungs of each kind by key, for the lessons, scripts and tests (the launcher reads each rung's launch).
     PERSISTENT_RUNGS = tuple(r.key for r in rungs if r.launch in ("persistent", "stream_k"))  # <= 1 block per SM
@@ -484,7 +493,7 @@ class GemmTcFamily(Family):
 
 
 def c_store_refusal(p: dict, out) -> str | None:
-    """Why rung 10 stores C from registers instead of through TMA on this problem (one sentence), or None."""
+    """Why rungs 10 and 11 store C from registers instead of through TMA on this problem (one sentence), or None."""
     if p["beta"] != 0:
         return "beta != 0 reads C, which the TMA store does not"
     if p["ldc"] != p["N"] and p["N"] % 8:

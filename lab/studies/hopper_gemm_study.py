@@ -1,6 +1,6 @@
 """The Hopper GEMM rungs beside the library, in interleaved rounds: gemm_tc rung 06 (persistent), rung 09 (clusters of
-two with B multicast) and rung 10 (its epilogue through a TMA store) against torch.mm and cuBLASLt on the same
-operands.
+two with B multicast), rung 10 (its epilogue through a TMA store) and rung 11 (ping-pong consumers) against torch.mm
+and cuBLASLt on the same operands.
 
 Every method runs once a round on each shape, in an order rotated from round to round, on cold L2; the figure is
 TFLOP/s (2 M N K over the median time) and the ratio to the faster library call's time in the same round. The
@@ -11,7 +11,9 @@ methods:
     06_persistent         rung 06 as the family launches it
     09_cluster_multicast  rung 09 as the family launches it
     10_tma_store          rung 10 as the family launches it
-    10 C_PARTS=1 STAGES=3 rung 10 staging a whole tile at once (so one stage fewer)
+    11_pingpong           rung 11 as the family launches it
+    (KNOB_SETTINGS)       a rung with other knobs, named "NN KNOB=value ..." (none at present; results/h200's older
+                          records hold "10 C_PARTS=1 STAGES=3", rung 10 staging a whole tile with one stage fewer)
 
 Every rung setting passes a check on a small odd case first; one that fails gets a row saying so and is not timed.
 Nothing here asserts a speed.
@@ -41,8 +43,8 @@ SHAPES += [dict(M=n, N=n, K=n, layout="TN", dtype="float16") for n in (2048, 307
 SHAPES += [dict(M=m, N=n, K=4096, layout="TN", dtype="float16") for m, n in ((2176, 2176), (3200, 4096), (4352, 4096))]
 QUICK_SHAPES = SHAPES[:1]
 CORE_SHAPES = [SHAPES[i] for i in (0, 1, 4, 6, 7, 11)]  # 4096^3 fp16 and bf16, 8192^3 fp16, NN, 2048^3, 4352
-RUNGS = ("06_persistent", "09_cluster_multicast", "10_tma_store")
-KNOB_SETTINGS = {"10_tma_store": ({"C_PARTS": 1, "STAGES": 3},)}
+RUNGS = ("06_persistent", "09_cluster_multicast", "10_tma_store", "11_pingpong")
+KNOB_SETTINGS: dict[str, tuple[dict, ...]] = {}
 FIXED_COST_KS = (512, 1024, 2048, 4096)
 CHECK_CASE = {"M": 4097, "N": 1000, "K": 200, "layout": "TN", "alpha": 1.0}
 
@@ -56,7 +58,7 @@ def _checked(fam, rung, name: str, shape: dict, failed: list) -> bool:
     return result.passed
 
 
-def _methods(fam, shape: dict, failed: list) -> tuple[dict, object]:
+def _methods(fam, shape: dict, failed: list, rung_keys=RUNGS) -> tuple[dict, object]:
     """name -> launch(i) for one shape, and its problem (for the FLOPs)."""
     import cupy as cp
 
@@ -67,7 +69,7 @@ def _methods(fam, shape: dict, failed: list) -> tuple[dict, object]:
     if torch_mm is not None:
         methods["torch_mm"] = lambda i: torch_mm(problem, out)
     rungs = {}
-    for key in RUNGS:
+    for key in rung_keys:
         base = fam.rung(key)
         rungs[key] = base
         for knobs in KNOB_SETTINGS.get(key, ()):
@@ -79,7 +81,7 @@ def _methods(fam, shape: dict, failed: list) -> tuple[dict, object]:
     return methods, problem
 
 
-def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0) -> dict:
+def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0, rungs=RUNGS) -> dict:
     import cupy as cp
 
     from lab.families.gemm_tc import cluster_slots
@@ -89,7 +91,7 @@ def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0) -> dict:
     flusher = timing.L2Flusher()
     rows, failed = [], []
     for shape in shapes:
-        methods, problem = _methods(fam, shape, failed)
+        methods, problem = _methods(fam, shape, failed, rungs)
         names = list(methods)
         for r in range(rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
@@ -100,13 +102,13 @@ def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0) -> dict:
         del methods, problem
         cp.get_default_memory_pool().free_all_blocks()
     built = fam.variant(fam.rung("09_cluster_multicast"), fam.make_problem(M=256, N=256, K=64))
-    fixed = fixed_cost(fam, flusher, rounds, min_time_ms)
+    fixed = fixed_cost(fam, flusher, rounds, min_time_ms, rungs)
     return {"provenance": provenance(), "about": __doc__.split("\n\n")[0], "rounds": rounds,
             "cluster_slots": cluster_slots(built), "rows": rows, "summary": summarize(rows), "failed": failed,
             "fixed_cost": fixed}
 
 
-def fixed_cost(fam, flusher, rounds: int, min_time_ms: float) -> list[dict]:
+def fixed_cost(fam, flusher, rounds: int, min_time_ms: float, rungs=RUNGS) -> list[dict]:
     """Per rung: the medians over rounds at each K of FIXED_COST_KS (M = N = 4096, fp16 TN), and the least-squares
     line through them (fixed microseconds, microseconds per k-tile)."""
     import cupy as cp
@@ -115,7 +117,7 @@ def fixed_cost(fam, flusher, rounds: int, min_time_ms: float) -> list[dict]:
     from lab.measure import timing
 
     out = []
-    for key in RUNGS:
+    for key in rungs:
         times, rung = [], fam.rung(key)
         for k in FIXED_COST_KS:
             problem = fam.make_problem(seed=3, M=4096, N=4096, K=k)
@@ -143,8 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="one shape, for a smoke run")
     parser.add_argument("--core", action="store_true", help="six shapes (CORE_SHAPES) and the fixed-cost fit")
+    parser.add_argument("--rungs", default=",".join(RUNGS), help="the rungs to time (default: %(default)s)")
     args = parser.parse_args(argv)
-    record = study(args.rounds, QUICK_SHAPES if args.quick else CORE_SHAPES if args.core else SHAPES)
+    rungs = tuple(key.strip() for key in args.rungs.split(",") if key.strip())
+    record = study(args.rounds, QUICK_SHAPES if args.quick else CORE_SHAPES if args.core else SHAPES, rungs=rungs)
     path = write_json(Path(args.out_dir) / "hopper_gemm_study.json", record)
     ratio = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
     print(f"clusters that fit: {record['cluster_slots']}")
