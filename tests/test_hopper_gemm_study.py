@@ -76,3 +76,43 @@ def test_each_committed_record_summary_is_its_rows_summarized_again():
                          (decode_attention_study, "decode_attention_study")):
         record = json.loads((results / f"{name}.json").read_text())
         assert module.summarize(record["rows"]) == record["summary"], name
+
+
+def _payload(times: dict[str, tuple[float, ...]]) -> dict:
+    rows = [_row(method, rnd, ms) for method, per_round in times.items() for rnd, ms in enumerate(per_round)]
+    return {"provenance": {"device": "a GPU", "commit": "abcdef0123", "date": "2026-01-02T00:00:00"}, "rounds": 2,
+            "rows": rows, "summary": study.summarize(rows),
+            "fixed_cost": [{"rung": "10_tma_store", "K": [512, 4096], "fixed_us": 11.0, "us_per_k_tile": 2.5}]}
+
+
+def test_the_technique_table_takes_each_ratio_within_a_round_and_checks_the_header_range():
+    from lab.families import get_family
+    from lab.lessons import hopper_techniques as ht
+
+    payload = _payload({"torch_mm": (0.20, 0.30), "cublaslt": (0.18, 0.40), "09_cluster_multicast": (0.22, 0.33),
+                        "10_tma_store": (0.20, 0.30), "11_pingpong": (0.25, 0.25)})
+    median, lowest = ht.same_round_ratio(payload, SHAPE, "10_tma_store", ("09_cluster_multicast",))
+    assert abs(median - (0.22 / 0.20 + 0.33 / 0.30) / 2) < 1e-12 and abs(lowest - 0.33 / 0.30) < 1e-12
+    text = ht.technique_table(payload, get_family("gemm_tc"))
+    assert "REPLAYED" in text and "abcdef0" in text and "2026-01-02" in text
+    ten = next(line for line in text.splitlines() if line.strip().startswith("10_tma_store"))
+    # 1.10x rung 09 against the header's first range for rung 09, 1.02-1.05x: above it.
+    assert "1.100x rung 09" in ten and "ABOVE" in ten
+    eleven = next(line for line in text.splitlines() if line.strip().startswith("11_pingpong"))
+    assert "rung 10" in eleven and "predicted" in eleven  # rung 11's header states its range against rung 10
+    assert "11.0 us fixed + 2.500 us per k-tile (K = 4096: 171 us)" in ht.fixed_cost_table(payload)
+    assert ht.technique_table(None).startswith("(no study record")
+
+
+def test_the_technique_figure_has_a_bar_per_rung_and_shape_and_the_library_line():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from lab.lessons import hopper_techniques as ht
+
+    payload = _payload({"torch_mm": (0.20, 0.30), "06_persistent": (0.24, 0.33), "11_pingpong": (0.25, 0.25)})
+    fig = ht.technique_figure(payload)
+    ax = fig.axes[0]
+    assert len(ax.patches) == 2  # one shape, two rungs
+    assert any(abs(line.get_ydata()[0] - 1.0) < 1e-12 for line in ax.get_lines())
+    assert ht.technique_figure(None) is None

@@ -61,7 +61,7 @@ from lab import lessons
 from lab.core import device
 from lab.families import get_family
 from lab.families.gemm_tc import block_tile, dynamic_smem_bytes, uses_tma
-from lab.lessons import diagrams, knob_records, layouts, plots
+from lab.lessons import diagrams, hopper_techniques, knob_records, layouts, plots
 from lab.lessons.nsight import WAVEFRONTS
 from lab.lessons.plots import ladders as ladder_plots
 from lab.measure import bench
@@ -803,6 +803,44 @@ print("Hopper rungs after the first:", ", ".join(LATER) if LATER else "none in t
 
 # %%
 LATER_REPORTS = {key: WALK.chapter(key) for key in LATER}
+
+# %% [markdown]
+# ### The Hopper techniques, one at a time
+#
+# From rung 09 on, each rung adds one technique to the rung before it: clusters of two blocks that share B through
+# a multicast load (09), the epilogue through shared memory and a TMA store (10), and two consumer warpgroups that
+# take turns, each on its own tile, so that one's epilogue runs under the other's k-loop (11). A step of a few
+# percent is easily lost in the noise between processes on this GPU, so these rungs are compared in interleaved
+# rounds in one process (`python -m lab.studies.hopper_gemm_study`): every rung and both library calls once a round
+# on each shape, and each ratio taken within a round.
+#
+# Predict first: what each header expected from its technique, written before its first run.
+
+# %%
+for key in hopper_techniques.BEFORE:
+    if key in [r.key for r in TC.rungs]:
+        print(f"{key}: {lessons.prediction(TC, key)}\n")
+
+# %% [markdown]
+# The answer, at 4096^3 fp16 TN: each rung against the library and against the rung it adds to, in the same rounds,
+# beside the range its header predicted. Then the fit of time against K (M = N = 4096), which splits a launch into a
+# part that does not grow with K (each tile's epilogue and pipeline fill, the launch) and a part per k-tile: a
+# technique that hides the epilogue should move the first, one that feeds the tensor cores better the second.
+
+# %%
+HOPPER_STUDY = hopper_techniques.load()
+print(hopper_techniques.technique_table(HOPPER_STUDY, TC))
+print()
+print(hopper_techniques.fixed_cost_table(HOPPER_STUDY))
+
+# %% [markdown]
+# Every shape of the study: each bar a rung's median same-round ratio to the library (a line down to its lowest
+# round), the dashed line the library. What to look at: whether each technique's step at 4096^3 holds at the other
+# sizes, and the shapes where every rung stays far under the library: those whose tiles do not fill the last wave
+# of the GPU (2176 x 2176 x 4096 makes 1.16 waves of 128 x 256 tiles), which no technique of the main loop changes.
+
+# %%
+lessons.figure(hopper_techniques.technique_figure(HOPPER_STUDY), "no Hopper study record")
 
 # %% [markdown]
 # ---
