@@ -66,7 +66,8 @@ def technique_table(payload: dict | None, family=None, shape: dict | None = None
     """At one shape (the study's first, 4096^3 fp16 TN): each rung's TFLOP/s, its same-round ratio to the library
     and to the rung it adds to, and its header's predicted range for that ratio with the verdict."""
     if payload is None:
-        return f"(no study record at results/h200/{STUDY}: `python -m lab.studies.hopper_gemm_study results/h200` on an H200)"
+        return (f"(no study record at results/h200/{STUDY}: `python -m lab.studies.hopper_gemm_study results/h200` "
+                "on an H200)")
     shape = shape or payload["rows"][0]["shape"]
     rates = {r["method"]: r["TFLOP/s"] for r in payload.get("summary", [])
              if _shape_key(r["shape"]) == _shape_key(shape)}
@@ -98,8 +99,9 @@ def fixed_cost_table(payload: dict | None) -> str:
     k-tile of 64, and what the fit puts at K = 4096."""
     if payload is None or not payload.get("fixed_cost"):
         return "(the study's record holds no fit of time against K)"
-    lines = ["time = fixed + per k-tile x K / 64, least squares over K = "
-             f"{', '.join(map(str, payload['fixed_cost'][0]['K']))} at M = N = 4096, fp16 TN ({replayed_from(payload)}):"]
+    ks = ", ".join(map(str, payload["fixed_cost"][0]["K"]))
+    lines = [f"time = fixed + per k-tile x K / 64, least squares over K = {ks} at M = N = 4096, fp16 TN "
+             f"({replayed_from(payload)}):"]
     for f in payload["fixed_cost"]:
         lines.append(f"  {f['rung']:<22} {f['fixed_us']:6.1f} us fixed + {f['us_per_k_tile']:.3f} us per k-tile "
                      f"(K = 4096: {f['fixed_us'] + 64 * f['us_per_k_tile']:.0f} us)")
