@@ -72,7 +72,7 @@ def test_each_committed_record_summary_is_its_rows_summarized_again():
     from lab.studies import decode_attention_study
 
     results = Path(__file__).resolve().parent.parent / "results" / "h200"
-    for module, name in ((study, "hopper_gemm_study"), (study, "hopper_gemm_study_4096"),
+    for module, name in ((study, "hopper_gemm_study_910e600"), (study, "hopper_gemm_study_4096"),
                          (decode_attention_study, "decode_attention_study")):
         record = json.loads((results / f"{name}.json").read_text())
         assert module.summarize(record["rows"]) == record["summary"], name

@@ -25,6 +25,8 @@
 //   now brings 1.5x rung 10's bytes from L2 per output (A is loaded for 64 rows, not 128), as rung 06 did; rung
 //   09 showed that path was not the limit. If one warpgroup cannot keep the tensor cores fed, the k-tile grows
 //   and this rung loses: CUTLASS's sm90 "pingpong" kernels rest on one warpgroup being enough.
+// Measured: notebook 03's technique table (lab/lessons/hopper_techniques.py) sets this prediction beside the
+//   interleaved study's record, results/h200/hopper_gemm_study.json (09, 10 and 11 in the same rounds).
 // Tensor maps, tails and stores as rung 10 (A's map has boxes of BK x 64 rows); register stores where C cannot be
 //   stored by TMA or beta != 0.
 // Requires: sm_90a (wgmma, setmaxnreg, clusters); A and B as rung 10; C as rung 10 for the TMA store. Launch: rung

@@ -217,7 +217,7 @@ def alignment_cliff_sentence(family: str, bests: list) -> str:
             "the ratios at those sizes measure the library's cliff, not a faster main loop.")
 
 
-HOPPER_STUDIES = ("hopper_gemm_study_4096", "hopper_gemm_study")  # the latest rung 10 first, then every shape
+HOPPER_STUDIES = ("hopper_gemm_study_4096", "hopper_gemm_study_910e600")  # the latest rung 10 first, then every shape
 
 
 def hopper_lines() -> list[str]:
