@@ -217,7 +217,7 @@ def alignment_cliff_sentence(family: str, bests: list) -> str:
             "the ratios at those sizes measure the library's cliff, not a faster main loop.")
 
 
-HOPPER_STUDIES = ("hopper_gemm_study_4096", "hopper_gemm_study_910e600")  # the latest rung 10 first, then every shape
+HOPPER_STUDIES = ("hopper_gemm_study",)  # the latest study of every shape (older ones stay in results/h200)
 
 
 def hopper_lines() -> list[str]:
@@ -228,10 +228,9 @@ def hopper_lines() -> list[str]:
 
     from lab.measure.records import reference_dir
 
-    out = ["", "The Hopper GEMM rungs 06 (persistent), 09 (clusters of two, B multicast) and 10 (the epilogue "
-               "through a TMA store) against the library. Rung 10 staged whole tiles with 3 stages until it staged "
-               "half tiles with 4 (C_PARTS = 2): the older record's 10_tma_store column is that whole-tile build, "
-               "which the newer record times again as `10 C_PARTS=1 STAGES=3`."]
+    out = ["", "The Hopper GEMM rungs 06 (persistent), 09 (clusters of two, B multicast), 10 (the epilogue "
+               "through a TMA store) and 11 (ping-pong consumers) against the library, in interleaved rounds; "
+               "notebook 03 sets each beside its header's prediction."]
     for name in HOPPER_STUDIES:
         path = reference_dir() / f"{name}.json"
         if not path.is_file():
