@@ -1,6 +1,6 @@
 // The pieces the Hopper GEMM rungs (gemm_tc 04 on) share unchanged, so that the diff from one rung to the
-// next shows only what that rung changes: one k-step of wgmma, one stage's TMA loads, and the epilogue's
-// store of two adjacent outputs. Each takes the rung's knobs as template parameters, named apart from the
+// next shows only what that rung changes: one k-step of wgmma (and, from rung 09, one k-tile's), one stage's TMA
+// loads, the staging of C for a TMA store, and the epilogue's store of two adjacent outputs. Each takes the rung's knobs as template parameters, named apart from the
 // knob macros (BM, BN, BK, TN, BF16 arrive as -D options and would replace same-named parameters).
 #pragma once
 
@@ -18,6 +18,26 @@ __device__ __forceinline__ void wgmma_k_step(float (&d)[TILE_N / 2], unsigned lo
         wgmma_m64n256k16<IS_BF16, 1 - B_K_MAJOR>(d, da, db, 1);
     else
         wgmma_m64n128k16<IS_BF16, 1 - B_K_MAJOR>(d, da, db, 1);
+}
+
+// One k-tile's products, d (+)= A (64 x TILE_K at a) x B (TILE_N x TILE_K at b), as TILE_K / 16 k-steps fenced
+// before and committed as one group (gemm_tc rungs 09-11): the caller waits for the group (wgmma_wait) before it
+// releases the stage. a and b are 128-byte-swizzled as a stage holds them: A and TN's B k-major (rows of 64
+// elements), NN's B in boxes of TILE_K k-rows x 64 columns.
+template <int IS_BF16, int B_K_MAJOR, int TILE_N, int TILE_K>
+__device__ __forceinline__ void wgmma_k_tile(float (&d)[TILE_N / 2], unsigned a, unsigned b) {
+    constexpr unsigned ROW = 128;
+    wgmma_fence();
+    fence_accumulators(d);
+#pragma unroll
+    for (int ks = 0; ks < TILE_K / 16; ++ks) {
+        const unsigned long long da = wgmma_desc(a + 32 * ks, 16, 8 * ROW);
+        const unsigned long long db = B_K_MAJOR ? wgmma_desc(b + 32 * ks, 16, 8 * ROW)
+                                                : wgmma_desc(b + 16 * ks * ROW, TILE_K * ROW, 8 * ROW);
+        wgmma_k_step<IS_BF16, B_K_MAJOR, TILE_N>(d, da, db);
+    }
+    wgmma_commit();
+    fence_accumulators(d);
 }
 
 // Stage s's TMA loads of k-tile kt for the block tile at (row0, col0), completing on mbarrier full + 8 s.

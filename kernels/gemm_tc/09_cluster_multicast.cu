@@ -129,21 +129,7 @@ gemm_tc_cluster_multicast(const __grid_constant__ TensorMap map_a, const __grid_
                 mbar_wait(full + 8 * s, (it / STAGES) & 1);  // k-tile `it` has landed (both halves of B)
                 const unsigned a = tiles_smem + s * STAGE_BYTES + c * 64 * ROW_BYTES;
                 const unsigned b = tiles_smem + s * STAGE_BYTES + A_TILE_BYTES;
-                wgmma_fence();
-                fence_accumulators(acc);
-#pragma unroll
-                for (int ks = 0; ks < BK / 16; ++ks) {
-                    const unsigned long long da = wgmma_desc(a + 32 * ks, 16, 8 * ROW_BYTES);
-#if TN
-                    const unsigned long long db = wgmma_desc(b + 32 * ks, 16, 8 * ROW_BYTES);
-#else
-                    const unsigned long long db =
-                        wgmma_desc(b + 16 * ks * ROW_BYTES, BK * ROW_BYTES, 8 * ROW_BYTES);
-#endif
-                    wgmma_k_step<BF16, TN, BN>(acc, da, db);
-                }
-                wgmma_commit();
-                fence_accumulators(acc);
+                wgmma_k_tile<BF16, TN, BN, BK>(acc, a, b);  // committed as one group
                 wgmma_wait<1>();  // k-tile it-1's products are done: release its stage in both blocks
                 if (kt > 0 && lane == 0)
 #pragma unroll
