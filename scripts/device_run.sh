@@ -81,6 +81,8 @@
 # (seen 2026-11-30 and 2026-12-02), and `$(git rev-parse HEAD)` written in the device command runs THERE. So write it
 # on the development machine before the call, `git rev-parse HEAD > .labcache/commit` (carried with .labcache), or
 # pass LAB_COMMIT as a literal hash.
+# The script packs $OUT/pack.tgz itself and removes $OUT/pack: a device command must not tar pack again (that
+# overwrote a whole run's records with an empty archive once).
 set -uo pipefail
 mode="${1:-smoke}"
 if [ -z "${LAB_COMMIT:-}" ] && [ -f .labcache/commit ]; then export LAB_COMMIT="$(cat .labcache/commit)"; fi

@@ -116,3 +116,43 @@ def test_the_technique_figure_has_a_bar_per_rung_and_shape_and_the_library_line(
     assert len(ax.patches) == 2  # one shape, two rungs
     assert any(abs(line.get_ydata()[0] - 1.0) < 1e-12 for line in ax.get_lines())
     assert ht.technique_figure(None) is None
+
+
+def test_a_record_rebuilt_from_the_printed_log_keeps_every_printed_figure():
+    log = ("clusters that fit: 66\n"
+           "4096x4096x4096 TN float16   torch_mm                735.7 TFLOP/s  spread 0.009  "
+           "x library 1.000 (min 0.999)  x 06 1.101\n"
+           "4096x4096x4096 TN float16   11_pingpong             650.7 TFLOP/s  spread 0.002  "
+           "x library 0.883 (min 0.881)  x 06 0.975\n"
+           "2048x2048x2048 TN float16   10 C_PARTS=1 STAGES=3   574.2 TFLOP/s  spread 0.002  x library - (min -)"
+           "  x 06 -\n"
+           "11_pingpong: time = 9.3 us + 3.158 us per k-tile (M = N = 4096, K = [512, 1024, 2048, 4096])\n"
+           "PASS something else\n")
+    record = study.record_from_log(log, {"device": "a GPU"}, "the log")
+    assert record["cluster_slots"] == 66 and record["rows"] == [] and record["rebuilt_from"] == "the log"
+    methods = [(r["shape"]["M"], r["method"]) for r in record["summary"]]
+    assert methods == [(4096, "torch_mm"), (4096, "11_pingpong"), (2048, "10 C_PARTS=1 STAGES=3")]
+    ping = record["summary"][1]
+    assert (ping["TFLOP/s"], ping["x_library"], ping["x_library_min"], ping["x_06"]) == (650.7, 0.883, 0.881, 0.975)
+    assert record["summary"][2]["x_library"] is None
+    assert record["fixed_cost"] == [{"rung": "11_pingpong", "M": 4096, "N": 4096, "K": [512, 1024, 2048, 4096],
+                                     "fixed_us": 9.3, "us_per_k_tile": 3.158}]
+
+
+def test_every_record_rebuilt_from_a_log_matches_that_log_and_the_lesson_reads_it():
+    """A record rebuilt from a run's console log (its JSON lost) holds exactly what the log printed."""
+    import json
+    from pathlib import Path
+
+    from lab.lessons import hopper_techniques as ht
+
+    root = Path(__file__).resolve().parent.parent
+    records = (json.loads(p.read_text()) for p in (root / "results" / "h200").glob("hopper_gemm_study*.json"))
+    rebuilt = [r for r in records if r.get("rebuilt_from")]
+    for record in rebuilt:
+        again = study.record_from_log((root / record["rebuilt_from"]).read_text(), record["provenance"],
+                                      record["rebuilt_from"])
+        assert again["summary"] == record["summary"] and again["fixed_cost"] == record["fixed_cost"]
+        assert "rebuilt from the run's console log" in ht.technique_table(record)
+        ratio = ht.same_round_ratio(record, record["summary"][0]["shape"], "10_tma_store", ("09_cluster_multicast",))
+        assert ratio is not None and ratio[0] == ratio[1]  # the ratio of the medians, for both ends

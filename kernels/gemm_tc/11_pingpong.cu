@@ -25,8 +25,15 @@
 //   now brings 1.5x rung 10's bytes from L2 per output (A is loaded for 64 rows, not 128), as rung 06 did; rung
 //   09 showed that path was not the limit. If one warpgroup cannot keep the tensor cores fed, the k-tile grows
 //   and this rung loses: CUTLASS's sm90 "pingpong" kernels rest on one warpgroup being enough.
-// Measured: notebook 03's technique table (lab/lessons/hopper_techniques.py) sets this prediction beside the
-//   interleaved study's record, results/h200/hopper_gemm_study.json (09, 10 and 11 in the same rounds).
+// Measured (results/h200/hopper_gemm_study.json, 09, 10 and 11 in the same rounds; notebook 03's technique table
+//   sets it beside this prediction): 651 TFLOP/s at 4096^3 fp16 TN, 0.88x the library and 0.90x rung 10, so the
+//   prediction missed, the way it said it could. The fit: 9.3 us fixed (predicted 5-7) + 3.16 us a k-tile
+//   (rung 10: 11.5 + 2.79). The epilogue did leave the fixed part, but each k-tile got 13% slower. The likely
+//   reason (not yet profiled): one warpgroup, with at most two k-tiles of products in flight (wgmma wait 1),
+//   leaves the tensor cores idle between its groups, where two warpgroups fill each other's gaps. It wins where the last wave is mostly
+//   empty, because its 64-row tiles split that wave finer: 1.06x rung 10 at 3072^3 and 1.09x at
+//   2176 x 2176 x 4096. Next: a 128 x 128 tile per consumer (two m64n128 products a k-step, twice the
+//   independent work per group), or more k-tiles in flight per warpgroup.
 // Tensor maps, tails and stores as rung 10 (A's map has boxes of BK x 64 rows); register stores where C cannot be
 //   stored by TMA or beta != 0.
 // Requires: sm_90a (wgmma, setmaxnreg, clusters); A and B as rung 10; C as rung 10 for the TMA store. Launch: rung

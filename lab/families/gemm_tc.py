@@ -38,9 +38,11 @@ Compute-sanitizer memcheck, racecheck and synccheck clean on small odd shapes fo
 (TMA-store epilogue) on the H200: 23 GPU tests of both passed at 910e600 (rung 09's last kernel change), and rung
 10's 14 again at aa4c585 (its last: C staged in halves). Rung 09 is memcheck-clean
 (gemm_tc_sanitize_09_10_memcheck.json); that record's rung 10 failure (a TMA store wrote the padding of a C whose N
-is not a multiple of 8) is why such a C takes the register stores now. Rungs 10 and 11 (ping-pong) after that: the
-GPU tests' log results/h200/gemm_tc_gpu_tests_11.log and compute-sanitizer's record gemm_tc_sanitize_10_11.json
-say how each fared on the H200. In the catalogue.
+is not a multiple of 8) is why such a C takes the register stores now. At 051fee1 on the H200: rung 11's 16 GPU
+tests passed (results/h200/gemm_tc_gpu_tests_11.log); rung 11 is memcheck-, racecheck- and synccheck-clean
+(gemm_tc_sanitize_11.json), rungs 09 and 10 racecheck- and synccheck-clean (gemm_tc_sanitize_10_race_sync.json),
+and rung 10 memcheck-clean (its record was lost; the run's log hopper_pingpong_run_051fee1.log has the line). In
+the catalogue.
 Records: results/h200/gemm_tc.json; rungs 06, 09, 10, 11 against the library: results/h200/hopper_gemm_study*.json.
 """
 

@@ -25,14 +25,25 @@ def load(filename: str = STUDY) -> dict | None:
         payload = json.loads((records.reference_dir() / filename).read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    return payload if isinstance(payload, dict) and isinstance(payload.get("rows"), list) else None
+    return payload if isinstance(payload, dict) and (payload.get("rows") or payload.get("summary")) else None
 
 
 def replayed_from(payload: dict, filename: str = STUDY) -> str:
     p = payload.get("provenance", {})
+    rebuilt = "; rebuilt from the run's console log, figures as printed" if payload.get("rebuilt_from") else ""
     return (f"REPLAYED from results/h200/{filename}: measured on {p.get('device', '?')} at commit "
             f"{str(p.get('commit', '?'))[:7]}, {str(p.get('date', '?'))[:10]}; {payload.get('rounds', '?')} "
-            "interleaved rounds, cold L2")
+            f"interleaved rounds, cold L2{rebuilt}")
+
+
+def has_rounds(payload: dict) -> bool:
+    """Whether the record keeps its per-round rows (a record rebuilt from a console log has its summary only)."""
+    return bool(payload.get("rows"))
+
+
+def shapes_in(payload: dict) -> list[dict]:
+    rows = payload["rows"] if has_rounds(payload) else payload.get("summary", [])
+    return list({_shape_key(r["shape"]): r["shape"] for r in rows}.values())
 
 
 def _shape_key(shape: dict) -> tuple:
@@ -46,12 +57,24 @@ def shape_label(shape: dict) -> str:
 
 
 def rungs_in(payload: dict) -> list[str]:
-    return list(dict.fromkeys(r["method"] for r in payload["rows"] if r["method"][:2].isdigit()))
+    rows = payload["rows"] if has_rounds(payload) else payload.get("summary", [])
+    return list(dict.fromkeys(r["method"] for r in rows if r["method"][:2].isdigit()))
 
 
 def same_round_ratio(payload: dict, shape: dict, method: str, against: tuple[str, ...]) -> tuple[float, float] | None:
-    """(median, lowest) over rounds of the time of the fastest of `against` over `method`'s, in the same round."""
+    """(median, lowest) over rounds of the time of the fastest of `against` over `method`'s, in the same round. A
+    record without rounds gives its summary's ratio to the library, or against a rung the ratio of the median
+    rates (the same for both ends)."""
     key = _shape_key(shape)
+    if not has_rounds(payload):
+        mine = {r["method"]: r for r in payload.get("summary", []) if _shape_key(r["shape"]) == key}
+        if method not in mine:
+            return None
+        if tuple(against) == LIBRARY:
+            x = mine[method].get("x_library")
+            return (x, mine[method].get("x_library_min") or x) if x else None
+        rates = [mine[m]["TFLOP/s"] for m in against if m in mine]
+        return (mine[method]["TFLOP/s"] / max(rates),) * 2 if rates else None
     rows = [r for r in payload["rows"] if _shape_key(r["shape"]) == key]
     by = {(r["method"], r["round"]): r["median_ms"] for r in rows}
     ratios = []
@@ -68,11 +91,13 @@ def technique_table(payload: dict | None, family=None, shape: dict | None = None
     if payload is None:
         return (f"(no study record at results/h200/{STUDY}: `python -m lab.studies.hopper_gemm_study results/h200` "
                 "on an H200)")
-    shape = shape or payload["rows"][0]["shape"]
+    shape = shape or shapes_in(payload)[0]
     rates = {r["method"]: r["TFLOP/s"] for r in payload.get("summary", [])
              if _shape_key(r["shape"]) == _shape_key(shape)}
+    before_how = "same rounds" if has_rounds(payload) else "ratio of the medians"
     lines = [f"{shape_label(shape)} ({replayed_from(payload)}):",
-             f"  {'rung':<22}{'TFLOP/s':>9}{'x library (lowest)':>21}   against the rung before: measured, predicted"]
+             f"  {'rung':<22}{'TFLOP/s':>9}{'x library (lowest)':>21}   against the rung before ({before_how}): "
+             "measured, predicted"]
     for rung in rungs_in(payload):
         if rung not in rates:
             lines.append(f"  {rung:<22} not timed at this shape (see the record's failed list)")
@@ -110,7 +135,7 @@ def fixed_cost_table(payload: dict | None) -> str:
 
 def ratio_rows(payload: dict) -> tuple[list[dict], list[str], dict]:
     """(shapes in the study's order, rungs, {(shape label, rung): (median, lowest) same-round ratio to the library})."""
-    shapes = list({_shape_key(r["shape"]): r["shape"] for r in payload["rows"]}.values())
+    shapes = shapes_in(payload)
     rungs = rungs_in(payload)
     ratios = {}
     for shape in shapes:

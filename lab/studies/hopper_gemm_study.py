@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -137,6 +138,34 @@ def summarize(rows: list[dict]) -> list[dict]:
     ratios to the faster library call (torch_mm or cublaslt; x_library, its lowest round x_library_min) and to rung
     06 (x_06)."""
     return same_round_summary(rows, "TFLOP/s", ("torch_mm", "cublaslt"), "x_library", "06_persistent", "x_06")
+
+
+_SUMMARY_LINE = re.compile(r"^(\d+)x(\d+)x(\d+) (TN|NN) (\w+)\s+(\S+(?: \S+=\S+)*)\s+([\d.]+) TFLOP/s\s+spread ([\d.]+)"
+                           r"\s+x library ([\d.]+|-) \(min ([\d.]+|-)\)\s+x 06 ([\d.]+|-)$")
+_FIT_LINE = re.compile(r"^(\S+): time = ([\d.-]+) us \+ ([\d.-]+) us per k-tile \(M = N = 4096, K = \[([\d, ]+)\]\)$")
+
+
+def record_from_log(text: str, provenance: dict, source: str) -> dict:
+    """A record rebuilt from what main() printed (a device run's console log, `source`), for a run whose JSON was
+    lost: the summary and the fit as printed (rounded as printed), no per-round rows. `provenance` says where and
+    when it ran."""
+    number = lambda x: None if x == "-" else float(x)  # noqa: E731
+    summary, fixed = [], []
+    for line in text.splitlines():
+        if m := _SUMMARY_LINE.match(line.strip()):
+            shape = {"M": int(m[1]), "N": int(m[2]), "K": int(m[3]), "layout": m[4], "dtype": m[5]}
+            summary.append({"shape": shape, "method": m[6].strip(), "TFLOP/s": float(m[7]), "spread": float(m[8]),
+                            "x_library": number(m[9]), "x_library_min": number(m[10]), "x_06": number(m[11])})
+        elif m := _FIT_LINE.match(line.strip()):
+            fixed.append({"rung": m[1], "M": 4096, "N": 4096, "K": [int(k) for k in m[4].split(",")],
+                          "fixed_us": float(m[2]), "us_per_k_tile": float(m[3])})
+    slots = re.search(r"^clusters that fit: (\d+)$", text, re.MULTILINE)
+    rounds = re.search(r"--rounds (\d+)", text)
+    return {"provenance": provenance, "about": __doc__.split("\n\n")[0], "rounds": int(rounds[1]) if rounds else 3,
+            "cluster_slots": int(slots[1]) if slots else None, "rows": [], "summary": summary, "failed": [],
+            "fixed_cost": fixed, "rebuilt_from": source,
+            "note": "rebuilt by lab.studies.hopper_gemm_study.record_from_log from the run's console log: the figures "
+                    "as printed (rounded), without the per-round rows, which were lost with the run's JSON"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -240,8 +240,10 @@ def hopper_lines() -> list[str]:
         rungs = list(dict.fromkeys(r["method"] for r in study["summary"] if r["method"][:2].isdigit()))
         out += ["", f"`results/h200/{name}.json` ({p.get('device')}, {str(p.get('date', ''))[:10]}, commit "
                     f"{str(p.get('commit', ''))[:7]}; `python -m lab.studies.hopper_gemm_study`, {study['rounds']} "
-                    "interleaved rounds, cold L2): median TFLOP/s, in brackets the median of the per-round ratios to "
-                    "the faster of torch.mm and cuBLASLt, the lowest round's after the slash.", "",
+                    "interleaved rounds, cold L2" + (f"; rebuilt from the run's console log `{study['rebuilt_from']}`, "
+                                                    "figures as printed" if study.get("rebuilt_from") else "")
+                + "): median TFLOP/s, in brackets the median of the per-round ratios to the faster of torch.mm and "
+                  "cuBLASLt, the lowest round's after the slash.", "",
                 "| M x N x K | layout, type | library | " + " | ".join(rungs) + " |",
                 "|---|---|---:|" + "---:|" * len(rungs)]
         by_shape: dict[tuple, dict] = {}

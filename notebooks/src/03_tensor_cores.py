@@ -836,8 +836,10 @@ print(hopper_techniques.fixed_cost_table(HOPPER_STUDY))
 # %% [markdown]
 # Every shape of the study: each bar a rung's median same-round ratio to the library (a line down to its lowest
 # round), the dashed line the library. What to look at: whether each technique's step at 4096^3 holds at the other
-# sizes, and the shapes where every rung stays far under the library: those whose tiles do not fill the last wave
-# of the GPU (2176 x 2176 x 4096 makes 1.16 waves of 128 x 256 tiles), which no technique of the main loop changes.
+# sizes, and the shapes where every rung stays far under the library: those whose tiles leave the last wave of the
+# GPU mostly empty (2176 x 2176 x 4096 makes 1.16 waves of 128 x 256 tiles). There the rung with the smaller tiles
+# (11's 64-row tiles split the last wave finer) loses less; the remedies are tile shapes per shape class and
+# stream-K (notebook 04), not a faster main loop.
 
 # %%
 lessons.figure(hopper_techniques.technique_figure(HOPPER_STUDY), "no Hopper study record")
