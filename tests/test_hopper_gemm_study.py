@@ -156,3 +156,15 @@ def test_every_record_rebuilt_from_a_log_matches_that_log_and_the_lesson_reads_i
         assert "rebuilt from the run's console log" in ht.technique_table(record)
         ratio = ht.same_round_ratio(record, record["summary"][0]["shape"], "10_tma_store", ("09_cluster_multicast",))
         assert ratio is not None and ratio[0] == ratio[1]  # the ratio of the medians, for both ends
+
+
+def test_the_wave_count_divides_the_tiles_of_each_study_shape_by_the_records_sms():
+    from lab.families import get_family
+    from lab.lessons import hopper_techniques as ht
+
+    payload = _payload({"torch_mm": (0.2,)})
+    payload["provenance"]["sm_count"] = 132
+    payload["rows"][0]["shape"] = {"M": 2176, "N": 2176, "K": 4096, "layout": "TN", "dtype": "float16"}
+    text = ht.wave_lines(payload, get_family("gemm_tc"))
+    assert "128 x 256" in text and "153 tiles =  1.16 waves" in text  # 17 x 9 tiles
+    assert ht.wave_lines(None, get_family("gemm_tc")).startswith("(no study record")

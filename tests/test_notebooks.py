@@ -248,7 +248,31 @@ def write_synthetic_reference(directory: Path) -> Path:
     _test_module("test_lessons_ops_torch").write_synthetic_ops_torch(directory, SYNTHETIC_PROVENANCE)
     _test_module("test_lessons_attention").write_synthetic_attention(directory, SYNTHETIC_PROVENANCE)
     _write_synthetic_decode_attention(directory)
+    _write_synthetic_hopper_study(directory)
     return directory
+
+
+def _write_synthetic_hopper_study(directory: Path) -> None:
+    """The interleaved Hopper GEMM study (lab.studies.hopper_gemm_study): two shapes, the library calls and rungs
+    06 and 09-11 over three rounds, and the fit of time against K."""
+    from lab.studies import hopper_gemm_study as study
+
+    rng = random.Random(12)
+    rows = []
+    for n in (4096, 3072):
+        shape = {"M": n, "N": n, "K": n, "layout": "TN", "dtype": "float16"}
+        for rnd in range(3):
+            for method, share in (("torch_mm", 1.0), ("cublaslt", 0.99), ("06_persistent", 0.9),
+                                  ("09_cluster_multicast", 0.9), ("10_tma_store", 0.97), ("11_pingpong", 0.88)):
+                ms = 2 * n**3 / (700e12 * share * rng.uniform(0.98, 1.02)) * 1e3
+                rows.append({"shape": shape, "method": method, "round": rnd, "median_ms": ms, "p10_ms": ms,
+                             "p90_ms": ms, "TFLOP/s": 2 * n**3 / ms / 1e9})
+    fixed = [{"rung": r, "M": 4096, "N": 4096, "K": [512, 1024, 2048, 4096], "median_ms": [0.05, 0.08, 0.13, 0.2],
+              "fixed_us": 10.0 + i, "us_per_k_tile": 2.8 - 0.01 * i}
+             for i, r in enumerate(("06_persistent", "09_cluster_multicast", "10_tma_store", "11_pingpong"))]
+    payload = {"provenance": SYNTHETIC_PROVENANCE, "rounds": 3, "cluster_slots": 66, "rows": rows,
+               "summary": study.summarize(rows), "failed": [], "fixed_cost": fixed}
+    (directory / "hopper_gemm_study.json").write_text(json.dumps(payload))
 
 
 def _write_synthetic_decode_attention(directory: Path) -> None:
@@ -395,6 +419,7 @@ def test_notebooks_execute_on_synthetic_records(tmp_path, monkeypatch):
     assert "smem_bank_conflicts_ldsm" in tc and "HMMA per ldmatrix" in tc and "| total / minimum |" in tc
     assert "launch paths, tail records" in tc and "element loads" in tc
     assert "tail sizes by N mod 8" in tc and "is faster than cublas_gemm at" in tc
+    assert "against the rung before (same rounds)" in tc and "11_pingpong" in tc and "waves" in tc
     sched = texts["04_scheduling"]
     assert "(nothing to plot" not in sched and sched.count("REPLAYED from SYNTHETIC TEST DATA") >= 5
     assert "the fastest order is" in sched and "its DRAM reads:" in sched and "06 / 05 per round" in sched

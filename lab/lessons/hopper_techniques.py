@@ -174,3 +174,21 @@ def technique_figure(payload: dict | None):
                               source=replayed_from(payload)), fontsize=9)
     legend_outside(ax)
     return fig
+
+
+def wave_lines(payload: dict | None, family, rung: str = "10_tma_store") -> str:
+    """Per study shape: how many of `rung`'s block tiles it makes, and how many waves of them the record's GPU runs
+    (tiles / SMs, one block per SM): a shape a little past a whole number of waves leaves its last wave mostly empty."""
+    from lab.families.gemm_tc import block_tile
+
+    if payload is None:
+        return "(no study record: no shapes to count)"
+    sms = payload.get("provenance", {}).get("sm_count")
+    if not sms:
+        return "(the study's record does not say how many SMs its GPU has)"
+    bm, bn = block_tile(family.rung(rung))
+    lines = [f"{rung}'s tiles of {bm} x {bn} on the {sms} SMs of the record's GPU:"]
+    for shape in shapes_in(payload):
+        tiles = -(-shape["M"] // bm) * -(-shape["N"] // bn)
+        lines.append(f"  {shape_label(shape):<26} {tiles:5d} tiles = {tiles / sms:5.2f} waves")
+    return "\n".join(lines)

@@ -835,14 +835,17 @@ print(hopper_techniques.fixed_cost_table(HOPPER_STUDY))
 
 # %% [markdown]
 # Every shape of the study: each bar a rung's median same-round ratio to the library (a line down to its lowest
-# round), the dashed line the library. What to look at: whether each technique's step at 4096^3 holds at the other
-# sizes, and the shapes where every rung stays far under the library: those whose tiles leave the last wave of the
-# GPU mostly empty (2176 x 2176 x 4096 makes 1.16 waves of 128 x 256 tiles). There the rung with the smaller tiles
-# (11's 64-row tiles split the last wave finer) loses less; the remedies are tile shapes per shape class and
-# stream-K (notebook 04), not a faster main loop.
+# round), the dashed line the library. What to look at: whether each technique's step at the first shape holds at
+# the other sizes, and the shapes where every rung stays far under the library. The cell after the figure counts
+# each shape's tiles and waves: the shapes a little past a whole number of waves leave their last wave mostly
+# empty. There the rung with the smaller tiles (rung 11's tiles have half the rows, so they split the last wave
+# finer) loses less; the remedies are tile shapes per shape class and stream-K (notebook 04), not a faster main loop.
 
 # %%
 lessons.figure(hopper_techniques.technique_figure(HOPPER_STUDY), "no Hopper study record")
+
+# %%
+print(hopper_techniques.wave_lines(HOPPER_STUDY, TC))
 
 # %% [markdown]
 # ---
