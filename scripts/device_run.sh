@@ -66,6 +66,7 @@
 #   bash scripts/device_run.sh hopper-gemm     gemm_tc rungs 09 and 10: GPU tests, the Hopper GEMM study against
 #                                              torch.mm and cuBLASLt, compute-sanitizer
 #   bash scripts/device_run.sh hopper-pingpong gemm_tc rung 11 beside 06, 09, 10: GPU tests, the study, sanitizer
+#   bash scripts/device_run.sh hopper-tiles    rung 10's narrower tile builds: GPU tests, the tile study, memcheck
 #   bash scripts/device_run.sh decode-attention decode attention's GPU tests, its study against SDPA, its headline bench
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
 #                                              the slowest tests' durations
@@ -401,6 +402,29 @@ for key in ('09', '10'):
         2>&1 | tail -60
       [ -f "$pack/decode_attention_study.json" ] && cp "$pack/decode_attention_study.json" results/h200/
       NOTEBOOK_BOX=60 notebooks notebooks/src/09_attention.py ;;
+    hopper-tiles)  # rung 10's narrower tile builds (BN 192 and 128, lab/families/gemm_tc_tiles.py): a smoke run, their
+      # GPU tests, the tile study (kept in /tmp/keep for a notebooks-live call on the same machine), memcheck of both
+      carried
+      echo "== rung 10 tile builds smoke (a hang stops here)"
+      timeout 150 python3 -c "
+import dataclasses
+from lab.families import get_family, gemm_tc_tiles as tiles; from lab.measure.verify import check_case
+fam = get_family('gemm_tc'); base = fam.rung('10'); ok = True
+for bn, case in ((192, dict(M=300, N=520, K=130, layout='TN', dtype='float16')), (128, dict(M=4097, N=1000, K=200, layout='NN', dtype='bfloat16'))):
+    r = check_case(fam, dataclasses.replace(base, spec=base.spec.with_knobs(**tiles.TILE_KNOBS[bn])), case); print(bn, r.line()); ok = ok and r.passed
+raise SystemExit(0 if ok else 1)" || echo "the smoke failed"
+      gpu_tests "$(box 200 330)" tests/test_gpu_gemm_tc.py -k "tile and not order" --durations=5
+      cp "$pack/pytest_test_gpu_gemm_tc.log" "$pack/gemm_tc_gpu_tests_tiles.log" 2>/dev/null
+      echo "== tile study"; timeout "$(box 260 100)" python3 -m lab.studies.hopper_tile_study "$pack" 2>&1 | tail -80
+      mkdir -p /tmp/keep && cp "$pack/hopper_tile_study.json" /tmp/keep/ 2>/dev/null
+      for spec in "192 TN" "128 TN,NN"; do
+        set -- $spec
+        echo "== compute-sanitizer memcheck, rung 10 BN=$1"
+        timeout "$(box 75 5)" python3 scripts/gemm_tc_sanitize.py "$pack/gemm_tc_sanitize_10_bn$1.json" --rungs 10 \
+          --knobs "$(python3 -c "from lab.families.gemm_tc_tiles import TILE_KNOBS as k; print(','.join(f'{a}={b}' for a, b in k[$1].items()))")" \
+          --layouts "$2" --tools memcheck --budget 65 2>&1 | tail -4
+      done
+      keep_cache ;;
     notebooks-live)  # the notebooks named after the mode (notebooks/src/NN_*.py) executed live, each figure checked
       carried; export LAB_CHECK_FIGURES=1; shift
       notebooks "$@"

@@ -7,6 +7,9 @@ repeated runs), so a run passes only when the sanitizer is clean AND the answers
     python3 scripts/gemm_tc_sanitize.py OUT.json [--budget 180] [--tools memcheck,racecheck,synccheck]
     python3 scripts/gemm_tc_sanitize.py OUT.json --family softmax     (also gemm_tc_epilogue, rmsnorm, layernorm,
                                                                       gemm_split_k, decode, grouped_gemm)
+    python3 scripts/gemm_tc_sanitize.py OUT.json --rungs 10 --knobs BN=192,STAGES=4,C_PARTS=1 --layouts TN
+                                                                     (rungs built with other knobs, on the cases
+                                                                      of the layouts named)
 
 Each (tool, rung) is a child process (this script with --child TOOL RUNG) under the sanitizer, with its
 own time limit, so one crash or hang hides nothing else. Rungs come from GemmTcFamily().rungs, so rungs
@@ -144,7 +147,9 @@ def check_cases(family, rung_key: str, cases: list[dict], seed: int = 17) -> dic
     from lab.core.errors import LabError
     from lab.measure.verify import check_case
 
-    rung = family.rung(rung_key)
+    rung = built(family.rung(rung_key))
+    layouts = [x for x in os.environ.get("LAB_SANITIZE_LAYOUTS", "").split(",") if x]
+    cases = [c for c in cases if not layouts or c.get("layout") in layouts]
     if hasattr(family, "cases_for"):  # a family whose rungs serve different cases (decode attention's)
         cases = family.cases_for(rung, cases)
     labels, failed, worst = [], [], 0.0
@@ -162,6 +167,22 @@ def check_cases(family, rung_key: str, cases: list[dict], seed: int = 17) -> dic
         if not result.passed:
             failed.append(result.line())
     return {"rung": rung.key, "checks": len(cases), "cases": labels, "failed": failed, "worst_ratio": worst}
+
+
+def parse_knobs(text: str) -> dict:
+    """"BN=192,STAGES=4" -> {"BN": 192, "STAGES": 4}."""
+    pairs = [item.split("=", 1) for item in text.split(",") if item]
+    if any(len(p) != 2 or not p[1].lstrip("-").isdigit() for p in pairs):
+        raise SystemExit(f"--knobs takes NAME=INTEGER pairs separated by commas, not {text!r}.")
+    return {name: int(value) for name, value in pairs}
+
+
+def built(rung):
+    """The rung with the knobs of LAB_SANITIZE_KNOBS (the parent's --knobs), as it is when none are set."""
+    import dataclasses
+
+    knobs = parse_knobs(os.environ.get("LAB_SANITIZE_KNOBS", ""))
+    return dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs)) if knobs else rung
 
 
 def child(tool: str, rung_key: str) -> None:
@@ -211,7 +232,7 @@ def save(path: Path, payload: dict) -> None:
 
 
 def main(out: Path, budget_s: float, tools: tuple[str, ...], rungs: tuple[str, ...] = (),
-         family: str = "gemm_tc") -> int:
+         family: str = "gemm_tc", knobs: str = "", layouts: str = "") -> int:
     from lab.core import device
     from lab.families import get_family
     from lab.measure import records
@@ -225,9 +246,10 @@ def main(out: Path, budget_s: float, tools: tuple[str, ...], rungs: tuple[str, .
     rows_planned = plan(chosen, device.current().arch, tools, family)
     payload = {"provenance": records.provenance(), "family": family, "budget_s": budget_s,
                "sanitizer": {"path": path, "version": sanitizer.sanitizer_version(path) if path else None},
-               "cases": {t: [describe_params(c) for c in cases_for(family, t)] for t in tools}, "rows": []}
+               "cases": {t: [describe_params(c) for c in cases_for(family, t)] for t in tools}, "rows": [],
+               **({"knobs": parse_knobs(knobs)} if knobs else {}), **({"layouts": layouts} if layouts else {})}
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-                        "LAB_SANITIZE_FAMILY": family}
+                        "LAB_SANITIZE_FAMILY": family, "LAB_SANITIZE_KNOBS": knobs, "LAB_SANITIZE_LAYOUTS": layouts}
     for planned in rows_planned:
         left = budget_s - (time.monotonic() - start)
         limit = timeout_for(family, planned["tool"])
@@ -254,6 +276,8 @@ def _args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--tools", default=",".join(sanitizer.TOOLS), help="comma list of memcheck, racecheck, synccheck")
     p.add_argument("--rungs", default="", help="comma list of rung keys or prefixes (01,05_warp); default: all")
     p.add_argument("--family", default="gemm_tc", choices=sorted(FAMILY_CASES), help="the ladder (default gemm_tc)")
+    p.add_argument("--knobs", default="", help="NAME=VALUE,... to build the rungs with (default: their own)")
+    p.add_argument("--layouts", default="", help="comma list of layouts whose cases run (default: every case's)")
     p.add_argument("--child", nargs=2, metavar=("TOOL", "RUNG"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.tools = tuple(t for t in args.tools.split(",") if t)
@@ -274,7 +298,7 @@ if __name__ == "__main__":
         if a.child:
             child(*a.child)
         else:
-            sys.exit(main(a.out, a.budget, a.tools, a.rungs, a.family))
+            sys.exit(main(a.out, a.budget, a.tools, a.rungs, a.family, a.knobs, a.layouts))
     except LabError as exc:  # no GPU, say: one sentence, not a traceback
         print(exc, file=sys.stderr)
         sys.exit(2)

@@ -227,3 +227,23 @@ def test_a_rung_added_later_is_planned_without_touching_the_script(script, monke
     later = dataclasses.replace(TC.rungs[-1], key="09_later")
     monkeypatch.setattr(GemmTcFamily, "rungs", (*TC.rungs, later))
     assert "09_later" in {r["rung"] for r in script.plan(GemmTcFamily().rungs, 90)}
+
+
+def test_knobs_and_layouts_from_the_parent_build_the_rung_and_pick_the_cases(script, monkeypatch):
+    """--knobs and --layouts reach the child through its environment: the rung built with them, only those cases."""
+    assert script.parse_knobs("BN=192,STAGES=4") == {"BN": 192, "STAGES": 4} and script.parse_knobs("") == {}
+    with pytest.raises(SystemExit, match="NAME=INTEGER"):
+        script.parse_knobs("BN=wide")
+    seen = []
+
+    class Recording(NumpyKernels):
+        def launch(self, rung, problem, out, set_index=0):
+            seen.append((dict(rung.spec.knobs)["BN"], problem.params["layout"]))
+            super().launch(rung, problem, out, set_index)
+
+    monkeypatch.setenv("LAB_SANITIZE_KNOBS", "BN=192,STAGES=4,C_PARTS=1")
+    monkeypatch.setenv("LAB_SANITIZE_LAYOUTS", "TN")
+    got = script.check_cases(Recording(), "10", script.SMALL_CASES)
+    tn = [c for c in script.SMALL_CASES if c["layout"] == "TN"]
+    assert got["checks"] == len(tn) and got["failed"] == []
+    assert seen and set(seen) == {(192, "TN")}

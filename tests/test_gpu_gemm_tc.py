@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 
+from lab.families import gemm_tc_tiles as tiles
 from lab.families.gemm_tc import BFLOAT16, GemmTcFamily, uses_tma
 
 pytestmark = pytest.mark.gpu
@@ -313,3 +314,50 @@ def test_pingpong_gives_the_same_bits_every_run():
         TC.launch(TC.rung("11_pingpong"), problem, out)
         outs.append(cp.asnumpy(out).view(np.uint16))
     assert all(np.array_equal(o, outs[0]) for o in outs[1:])
+
+
+# Rung 10 with each tile the family can choose for a shape (lab.families.gemm_tc_tiles): BN = 192 in the TN layout
+# only (B multicast in halves of 64-column boxes in NN), 128 in both.
+TILED = TC.rung("10_tma_store")
+TILE_BUILDS = [(bn, layout) for bn in (192, 128) for layout in ("TN", "NN") if bn in tiles.candidates(layout)]
+
+
+def _tile_build(bn: int):
+    return dataclasses.replace(TILED, spec=TILED.spec.with_knobs(**tiles.TILE_KNOBS[bn]))
+
+
+@HOPPER
+@pytest.mark.parametrize("bn,layout", TILE_BUILDS)
+def test_rung_10_is_correct_with_every_tile_the_family_can_choose(bn, layout):
+    """The family's check cases of that layout (both types) and the cluster cases: every element within its bound."""
+    from lab.measure.verify import bound_margins
+
+    cases = [c for c in TC.check_cases() + CLUSTER_CASES if c["layout"] == layout]
+    row = bound_margins(TC, _tile_build(bn), seeds=SEEDS[:1], cases=cases)
+    assert not row["failed"], "\n".join(row["failed"])
+    assert 0 < row["worst_ratio"] <= 1, row
+
+
+# Shapes whose last wave of 128 x 256 pair tiles leaves most clusters idle (K cut short: only M and N decide the
+# tile), the BN the model predicts for each (66 clusters), and one it keeps at 256.
+SHAPED_CASES = [({"M": 3072, "N": 3072, "K": 136, "layout": "TN", "dtype": "float16"}, 192),
+                ({"M": 3072, "N": 3072 - 1, "K": 72, "layout": "NN", "dtype": BFLOAT16}, 128),
+                ({"M": 3200, "N": 4096, "K": 200, "layout": "TN", "dtype": BFLOAT16}, 128),
+                ({"M": 2176 + 1, "N": 2176, "K": 65, "layout": "TN", "dtype": "float16"}, 192),
+                ({"M": 4096, "N": 4096, "K": 64, "layout": "TN", "dtype": "float16"}, 256)]
+
+
+@HOPPER
+@pytest.mark.parametrize("case,bn", SHAPED_CASES)
+def test_the_family_builds_rung_10_with_the_tile_the_wave_model_picks_and_it_is_correct(case, bn):
+    from lab.families.gemm_tc import cluster_slots
+    from lab.measure.verify import check_case
+
+    problem = TC.make_problem(seed=9, **case)
+    slots = cluster_slots(TC.variant(TILED, problem))
+    built = TC.shaped(TILED, problem)
+    assert dict(built.spec.knobs)["BN"] == tiles.choose(case["M"], case["N"], case["layout"], slots)
+    if slots == 66:  # the H200's: the predictions in gemm_tc_tiles's docstring
+        assert dict(built.spec.knobs)["BN"] == bn
+    result = check_case(TC, built, case, seed=36)
+    assert result.passed, result.line()

@@ -249,6 +249,7 @@ def write_synthetic_reference(directory: Path) -> Path:
     _test_module("test_lessons_attention").write_synthetic_attention(directory, SYNTHETIC_PROVENANCE)
     _write_synthetic_decode_attention(directory)
     _write_synthetic_hopper_study(directory)
+    _write_synthetic_hopper_tile_study(directory)
     return directory
 
 
@@ -273,6 +274,24 @@ def _write_synthetic_hopper_study(directory: Path) -> None:
     payload = {"provenance": SYNTHETIC_PROVENANCE, "rounds": 3, "cluster_slots": 66, "rows": rows,
                "summary": study.summarize(rows), "failed": [], "fixed_cost": fixed}
     (directory / "hopper_gemm_study.json").write_text(json.dumps(payload))
+
+
+def _write_synthetic_hopper_tile_study(directory: Path) -> None:
+    """The tile study (lab.studies.hopper_tile_study): two shapes, the library calls and rung 10's builds over three
+    rounds, assembled as the study assembles its record."""
+    from lab.studies import hopper_tile_study as study
+
+    rng = random.Random(13)
+    rows, shapes = [], [{"M": n, "N": n, "K": n, "layout": "TN", "dtype": "float16"} for n in (4096, 3072)]
+    for shape in shapes:
+        for rnd in range(3):
+            for method, share in (("torch_mm", 1.0), ("cublaslt", 0.99), (study.build_name(256), 0.97),
+                                  (study.build_name(192), 0.93), (study.build_name(128), 0.9)):
+                ms = 2 * shape["M"] ** 3 / (700e12 * share * rng.uniform(0.98, 1.02)) * 1e3
+                rows.append({"shape": shape, "method": method, "round": rnd, "median_ms": ms, "p10_ms": ms,
+                             "p90_ms": ms, "TFLOP/s": 2 * shape["M"] ** 3 / ms / 1e9})
+    payload = study.assemble(rows, shapes, 66, 3, [], SYNTHETIC_PROVENANCE)
+    (directory / "hopper_tile_study.json").write_text(json.dumps(payload))
 
 
 def _write_synthetic_decode_attention(directory: Path) -> None:

@@ -10,12 +10,14 @@
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-// d (+)= one 64 x TILE_N x 16 step (TILE_N = 128 or 256), B K-major (B_K_MAJOR = 1: TN) or MN-major (NN).
+// d (+)= one 64 x TILE_N x 16 step (TILE_N = 128, 192 or 256), B K-major (B_K_MAJOR = 1: TN) or MN-major (NN).
 template <int IS_BF16, int B_K_MAJOR, int TILE_N>
 __device__ __forceinline__ void wgmma_k_step(float (&d)[TILE_N / 2], unsigned long long da, unsigned long long db) {
-    static_assert(TILE_N == 128 || TILE_N == 256, "wgmma m64n128k16 or m64n256k16");
+    static_assert(TILE_N == 128 || TILE_N == 192 || TILE_N == 256, "wgmma m64n128k16, m64n192k16 or m64n256k16");
     if constexpr (TILE_N == 256)
         wgmma_m64n256k16<IS_BF16, 1 - B_K_MAJOR>(d, da, db, 1);
+    else if constexpr (TILE_N == 192)
+        wgmma_m64n192k16<IS_BF16, 1 - B_K_MAJOR>(d, da, db, 1);
     else
         wgmma_m64n128k16<IS_BF16, 1 - B_K_MAJOR>(d, da, db, 1);
 }

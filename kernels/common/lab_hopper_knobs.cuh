@@ -51,6 +51,6 @@ static_assert(BK == 64, "one k-tile row is one 128-byte swizzle row");
 static_assert(BM % 64 == 0 && THREADS == 128 * (1 + CONSUMERS), "a producer warpgroup and CONSUMERS more");
 static_assert(CONSUMERS == BM / 64 || (BM == 64 && CONSUMERS == 2), "a warpgroup per 64 rows, or ping-pong's two");
 static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "the register file holds both roles");
-static_assert(BN == 128 || BN == 256, "wgmma m64n128k16 or m64n256k16");
+static_assert(BN == 128 || BN == 192 || BN == 256, "wgmma m64n128k16, m64n192k16 or m64n256k16");
 static_assert(BM <= 256 && BN <= 256, "a TMA box has at most 256 rows");
 static_assert(STAGES >= 2, "a pipeline needs at least two stages");

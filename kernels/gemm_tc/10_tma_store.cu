@@ -44,12 +44,18 @@
 //   once (a ping-pong schedule, one warpgroup's epilogue under the other's k-loop), tile shapes for the shapes one
 //   wave does not fill (3072^3 and 2176 x 2176 x 4096 run at 0.59-0.70x the library in hopper_gemm_study.json), and
 //   this epilogue in lab.ops's fused GEMM (rung 06's epilogue functors).
+// Tile width per shape: the family can build this rung with BN = 192 (TN only: in NN each block multicasts half of
+//   B's 64-column boxes, which three do not split) or 128 as well as 256, with the stages and staging that fit
+//   (lab/families/gemm_tc_tiles.py), and picks one per shape from a wave model: time = ceil(pair tiles / clusters)
+//   x BN. Predicted there before the H200 run: 1.33x at 3072^3 and 2176 x 2176 x 4096 (BN = 192), 1.14x at
+//   3200 x 4096 x 4096 (128), 1.11x at 4352 x 4096 x 4096 (192), the square 2048-8192 shapes kept at 256; measured
+//   in results/h200/hopper_tile_study.json (notebook 03 sets the two side by side).
 // Tensor maps, tails and the main loop as rung 09; C's map (when used) has boxes of 64 columns x 64 rows.
 // Requires: sm_90a (wgmma, setmaxnreg, clusters); A and B as rung 09; C 16-byte aligned with ldc a multiple of 8, and
 //   N one too where ldc > N, for the TMA store (else the register stores). Launch: rung 09's grid and threads,
 //   dynamic shared memory SMEM_BYTES = STAGES * (BM + BN) * BK * 2 + BM * BN * 2 / C_PARTS + 1024 (230400 bytes at
 //   the defaults); two more arguments after ldc: C's tensor map and store_by_tma (0 or 1).
-// Knobs: BF16 (0/1), TN (1; 0: B is K x N), BM (128), BN (256), BK (64), STAGES (4), C_PARTS (2), RASTER (2:
+// Knobs: BF16 (0/1), TN (1; 0: B is K x N), BM (128), BN (256; or 192, 128), BK (64), STAGES (4), C_PARTS (2), RASTER (2:
 //   grouped; 0 row, 1 column, 3 snake), GROUP_M (4: pair-tile rows per group), THREADS (384 = 128 * (1 + BM / 64)).
 // Ideas: NVIDIA's PTX ISA (cp.async.bulk.tensor shared -> global, bulk async-groups, fence.proxy.async), CUTLASS's
 //   sm90 TMA epilogues, and Shankhdhar's worklog; code is this lab's own.

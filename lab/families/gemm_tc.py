@@ -43,7 +43,11 @@ tests passed (results/h200/gemm_tc_gpu_tests_11.log); rung 11 is memcheck-, race
 (gemm_tc_sanitize_11.json), rungs 09 and 10 racecheck- and synccheck-clean (gemm_tc_sanitize_10_race_sync.json),
 and rung 10 memcheck-clean (its record was lost; the run's log hopper_pingpong_run_051fee1.log has the line). In
 the catalogue.
-Records: results/h200/gemm_tc.json; rungs 06, 09, 10, 11 against the library: results/h200/hopper_gemm_study*.json.
+Rung 10's narrower tile builds (BN = 192 and 128, which `shaped` picks per shape: lab/families/gemm_tc_tiles.py) are
+verified by the tile tests of tests/test_gpu_gemm_tc.py (their H200 log: results/h200/gemm_tc_gpu_tests_tiles.log)
+and memcheck (results/h200/gemm_tc_sanitize_10_bn*.json).
+Records: results/h200/gemm_tc.json; rungs 06, 09, 10, 11 against the library: results/h200/hopper_gemm_study*.json;
+rung 10's tile builds: results/h200/hopper_tile_study.json.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from lab.core import tma
 from lab.core.build import KernelSpec
 from lab.core.errors import LabError
 from lab.core.ladder import Family, Problem, Rung
+from lab.families import gemm_tc_tiles
 from lab.families.gemm import DEFAULT_SMEM_LIMIT, padded, product, vectors_fit
 from lab.measure import shapes
 from lab.measure.bounds import BFLOAT16
@@ -306,6 +311,18 @@ class GemmTcFamily(Family):
         if self.launch_scheme(rung) == "tiles_vec" and out is not None:
             knobs["VEC"] = 8 if vectors_fit(problem, out, 8) else 1
         return dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs, **self.extra_knobs(problem)))
+
+    def shaped(self, rung: Rung, problem: Problem, slots: int | None = None) -> Rung:
+        """`rung` built with the tile the family picks for the problem's shape (lab.families.gemm_tc_tiles: a wave
+        model over the BNs rung 10 builds), for the rungs that take one (gemm_tc_tiles.TILED_RUNGS); any other rung
+        as it is. `slots`: the clusters that fit on the GPU at once (default: the driver's, cluster_slots)."""
+        if rung.key not in gemm_tc_tiles.TILED_RUNGS:
+            return rung
+        p = problem.params
+        if slots is None:
+            slots = cluster_slots(self.variant(rung, problem))
+        bn = gemm_tc_tiles.choose(p["M"], p["N"], p["layout"], slots)
+        return dataclasses.replace(rung, spec=rung.spec.with_knobs(**gemm_tc_tiles.TILE_KNOBS[bn]))
 
     def extra_knobs(self, problem: Problem) -> dict:
         """Knobs a subclass adds per problem (the fused epilogue's); none here."""

@@ -59,10 +59,17 @@ def _checked(fam, rung, name: str, shape: dict, failed: list) -> bool:
     return result.passed
 
 
-def _methods(fam, shape: dict, failed: list, rung_keys=RUNGS) -> tuple[dict, object]:
-    """name -> launch(i) for one shape, and its problem (for the FLOPs)."""
+def knob_name(key: str, knobs: dict) -> str:
+    """A rung with other knobs, as the records name it: "10 BN=192 STAGES=4"."""
+    return key[:2] + " " + " ".join(f"{k}={v}" for k, v in knobs.items())
+
+
+def study_methods(fam, shape: dict, failed: list, rung_keys=RUNGS, settings=None) -> tuple[dict, object]:
+    """name -> launch(i) for one shape, and its problem (for the FLOPs). settings(key, shape): the other knob
+    settings of rung `key` to time on this shape (default: KNOB_SETTINGS's)."""
     import cupy as cp
 
+    settings = settings or (lambda key, shape: KNOB_SETTINGS.get(key, ()))
     problem = fam.make_problem(seed=3, **shape)
     out = cp.empty(problem.out_shape, problem.dtype)
     methods = {"cublaslt": lambda i: fam.launch_ceiling(problem, out)}
@@ -73,26 +80,24 @@ def _methods(fam, shape: dict, failed: list, rung_keys=RUNGS) -> tuple[dict, obj
     for key in rung_keys:
         base = fam.rung(key)
         rungs[key] = base
-        for knobs in KNOB_SETTINGS.get(key, ()):
-            rungs[key[:2] + " " + " ".join(f"{k}={v}" for k, v in knobs.items())] = dataclasses.replace(
-                base, spec=base.spec.with_knobs(**knobs))
+        for knobs in settings(key, shape):
+            rungs[knob_name(key, knobs)] = dataclasses.replace(base, spec=base.spec.with_knobs(**knobs))
     for name, rung in rungs.items():
         if _checked(fam, rung, name, shape, failed):
             methods[name] = lambda i, rung=rung: fam.launch(rung, problem, out)
     return methods, problem
 
 
-def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0, rungs=RUNGS) -> dict:
+def timed_rows(methods_for, shapes, rounds: int, flusher, min_time_ms: float) -> list[dict]:
+    """Every method of methods_for(shape) -> (name -> launch, problem) once a round on each shape, in an order
+    rotated from round to round, on cold L2: one row per shape, method and round."""
     import cupy as cp
 
-    from lab.families.gemm_tc import cluster_slots
     from lab.measure import timing
 
-    fam = get_family("gemm_tc")
-    flusher = timing.L2Flusher()
-    rows, failed = [], []
+    rows = []
     for shape in shapes:
-        methods, problem = _methods(fam, shape, failed, rungs)
+        methods, problem = methods_for(shape)
         names = list(methods)
         for r in range(rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
@@ -102,6 +107,17 @@ def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0, rungs=RUNGS
                              "TFLOP/s": problem.flops / t.median_ms / 1e9})
         del methods, problem
         cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0, rungs=RUNGS) -> dict:
+    from lab.families.gemm_tc import cluster_slots
+    from lab.measure import timing
+
+    fam = get_family("gemm_tc")
+    flusher = timing.L2Flusher()
+    failed = []
+    rows = timed_rows(lambda shape: study_methods(fam, shape, failed, rungs), shapes, rounds, flusher, min_time_ms)
     built = fam.variant(fam.rung("09_cluster_multicast"), fam.make_problem(M=256, N=256, K=64))
     fixed = fixed_cost(fam, flusher, rounds, min_time_ms, rungs)
     return {"provenance": provenance(), "about": __doc__.split("\n\n")[0], "rounds": rounds,

@@ -59,9 +59,9 @@ import numpy as np
 
 from lab import lessons
 from lab.core import device
-from lab.families import get_family
+from lab.families import gemm_tc_tiles, get_family
 from lab.families.gemm_tc import block_tile, dynamic_smem_bytes, uses_tma
-from lab.lessons import diagrams, hopper_techniques, knob_records, layouts, plots
+from lab.lessons import diagrams, hopper_techniques, hopper_tiles, knob_records, layouts, plots
 from lab.lessons.nsight import WAVEFRONTS
 from lab.lessons.plots import ladders as ladder_plots
 from lab.measure import bench
@@ -846,6 +846,46 @@ lessons.figure(hopper_techniques.technique_figure(HOPPER_STUDY), "no Hopper stud
 
 # %%
 print(hopper_techniques.wave_lines(HOPPER_STUDY, TC))
+
+# %% [markdown]
+# ### Tile shapes for the shapes one wave does not fill
+#
+# Rung 10's clusters walk pair tiles (two blocks, 256 rows by BN columns), one cluster per slot, as many slots as
+# fit on the GPU at once. A shape whose pair tiles come to a little more than a whole number of waves pays a whole
+# last wave for a sliver of work. The family can build rung 10 with narrower tiles, BN = 192 (the TN layout only:
+# in NN each block multicasts half of B's 64-column boxes, and three boxes do not split) or BN = 128, and picks one
+# per shape from a wave model (`lab/families/gemm_tc_tiles.py`): a pair tile's k-loop takes time in proportion to
+# BN, so a launch takes waves times BN. It keeps BN = 256 unless another width is predicted clearly faster; a
+# narrower tile feeds the tensor cores a little worse, so the measured gain should fall a few percent short of the
+# model's.
+#
+# Predict first: the model's arithmetic for each study shape, and its pick.
+
+# %%
+TILE_STUDY = hopper_tiles.load()
+SLOTS = hopper_tiles.slots(TILE_STUDY, TC)  # clusters that fit at once: the record's, or this GPU's
+print(f"{SLOTS} clusters at once; cost = waves x BN (lower is faster)")
+for shape in hopper_tiles.shapes(TILE_STUDY):
+    M, N, layout = shape["M"], shape["N"], shape["layout"]
+    per_bn = []
+    for bn in gemm_tc_tiles.candidates(layout):
+        pairs, waves = gemm_tc_tiles.pair_tiles(M, N, bn), gemm_tc_tiles.waves(M, N, bn, SLOTS)
+        per_bn.append(f"BN={bn}: {pairs:4d} pairs {waves:2d} waves cost {waves * bn:5d}")
+    print(f"{hopper_techniques.shape_label(shape):<24} " + " | ".join(per_bn)
+          + f"  -> BN={gemm_tc_tiles.choose(M, N, layout, SLOTS)}")
+
+# %% [markdown]
+# The answer, from the tile study (`python -m lab.studies.hopper_tile_study`): every build of rung 10 and both
+# library calls once a round on each shape, each ratio taken within a round. The table sets the model's predicted
+# speedup over the BN = 256 build beside the measured one, and names the build that was fastest; the figure shows
+# each build against the library, the model's pick outlined. What to look at: whether the shapes the model moves
+# off BN = 256 gain what it predicted, and whether any shape it leaves alone had a faster build.
+
+# %%
+print(hopper_tiles.tile_table(TILE_STUDY))
+
+# %%
+lessons.figure(hopper_tiles.tile_figure(TILE_STUDY), "no tile study record")
 
 # %% [markdown]
 # ---
