@@ -15,13 +15,17 @@ def load() -> dict | None:
     return load_record(STUDY)
 
 
-def slots(payload: dict | None, family) -> int:
-    """The clusters that fit at once: the record's, else the current GPU's (the driver's, gemm_tc.cluster_slots)."""
+def slots(payload: dict | None, family) -> int | None:
+    """The clusters that fit at once: the record's, else the current GPU's (the driver's, gemm_tc.cluster_slots);
+    None with neither (no record, no GPU)."""
     if payload and payload.get("cluster_slots"):
         return int(payload["cluster_slots"])
     from lab.families.gemm_tc import cluster_slots
 
-    return cluster_slots(family.variant(family.rung("10_tma_store"), family.make_problem(M=256, N=256, K=64)))
+    try:
+        return cluster_slots(family.variant(family.rung("10_tma_store"), family.make_problem(M=256, N=256, K=64)))
+    except Exception:  # no GPU here (CuPy cannot make the problem's arrays): nothing to count against
+        return None
 
 
 def shapes(payload: dict | None) -> list[dict]:

@@ -864,8 +864,9 @@ print(hopper_techniques.wave_lines(HOPPER_STUDY, TC))
 # %%
 TILE_STUDY = hopper_tiles.load()
 SLOTS = hopper_tiles.slots(TILE_STUDY, TC)  # clusters that fit at once: the record's, or this GPU's
-print(f"{SLOTS} clusters at once; cost = waves x BN (lower is faster)")
-for shape in hopper_tiles.shapes(TILE_STUDY):
+print(f"{SLOTS} clusters at once; cost = waves x BN (lower is faster)" if SLOTS else
+      "(no tile study record and no GPU: no count of clusters to divide the tiles by)")
+for shape in hopper_tiles.shapes(TILE_STUDY) if SLOTS else []:
     M, N, layout = shape["M"], shape["N"], shape["layout"]
     per_bn = []
     for bn in gemm_tc_tiles.candidates(layout):
