@@ -68,6 +68,12 @@
 #   bash scripts/device_run.sh hopper-pingpong gemm_tc rung 11 beside 06, 09, 10: GPU tests, the study, sanitizer
 #   bash scripts/device_run.sh hopper-tiles    rung 10's narrower tile builds: GPU tests, the tile study, memcheck
 #   bash scripts/device_run.sh decode-attention decode attention's GPU tests, its study against SDPA, its headline bench
+#   bash scripts/device_run.sh rows-cluster    the row ladders' cluster rungs (norms 04, softmax 05): their GPU tests and
+#                                              lab.ops's row tests, the cluster-rows study against PyTorch and the copy,
+#                                              `lab bench` of the three families
+#   bash scripts/device_run.sh rows-final      compute-sanitizer on the cluster rungs, attention rung 05 PEELED=1 (its
+#                                              test, the attention study on one shape), notebooks 06-09 live (carry
+#                                              .nbwheels; NOTEBOOKS=... names others)
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
 #                                              the slowest tests' durations
 #   bash scripts/device_run.sh grading         the grader's GPU tests (fault batch, exercises 07-08, exercise 08's numerics
@@ -560,6 +566,27 @@ for r in rs.records:
       done ;;
     fusion-nb)
       notebooks notebooks/src/06_epilogue_fusion.py notebooks/src/07_softmax_and_norms.py ;;
+    rows-cluster)
+      gpu_tests "$(box 170 390)" tests/test_gpu_norms.py tests/test_gpu_softmax.py tests/test_gpu_ops.py \
+        -k "cluster or rung_04 or rung_05 or row_ops"
+      echo "== cluster-rows study"; mkdir -p "$pack/study"
+      timeout "$(box 160 235)" python3 -m lab.studies.cluster_rows_study "$pack/study" --rounds 3 2>&1 | tail -60
+      for f in rmsnorm layernorm softmax; do
+        echo "== lab bench $f"; timeout "$(box 75 10)" python3 -m lab bench "$f" --json "$pack/$f.json" | tail -3
+      done ;;
+    rows-final)  # after rows-cluster's records are in: compute-sanitizer on the cluster rungs, attention rung 05
+                 # PEELED=1 (its test and the attention study on one shape), then notebooks 06-09 live
+      for spec in rmsnorm:04 layernorm:04 softmax:05; do
+        set -- ${spec/:/ }
+        echo "== compute-sanitizer on $1 rung $2"
+        timeout "$(box 50 300)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_${1}_$2.json" --family "$1" \
+          --rungs "$2" --tools memcheck,racecheck,synccheck --budget 40 | tail -6
+      done
+      gpu_tests "$(box 50 260)" tests/test_gpu_attention.py -k peeled
+      echo "== attention study (one shape)"; timeout "$(box 70 200)" python3 -m lab.studies.attention_study \
+        "$pack/study" --quick 2>&1 | tail -14
+      notebooks ${NOTEBOOKS:-notebooks/src/06_epilogue_fusion.py notebooks/src/07_softmax_and_norms.py \
+        notebooks/src/08_specialization_and_dispatch.py notebooks/src/09_attention.py} ;;
     splitk-a)
       gpu_tests 300 tests/test_gpu_split_k.py -x
       echo "== ncu on the split-K kernels"; timeout 200 python3 scripts/split_k_ncu.py "$pack" | tail -40

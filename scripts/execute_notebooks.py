@@ -113,8 +113,10 @@ def lessons_imported(text: str) -> set[Path]:
 def notebook_inputs(py: Path) -> dict[str, str]:
     """What a notebook's outputs depend on, each file with its content hash: the notebook itself, the lessons modules
     it imports (lessons_imported), and for each family the notebook names, its module, its kernels and the shared
-    device headers. A saved output made before a change to one of them is stale."""
+    device headers those kernels include (every shared header where the notebook uses lab.ops, which runs kernels of
+    many families). A saved output made before a change to one of them is stale."""
     sys.path.insert(0, str(REPO)) if str(REPO) not in sys.path else None
+    from lab.core.build import included_headers
     from lab.families import families
 
     text = py.read_text()
@@ -123,14 +125,17 @@ def notebook_inputs(py: Path) -> dict[str, str]:
     # Families are named in the notebook or in the topic modules of the lessons layer it uses.
     text += "".join(m.read_text() for m in lessons if m.stem != "__init__" and re.search(rf"\b{m.stem}\b", text))
     named = [fam for name, fam in families().items() if re.search(rf"[\"']{re.escape(name)}[\"']", text)]
+    kernels: set[Path] = set()
     for fam in named:
         files.add(Path(sys.modules[type(fam).__module__].__file__))
         for rung in fam.rungs:
-            files |= set((REPO / "kernels" / rung.spec.source).parent.glob("*.cu"))
-    if named:
-        files |= set((REPO / "kernels" / "common").glob("*.cuh"))
+            kernels |= set((REPO / "kernels" / rung.spec.source).parent.glob("*.cu"))
+    files |= kernels
+    for kernel in kernels:
+        files |= set(included_headers(kernel.read_text()))
     if re.search(r"\blab\.ops\b|from lab import .*\bops\b", text):  # the runtime a notebook teaches
         files |= {*(REPO / "lab" / "ops").glob("*.py"), REPO / "lab" / "ops" / "default_table.json"}
+        files |= set((REPO / "kernels" / "common").glob("*.cuh"))
     return {str(f.relative_to(REPO)): _digest(f) for f in sorted(files) if f.is_file() and f.is_relative_to(REPO)}
 
 

@@ -69,7 +69,8 @@ EPILOGUE_CASES = [{"M": 17, "N": 33, "K": 72, "epilogue": "bias+gelu_tanh", "lay
                   {"M": 40, "N": 37, "K": 520, "epilogue": "row_scale+col_scale+silu+residual", "layout": "TN",
                    "dtype": "float16", "pad": 3},
                   {"M": 9, "N": 5, "K": 33, "epilogue": "gelu_tanh", "out": "e4m3", "layout": "TN", "dtype": "float16"}]
-ROW_CASES = [{"rows": 3, "n": n} for n in (1, 33, 1025, 4097)]
+# Row ops: short rows, then rows split over clusters of 2 and 8 blocks (the cluster rungs; one block for the others).
+ROW_CASES = [{"rows": 3, "n": n} for n in (1, 33, 1025, 4097)] + [{"rows": 2, "n": n} for n in (16385, 65536)]
 # The underfill lesson's families: split-K with S not dividing the k-tiles and a K tail, decode across its M buckets
 # and a K tail, grouped GEMM with empty groups and tails in every size.
 SPLIT_K_CASES = [{"M": 17, "N": 9, "K": 1000, "splits": 7, "layout": "TN", "dtype": "float16"},

@@ -59,10 +59,12 @@ def test_every_rung_compiles_without_spills_or_stack(rung_arch):
 
 def test_ci_arch_list_covers_turing_to_hopper():
     assert set(build.ARCHS) == {75, 80, 86, 89, 90}
-    for rung in all_rungs():  # every rung is built for every arch it runs on: sm_75 up, sm_80 up (mma.sync), or
-        built = {a for r, a in RUNG_ARCHS if r == rung}  # sm_90a alone (wgmma, setmaxnreg)
+    for rung in all_rungs():  # every rung is built for every arch it runs on: sm_75 up, sm_80 up (mma.sync), sm_90
+        built = {a for r, a in RUNG_ARCHS if r == rung}  # up (clusters), or sm_90a alone (wgmma, setmaxnreg)
         assert rung.spec.min_arch in (75, 80, 90) and built == {a for a in build.ARCHS if a >= rung.spec.min_arch}
-        assert rung.spec.min_arch < 90 or (rung.spec.arch_suffix == "a" and built == {90})
+        assert rung.spec.min_arch < 90 or (rung.spec.arch_suffix in ("a", "") and built == {90})
+        assert not rung.spec.arch_suffix or rung.spec.min_arch >= 90
+    assert any(r.spec.arch_suffix == "a" for r in all_rungs())
     assert any(r.spec.min_arch == 80 for r in all_rungs()) and any(r.spec.min_arch == 75 for r in all_rungs())
 
 

@@ -14,10 +14,19 @@ LAYER = get_family("layernorm")
 RUNGS = [(fam, rung) for fam in (RMS, LAYER) for rung in fam.rungs]
 
 
+def _skip_unless_the_gpu_runs(rung):
+    from lab.core import build, device
+
+    why = build.arch_refusal(rung.spec, device.current().arch)
+    if why:
+        pytest.skip(f"{rung.key} {why}")
+
+
 @pytest.mark.parametrize("fam, rung", RUNGS, ids=[f"{f.name}/{r.key}" for f, r in RUNGS])
 def test_every_rung_is_correct_on_every_case(fam, rung):
     from lab.measure.verify import check_rung
 
+    _skip_unless_the_gpu_runs(rung)
     failures = [r.line() for r in check_rung(fam, rung, seed=21) if not r.passed]
     assert not failures, "\n".join(failures)
 
@@ -76,3 +85,52 @@ def test_the_ceiling_copies_x_and_records_carry_the_path(tmp_path):
         assert r.median_ms > 0 and np.isfinite(r.value) and r.ceiling_value > 0
         if r.rung in {k.key for k in RMS.rungs}:
             assert r.extra.get("path"), r
+
+
+# Rung 04 built with cluster shapes the launcher would not pick: more blocks than packs (empty slices), one warp per
+# block, slices past the registers (streamed) and the largest block; on short, odd and long rows.
+FORCED_SHAPES = [(8, 32), (8, 64), (2, 1024), (4, 32), (1, 32)]
+FORCED_CASES = [{"rows": 5, "n": 40}, {"rows": 3, "n": 1001}, {"rows": 2, "n": 32768}, {"rows": 2, "n": 65544,
+                                                                                         "values": "offset"}]
+
+
+@pytest.mark.parametrize("exchange", [1, 0], ids=["mbarrier", "cluster_barrier"])
+@pytest.mark.parametrize("fam", [RMS, LAYER], ids=lambda f: f.name)
+def test_rung_04_is_correct_on_any_cluster_shape_with_either_exchange(fam, exchange, monkeypatch):
+    import dataclasses
+
+    from lab.families import norms
+    from lab.measure.verify import check_case
+
+    rung = fam.rung("04")
+    _skip_unless_the_gpu_runs(rung)
+    rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(EXCHANGE=exchange))
+    failures = []
+    for cluster, threads in FORCED_SHAPES:
+        monkeypatch.setattr(norms, "cluster_shape", lambda *_, c=cluster, t=threads: (c, t))
+        for case in FORCED_CASES:
+            for dtype in norms.DTYPES:
+                result = check_case(fam, rung, case | {"dtype": dtype}, seed=24, repeats=3)
+                if not result.passed:
+                    failures.append(f"CLUSTER={cluster} THREADS={threads}: {result.line()}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("n, path", [(4096, "block per row, one read, 16"), (32768, "cluster of 4 blocks per row, one"),
+                                     (65536, "cluster of 8 blocks per row, one"),
+                                     (300000, "cluster of 8 blocks per row, 3 reads")])
+def test_rung_04_runs_the_path_its_notes_report(n, path):
+    import cupy as cp
+
+    from lab.measure.check import GuardedBuffer
+    from lab.measure.verify import compare_output
+
+    rung = LAYER.rung("04")
+    _skip_unless_the_gpu_runs(rung)
+    problem = LAYER.make_problem(seed=25, rows=40, n=n)
+    buf = GuardedBuffer(problem.out_shape, problem.dtype)
+    buf.poison()
+    LAYER.launch(rung, problem, buf.out)
+    cp.cuda.get_current_stream().synchronize()
+    assert LAYER.launch_notes(rung, problem, buf.out)["path"].startswith(path)
+    assert not buf.problems() and compare_output(LAYER, problem, buf.out).passed

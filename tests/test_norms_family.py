@@ -19,6 +19,7 @@ from lab.families.norms import (
     LayerNormFamily,
     NormFamily,
     RMSNormFamily,
+    cluster_shape,
     norm_error_bound,
     norm_fp32_error_bound,
     norm_reference,
@@ -359,11 +360,11 @@ def test_both_families_are_in_the_catalogue_and_share_their_rungs_sources():
     assert names.index("rmsnorm") > names.index("gemm_tc") and names.index("layernorm") == names.index("rmsnorm") + 1
     rms, layer = get_family("rmsnorm"), get_family("layernorm")
     assert [r.key for r in rms.rungs] == [r.key for r in layer.rungs] == ["01_two_read", "02_single_read",
-                                                                        "03_specialized"]
+                                                                        "03_specialized", "04_cluster"]
     for a, b in zip(rms.rungs, layer.rungs, strict=True):
         assert a.spec.source == b.spec.source == f"norms/{a.key}.cu" and a.spec.knobs == b.spec.knobs
         assert a.spec.entry == f"rmsnorm_{a.key[3:]}" and b.spec.entry == f"layernorm_{a.key[3:]}"
-        assert a.spec.min_arch == 80
+        assert a.spec.min_arch == (90 if a.key == "04_cluster" else 80)  # clusters are sm_90's
 
 
 @pytest.mark.parametrize("name", ["rmsnorm", "layernorm"])
@@ -381,19 +382,31 @@ def test_every_rung_header_states_a_numeric_prediction():
         assert "Requires:" not in text and "Tails" not in text
 
 
+# Row lengths whose rung-04 shapes (cluster_shape) cover every cluster size, slices short and long, and the streamed
+# slices past the registers.
+CLUSTER_SHAPE_N = (1, 4096, 8192, 16384, 32768, 65536, 65544, 131072, 262144, 300008)
+
+
+def _cluster_shapes(vec: int) -> list[dict]:
+    k = dict(RMSNormFamily().rung("04").spec.knobs)
+    shapes = {cluster_shape(n - n % vec or vec, vec, k["ELEMS"], k["BLOCK"]) for n in CLUSTER_SHAPE_N}
+    return [{"CLUSTER": c, "THREADS": t} for c, t in sorted(shapes)]
+
+
 def _variants():
-    """Every rung as the launcher can build it (both types, every VEC, both row shapes), once per source: the
-    RMSNorm entry's compile carries the LayerNorm entry too (one file, two extern "C" kernels)."""
+    """Every rung as the launcher can build it (both types, every VEC, both row shapes of rung 03, rung 04's
+    cluster shapes), once per source: the RMSNorm entry's compile carries the LayerNorm entry too (one file, two
+    extern "C" kernels)."""
     out = []
     for rung in RMSNormFamily.rungs:
         k = dict(rung.spec.knobs)
         vecs = (8, 4, 2, 1) if "VEC" in k else (None,)
-        warp_rows = (0, 1) if "WARP_ROW" in k else (None,)
         for bf16 in (0, 1):
             for vec in vecs:
-                for wr in warp_rows:
-                    knobs = {"BF16": bf16} | ({"VEC": vec} if vec else {})
-                    knobs |= {"WARP_ROW": wr} if wr is not None else {}
+                shapes = [{"WARP_ROW": 0}, {"WARP_ROW": 1}] if "WARP_ROW" in k else \
+                    _cluster_shapes(vec) if "CLUSTER" in k else [{}]
+                for shape in shapes:
+                    knobs = {"BF16": bf16} | ({"VEC": vec} if vec else {}) | shape
                     out.append(dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs)))
     return out
 
@@ -401,27 +414,31 @@ def _variants():
 VARIANTS = _variants()
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("built", VARIANTS, ids=lambda r: f"{r.key}-{'-'.join(f'{k}{v}' for k, v in r.spec.knobs)}")
+@pytest.mark.parametrize("built, arch", [(b, a) for b in VARIANTS for a in ARCHS if a >= b.spec.min_arch],
+                         ids=lambda v: f"sm_{v}" if isinstance(v, int) else
+                         f"{v.key}-{'-'.join(f'{k}{n}' for k, n in v.spec.knobs)}")
 def test_every_rung_variant_compiles_without_spills(built, arch):
     compiled = build.compile_cubin(built.spec, arch)
     k = dict(built.spec.knobs)
     threads = 32 * k["WARPS"] if k.get("WARP_ROW") else 1024 if "WARP_ROW" in k else k["THREADS"]
+    # The 32-float reduction scratch; rung 04 adds its exchange: 2 rounds of CLUSTER floats and 2 mbarriers.
+    smem = 128 + (8 * k["CLUSTER"] + 16 if "CLUSTER" in k else 0)
     for entry in (built.spec.entry, built.spec.entry.replace("rmsnorm_", "layernorm_")):
         usage = build.parse_ptxas_log(compiled.log, entry)
         assert usage is not None, f"ptxas printed no resource report for {entry}"
         assert usage["registers"] > 0 and usage["spill_store_bytes"] == 0 and usage["spill_load_bytes"] == 0, usage
         assert usage["stack_frame_bytes"] == 0, (entry, usage)
-        assert usage["smem_static_bytes"] <= 128  # the 32-float reduction scratch at most
+        assert usage["smem_static_bytes"] <= smem, (entry, usage)
         assert usage["registers"] * threads <= 65536, f"{entry}: the largest block would not fit one SM's registers"
 
 
 @pytest.mark.skipif(build.find_nvdisasm() is None, reason="nvdisasm not installed")
-@pytest.mark.parametrize("key", ["02_single_read", "03_specialized"])
+@pytest.mark.parametrize("key", ["02_single_read", "03_specialized", "04_cluster"])
 def test_vec8_rungs_move_16_bytes_per_access_and_rung_01_two(key):
     for fam in (RMSNormFamily(), LayerNormFamily()):
         for wr in ((0, 1) if key == "03_specialized" else (None,)):
             spec = fam.rung(key).spec.with_knobs(**({"WARP_ROW": wr} if wr is not None else {}))
+            spec = spec.with_knobs(CLUSTER=4) if key == "04_cluster" else spec
             mix = build.compile_report(spec, 90).instructions
             assert mix.get("LDG.128", 0) > 0 and mix.get("STG.128", 0) > 0, mix
             if wr == 1:
@@ -451,6 +468,41 @@ def test_rung_03_picks_a_warp_or_a_block_per_row_by_n_and_says_so(n, warp_row, v
         notes = fam.launch_notes(fam.rung("03"), p, None)
         assert notes["path"].startswith("warp per row" if warp_row else "block per row"), notes
         assert ("two reads" in notes["path"]) == (n > 32768) and notes["vec"] == vec and notes["threads"] == threads
+
+
+@pytest.mark.parametrize("n, vec, cluster, threads, reads", [
+    (1, 1, 1, 32, "one read"), (4096, 8, 1, 128, "one read"), (8192, 8, 1, 256, "one read"),
+    (8193, 1, 2, 160, "one read"), (16384, 8, 2, 256, "one read"), (32768, 8, 4, 256, "one read"),
+    (65536, 8, 8, 256, "one read"), (65544, 8, 8, 288, "one read"), (131072, 8, 8, 512, "one read"),
+    (262144, 8, 8, 1024, "one read"), (262152, 8, 8, 1024, None),
+])
+def test_rung_04_splits_a_row_over_the_fewest_cluster_blocks_that_hold_it(n, vec, cluster, threads, reads):
+    for fam_cls in FAMILIES:
+        fam, p, built = _built(fam_cls(), "04", n=n, rows=1)
+        k = dict(built.spec.knobs)
+        assert (k["VEC"], k["CLUSTER"], k["THREADS"]) == (vec, cluster, threads)
+        assert fam.geometry(built, 3, n) == ((3 * cluster,), (threads,))
+        notes = fam.launch_notes(fam.rung("04"), p, None)
+        expected = reads or ("3 reads" if fam.centered else "2 reads")  # streamed: one read per sum, one for y
+        shape = f"cluster of {cluster} blocks per row" if cluster > 1 else "block per row"
+        assert notes["path"] == f"{shape}, {expected}, {2 * vec}-byte accesses" and notes["cluster"] == cluster
+
+
+def test_rung_04_refuses_a_grid_past_two_to_the_31_blocks_in_one_sentence():
+    fam, p, built = _built(RMSNormFamily(), "04", n=65536, rows=1)
+    with pytest.raises(LabError, match="split the rows"):
+        fam.geometry(built, 2**28, 65536)
+
+
+@pytest.mark.skipif(build.find_nvdisasm() is None, reason="nvdisasm not installed")
+def test_rung_04_exchanges_through_an_mbarrier_without_a_fence_or_through_a_cluster_barrier():
+    """EXCHANGE = 1 (the default): st.async counted on an mbarrier (SYNCS), no memory barrier and no L1
+    invalidation; EXCHANGE = 0: the cluster barrier's arrive and wait (UCGABAR), with the fence before it."""
+    spec = RMSNormFamily().rung("04").spec.with_knobs(CLUSTER=4)
+    mbarrier = build.compile_report(spec, 90).instructions
+    assert any(op.startswith("SYNCS") for op in mbarrier) and not any(op.startswith("MEMBAR") for op in mbarrier)
+    barrier = build.compile_report(spec.with_knobs(EXCHANGE=0), 90).instructions
+    assert not any(op.startswith("SYNCS") for op in barrier)
 
 
 def test_rung_02_reads_twice_past_its_registers_and_rung_01_always():
@@ -495,7 +547,7 @@ def test_headline_tail_and_sweep_sizes():
     for fam_cls in FAMILIES:
         fam = fam_cls()
         head = fam.headline_params()
-        assert {(p["n"], p["dtype"]) for p in head} == {(n, d) for n in (512, 1024, 4096, 8192, 32768)
+        assert {(p["n"], p["dtype"]) for p in head} == {(n, d) for n in (512, 1024, 4096, 8192, 16384, 32768, 65536)
                                                         for d in ("float16", BFLOAT16)}
         assert all(2 * p["rows"] * p["n"] == 256 << 20 for p in head)  # each array 256 MiB
         tail = fam.tail_params()

@@ -1,24 +1,31 @@
 """CPU: the softmax family (lab.families.softmax): the float64 reference on hand-made rows, the per-element error
 bound against NumPy models of the kernels (correct ones pass, wrong ones fail), the rungs' headers, every kernel
-compiled for sm_80 and sm_90 without spills, the launcher's path by n, and the shape families."""
+compiled without spills for sm_80 and sm_90 (rung 05, clusters: sm_90 only, in every shape its launcher picks), the
+launcher's path by n, and the shape families."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import types
 
 import numpy as np
 import pytest
 
 from lab.core import build, headers
+from lab.core.errors import LabError
 from lab.core.ladder import Problem
 from lab.families import families, get_family
 from lab.families.softmax import (
     CHECK_ROW_LENGTHS,
+    CLUSTER_SIZES,
     DTYPES,
     SPECIAL_KINDS,
+    STREAMED_N,
     SoftmaxFamily,
     block_threads,
+    cluster_edges,
+    cluster_shape,
     row_capacity,
     softmax_reference,
     warp_capacity,
@@ -309,12 +316,43 @@ def test_headers_state_the_knobs_the_family_runs(fam):
         assert stated.get("HALF") == 0 and set(dict(rung.spec.knobs)) <= set(stated), (rung.key, stated)
 
 
-def _entries(fam) -> list:
-    """Every kernel the launcher can run, in both dtypes: the four rungs' and rung 04's other two paths."""
-    specs = [r.spec for r in fam.rungs]
+ARCHS = (80, 90)
+# Row lengths whose rung-05 shapes (cluster_shape) take every cluster size, the fewest and the most threads of each,
+# odd thread counts, and slices past the registers (read twice).
+CLUSTER_SHAPE_N = (1, 1000, 4096, 8192, 8193, 16384, 16385, 32768, 32769, 65536, 65537, 131072, 131073, 200000,
+                   262144, 524288, STREAMED_N)
+
+
+def _cluster_variants() -> list:
+    """Rung 05 as its launcher builds it: each (CLUSTER, THREADS) cluster_shape picks over CLUSTER_SHAPE_N, both
+    dtypes, both exchanges."""
+    fam = SoftmaxFamily()
+    rung = fam.rung("05")
+    k = dict(rung.spec.knobs)
+    out = []
+    for dtype in DTYPES:
+        for cluster, threads in sorted({cluster_shape(n, dtype, k["VECS"], k["BLOCK"]) for n in CLUSTER_SHAPE_N}):
+            for exchange in (1, 0):
+                plan = fam.launch_plan(rung, 1, 1, dtype)  # HALF set as the launcher sets it
+                out.append(plan["spec"].with_knobs(CLUSTER=cluster, THREADS=threads, EXCHANGE=exchange))
+    return out
+
+
+def _entries() -> list:
+    """Every kernel the launcher can run, in both dtypes: rungs 01-04's, rung 04's other two paths, and rung 05 in
+    the cluster shapes its launcher picks."""
+    fam = SoftmaxFamily()
+    specs = [r.spec for r in fam.rungs if r.launch != "cluster"]
     specs += [dataclasses.replace(fam.rung("04").spec, entry=e) for e in SoftmaxFamily.SPECIALIZED_ENTRIES.values()]
     specs = list(dict.fromkeys(specs))
-    return [s.with_knobs(HALF=h) for s in specs for h in (0, 1)]
+    return [s.with_knobs(HALF=h) for s in specs for h in (0, 1)] + _cluster_variants()
+
+
+ENTRIES = _entries()
+
+
+def _spec_id(spec) -> str:
+    return f"{spec.source[8:10]}-{spec.entry[8:]}-" + "-".join(f"{k}{v}" for k, v in spec.knobs)
 
 
 @functools.cache
@@ -322,20 +360,43 @@ def _report(spec, arch):
     return build.compile_report(spec, arch)
 
 
-@pytest.mark.parametrize("arch", [80, 90])
-def test_every_kernel_compiles_without_spills(fam, arch):
-    for spec in _entries(fam):
-        rep = _report(spec, arch)
-        assert rep.registers > 0 and rep.entry == spec.entry
-        assert not rep.spills and rep.stack_frame_bytes == 0, f"{spec.entry} HALF={dict(spec.knobs)['HALF']}: {rep}"
+@pytest.mark.parametrize("spec, arch", [(s, a) for s in ENTRIES for a in ARCHS if a >= s.min_arch],
+                         ids=lambda v: f"sm_{v}" if isinstance(v, int) else _spec_id(v))
+def test_every_kernel_compiles_without_spills(spec, arch):
+    rep = _report(spec, arch)
+    assert rep.registers > 0 and rep.entry == spec.entry
+    assert not rep.spills and rep.stack_frame_bytes == 0, f"{spec.entry} {dict(spec.knobs)}: {rep}"
+    k = dict(spec.knobs)
+    if "CLUSTER" in k:  # the 32-float scratch, and the exchange: 2 rounds of CLUSTER floats and 2 mbarriers
+        assert rep.smem_static_bytes <= 128 + 8 * k["CLUSTER"] + 16, rep
+        assert rep.registers * k["THREADS"] <= 65536, "the block would not fit one SM's registers"
+
+
+def test_rung_05_needs_sm_90_and_the_others_do_not(fam):
+    assert [r.spec.min_arch for r in fam.rungs] == [75, 75, 75, 75, 90]
+    assert build.arch_refusal(fam.rung("05").spec, 80) and build.arch_refusal(fam.rung("05").spec, 90) is None
 
 
 @pytest.mark.skipif(build.find_nvdisasm() is None, reason="nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
-def test_register_paths_use_16_byte_accesses_and_rungs_01_02_do_not(fam):
-    for spec in _entries(fam):
+def test_register_paths_use_16_byte_accesses_and_rungs_01_02_do_not():
+    for spec in ENTRIES:
         mix = _report(spec, 90).instructions
         vector = mix.get("LDG.128", 0) > 0 and mix.get("STG.128", 0) > 0
-        assert vector == (spec.source.startswith(("softmax/03", "softmax/04"))), (spec.entry, mix)
+        assert vector == (spec.source.startswith(("softmax/03", "softmax/04", "softmax/05"))), (spec.entry, mix)
+
+
+@pytest.mark.skipif(build.find_nvdisasm() is None, reason="nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
+def test_rung_05_exchanges_through_an_mbarrier_without_a_fence_or_through_a_cluster_barrier(fam):
+    """EXCHANGE = 1 (the default): st.async counted on an mbarrier (SYNCS), no memory barrier; EXCHANGE = 0: the
+    cluster barrier's arrive and wait, no mbarrier; CLUSTER = 1 exchanges nothing."""
+    spec = fam.rung("05").spec.with_knobs(CLUSTER=4)
+    for half in (0, 1):
+        mbarrier = _report(spec.with_knobs(HALF=half), 90).instructions
+        assert any(op.startswith("SYNCS") for op in mbarrier) and not any(op.startswith("MEMBAR") for op in mbarrier)
+        barrier = _report(spec.with_knobs(HALF=half, EXCHANGE=0), 90).instructions
+        assert not any(op.startswith("SYNCS") for op in barrier)
+        alone = _report(spec.with_knobs(HALF=half, CLUSTER=1), 90).instructions
+        assert not any(op.startswith(("SYNCS", "MEMBAR")) for op in alone)
 
 
 def test_rung_04_picks_its_path_by_n(fam):
@@ -368,6 +429,84 @@ def test_rung_04_block_sizes_hold_every_vector(fam):
     assert block_threads(32768, "float16", 8) == 512
 
 
+@pytest.mark.parametrize("dtype, n, cluster, threads, path", [
+    ("float32", 1, 1, 32, "block per row, registers"), ("float32", 1024, 1, 32, "block per row, registers"),
+    ("float32", 4096, 1, 128, "block per row, registers"), ("float32", 8192, 1, 256, "block per row, registers"),
+    ("float32", 8193, 2, 160, "cluster of 2 blocks per row, registers"),
+    ("float32", 16384, 2, 256, "cluster of 2 blocks per row, registers"),
+    ("float32", 16385, 4, 160, "cluster of 4 blocks per row, registers"),
+    ("float32", 32768, 4, 256, "cluster of 4 blocks per row, registers"),
+    ("float32", 32769, 8, 160, "cluster of 8 blocks per row, registers"),
+    ("float32", 65536, 8, 256, "cluster of 8 blocks per row, registers"),
+    ("float32", 65537, 8, 288, "cluster of 8 blocks per row, registers"),
+    ("float32", 131072, 8, 512, "cluster of 8 blocks per row, registers"),
+    ("float32", 262144, 8, 1024, "cluster of 8 blocks per row, registers"),
+    ("float32", 262145, 8, 1024, "cluster of 8 blocks per row, re-read"),
+    ("float16", 2048, 1, 32, "block per row, registers"), ("float16", 16384, 1, 256, "block per row, registers"),
+    ("float16", 16385, 2, 160, "cluster of 2 blocks per row, registers"),
+    ("float16", 32768, 2, 256, "cluster of 2 blocks per row, registers"),
+    ("float16", 65536, 4, 256, "cluster of 4 blocks per row, registers"),
+    ("float16", 65537, 8, 160, "cluster of 8 blocks per row, registers"),
+    ("float16", 131072, 8, 256, "cluster of 8 blocks per row, registers"),
+    ("float16", 524288, 8, 1024, "cluster of 8 blocks per row, registers"),
+    ("float16", 524289, 8, 1024, "cluster of 8 blocks per row, re-read"),
+])
+def test_rung_05_splits_a_row_over_the_fewest_cluster_blocks_that_hold_it(fam, dtype, n, cluster, threads, path):
+    r05 = fam.rung("05")
+    plan = fam.launch_plan(r05, 3, n, dtype)
+    k = dict(plan["spec"].knobs)
+    assert (k["CLUSTER"], k["THREADS"], k["HALF"]) == (cluster, threads, int(dtype == "float16"))
+    assert plan["spec"].entry == "softmax_cluster" and plan["spec"].min_arch == 90
+    assert plan["grid"] == (3 * cluster,) and plan["block"] == (threads,) and plan["path"] == path
+    apart = fam.launch_plan(r05, 3, n, dtype, together=False)  # x and y differ mod 16: scalars, read twice
+    assert apart["spec"] == plan["spec"] and apart["grid"] == plan["grid"]
+    shape = path.split(", ")[0]
+    assert apart["path"] == f"{shape}, re-read (x and y differ mod 16)"
+
+
+def test_rung_05_shapes_hold_every_vector_in_the_fewest_blocks_and_warps(fam):
+    """Over row lengths up to past the largest cluster's registers: a slice of ceil(n / vector) vectors fits
+    CLUSTER blocks of THREADS threads of VECS vectors, no smaller cluster fits BLOCK threads, and a warp fewer
+    would not hold it; past 8 blocks of 1024 threads the slices are read twice."""
+    k = dict(fam.rung("05").spec.knobs)
+    vecs, block = k["VECS"], k["BLOCK"]
+    for dtype in DTYPES:
+        vec = 4 if dtype == "float32" else 8
+        for n in list(range(1, 600_000, 997)) + [c + d for c in cluster_edges(fam.rung("05"), dtype) for d in (0, 1)]:
+            cluster, threads = cluster_shape(n, dtype, vecs, block)
+            vectors = -(-n // vec)
+            per = -(-vectors // cluster)
+            assert cluster in CLUSTER_SIZES and threads % 32 == 0 and 32 <= threads <= 1024, (dtype, n)
+            assert cluster == 1 or -(-vectors // (cluster // 2)) > block * vecs, (dtype, n, cluster)
+            held = per <= threads * vecs
+            assert held == (n <= row_capacity(fam.rung("05"), dtype)), (dtype, n)
+            assert threads == 32 or not held or (threads - 32) * vecs < per, (dtype, n, threads)
+            notes_path = fam.launch_plan(fam.rung("05"), 1, n, dtype)["path"]
+            assert notes_path.endswith("registers" if held else "re-read"), (dtype, n, notes_path)
+
+
+def test_rung_05_refuses_a_grid_past_two_to_the_31_blocks_in_one_sentence(fam):
+    with pytest.raises(LabError, match="split the rows"):
+        fam.launch_plan(fam.rung("05"), 2**28, 65536, "float32")
+    assert fam.launch_plan(fam.rung("05"), 2**28, 8192, "float32")["grid"] == (2**28,)  # one block a row
+
+
+def _at(address: int):
+    """An array stand-in with a device address (what the launcher reads to compare x's and y's alignment)."""
+    return types.SimpleNamespace(data=types.SimpleNamespace(ptr=address))
+
+
+def test_rung_05_notes_name_the_cluster(fam):
+    p = fam.make_problem(rows=2, n=32768, dtype="float16")
+    p.inputs["x"] = [_at(1 << 20)]
+    notes = fam.launch_notes(fam.rung("05"), p, _at(2 << 20))
+    assert notes == {"path": "cluster of 2 blocks per row, registers", "kernel": "softmax_cluster", "threads": 256,
+                     "cluster": 2}
+    apart = fam.launch_notes(fam.rung("05"), p, _at((2 << 20) + 2))
+    assert apart["path"] == "cluster of 2 blocks per row, re-read (x and y differ mod 16)"
+    assert "cluster" not in fam.launch_notes(fam.rung("04"), p, _at(2 << 20))
+
+
 def test_rung_03_falls_back_to_rung_02_past_its_registers(fam):
     r03 = fam.rung("03")
     for dtype, cap in (("float32", 8192), ("float16", 16384)):
@@ -392,16 +531,30 @@ def test_check_cases_cover_the_required_shapes(fam):
             assert {1, 3, 67} <= {c["rows"] for c in mine}
             assert any(c.get("special") and c["rows"] >= len(SPECIAL_KINDS) for c in mine)
         mine = [c for c in cases if c["dtype"] == dtype]
-        r03, r04 = fam.rung("03"), fam.rung("04")
+        r03, r04, r05 = fam.rung("03"), fam.rung("04"), fam.rung("05")
         for edge in (row_capacity(r03, dtype), warp_capacity(r04, dtype), row_capacity(r04, dtype)):
             assert {edge, edge + 1} <= {c["n"] for c in mine}, (dtype, edge)
         assert any(c.get("x_offset") for c in mine)
+        # Rung 05: each side of every cluster size and of its registers, with and without a mask; special rows on a
+        # row split over its largest cluster (masked too) and on one read twice; x misaligned on a long row.
+        for mask in ("none", "lengths"):
+            ns = {c["n"] for c in mine if c.get("mask", "none") == mask}
+            assert {65536, 65537, 131072} <= ns, (dtype, mask)
+            for edge in cluster_edges(r05, dtype):
+                assert {edge, edge + 1} <= ns, (dtype, mask, edge)
+        assert row_capacity(r05, dtype) < STREAMED_N and STREAMED_N % 8
+        plan = {c["n"]: fam.launch_plan(r05, 1, c["n"], dtype) for c in mine}
+        assert {dict(p["spec"].knobs)["CLUSTER"] for p in plan.values()} == set(CLUSTER_SIZES)
+        special = [c for c in mine if c.get("special") and c["rows"] >= len(SPECIAL_KINDS)]
+        assert any(dict(plan[c["n"]]["spec"].knobs)["CLUSTER"] == 8 and c.get("mask") == "lengths" for c in special)
+        assert any(plan[c["n"]]["path"].endswith("re-read") for c in special)
+        assert any(c.get("x_offset") and dict(plan[c["n"]]["spec"].knobs)["CLUSTER"] > 1 for c in mine)
     assert len(cases) == len({tuple(sorted(c.items())) for c in cases})  # no case twice
 
 
 def test_measured_sizes(fam):
     heads = fam.headline_params()
-    assert {(p["n"], p["dtype"]) for p in heads} == {(n, d) for n in (128, 512, 1024, 4096, 32768)
+    assert {(p["n"], p["dtype"]) for p in heads} == {(n, d) for n in (128, 512, 1024, 4096, 16384, 32768, 65536)
                                                      for d in ("float16", "float32")}
     for p in heads:
         array = p["rows"] * p["n"] * np.dtype(p["dtype"]).itemsize
@@ -435,6 +588,7 @@ def test_x_offset_misaligns_x_against_a_16_byte_boundary(fam):
 def test_the_baseline_and_ceiling_are_named(fam):
     assert set(fam.baselines()) == {"cupy_composed"} and fam.ceiling_name == "cupy_device_copy"
     assert fam.block_resources(fam.rung("01")) == (256, 0) and fam.block_resources(fam.rung("04")) is None
+    assert fam.block_resources(fam.rung("05")) is None  # its block follows n (cluster_shape)
 
 
 def test_reference_function_is_the_family_reference(fam):

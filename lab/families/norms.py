@@ -53,16 +53,20 @@ DTYPES = ("float16", BFLOAT16)
 VALUES = ("random", "constant", "large", "tiny", "offset")
 DEFAULT_EPS = 1e-5
 MIN_ARCH = 80  # cvt.rn.bf16.f32
+CLUSTER_MIN_ARCH = 90  # thread-block clusters and distributed shared memory
+CLUSTER_SIZES = (1, 2, 4, 8)  # the portable cluster sizes
 HEADLINE_ARRAY_BYTES = 256 << 20  # each of x and y: far past the H200's 50 MB L2
 TAIL_BYTES = 256 << 20  # x and y together, for the tail's sizes
-REQUIRED_N = (1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1023, 1024, 1025, 4095, 4096, 4097, 8191, 8193, 32768,
-              32769)
+REQUIRED_N = (1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1023, 1024, 1025, 4095, 4096, 4097, 8191, 8193, 16384,
+              16385, 32768, 32769, 65536, 65544, 131073)
+# Past rung 04's registers (8 blocks of 1024 threads of 32 values): its slices are read again.
+STREAMED_N = 300007
 
 
 def _rungs(family: str) -> tuple[Rung, ...]:
-    def rung(key: str, title: str, *, launch: str, **knobs: int) -> Rung:
+    def rung(key: str, title: str, *, launch: str, min_arch: int = MIN_ARCH, **knobs: int) -> Rung:
         entry = f"{family}_{key.split('_', 1)[1]}"
-        return Rung(family, key, KernelSpec(f"norms/{key}.cu", entry, tuple(sorted(knobs.items())), min_arch=MIN_ARCH),
+        return Rung(family, key, KernelSpec(f"norms/{key}.cu", entry, tuple(sorted(knobs.items())), min_arch=min_arch),
                     title, launch)
 
     return (
@@ -76,6 +80,11 @@ def _rungs(family: str) -> tuple[Rung, ...]:
         # block per row of min(1024, 32 ceil(n / (32 ELEMS))) threads (`threads`).
         rung("03_specialized", "a warp per short row, a block sized to a long one", launch="warp_or_block_per_row",
              BF16=0, VEC=8, ELEMS=32, WARP_ROW=0, WARPS=4),
+        # Launch "cluster_per_row": a row split over a cluster of CLUSTER blocks of THREADS threads (both set per n by
+        # `variant`: cluster_shape), grid rows * CLUSTER.
+        rung("04_cluster", "a long row split over a thread-block cluster, sums through distributed shared memory",
+             launch="cluster_per_row", min_arch=CLUSTER_MIN_ARCH, BF16=0, VEC=8, ELEMS=32, BLOCK=256, CLUSTER=1,
+             THREADS=256, EXCHANGE=1),
     )
 
 
@@ -203,7 +212,7 @@ class NormFamily(Family):
     metric = "GB/s"
     ceiling_name = "cupy_device_copy"
     ceiling_title = "the device copy"
-    launches = ("block_per_row", "warp_or_block_per_row")  # `geometry` maps them
+    launches = ("block_per_row", "warp_or_block_per_row", "cluster_per_row")  # `geometry` maps them
     WARP_ROW_RUNGS = tuple(r.key for r in _rungs("rmsnorm") if r.launch == "warp_or_block_per_row")  # by key
 
     def _xp(self):
@@ -302,6 +311,9 @@ class NormFamily(Family):
             knobs["VEC"] = self.vector_width(problem, out, set_index)
         if self.launch_scheme(rung) == "warp_or_block_per_row":
             knobs["WARP_ROW"] = int(problem.params["n"] <= 32 * defaults["ELEMS"])
+        if self.launch_scheme(rung) == "cluster_per_row":
+            cluster, threads = cluster_shape(problem.params["n"], knobs["VEC"], defaults["ELEMS"], defaults["BLOCK"])
+            knobs |= {"CLUSTER": cluster, "THREADS": threads}
         return dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs))
 
     @staticmethod
@@ -309,7 +321,7 @@ class NormFamily(Family):
         """Threads per block of a built variant (`variant`'s result) on rows of n values."""
         k = _knobs(built)
         if "WARP_ROW" not in k:
-            return k["THREADS"]
+            return k["THREADS"]  # rungs 01, 02, and 04 as `variant` built it
         if k["WARP_ROW"]:
             return 32 * k["WARPS"]
         return min(1024, 32 * -(-n // (32 * k["ELEMS"])))
@@ -320,6 +332,9 @@ class NormFamily(Family):
         k = _knobs(built)
         if "ELEMS" not in k:
             return False  # rung 01 always reads twice
+        if "CLUSTER" in k:  # rung 04: each block's slice of whole packs
+            vec, cluster = k["VEC"], k["CLUSTER"]
+            return -(-(n // vec) // cluster) * vec <= k["THREADS"] * k["ELEMS"]
         group = 32 if k.get("WARP_ROW") else NormFamily.threads(built, n)  # the threads that share a row
         return n <= group * k["ELEMS"]
 
@@ -332,6 +347,11 @@ class NormFamily(Family):
         grid = rows
         if self.launch_scheme(built) == "warp_or_block_per_row" and k["WARP_ROW"]:
             grid = min(-(-rows // k["WARPS"]), _resident_blocks(built.spec, threads))
+        if self.launch_scheme(built) == "cluster_per_row":
+            grid = rows * k["CLUSTER"]
+            if grid >= 2**31:
+                raise LabError(f"{self.name} rung {built.key} launches {k['CLUSTER']} blocks a row, {grid} in all, "
+                               "past a grid's 2^31 - 1: split the rows into several calls.")
         return (grid,), (threads,)
 
     def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
@@ -356,7 +376,14 @@ class NormFamily(Family):
         vec = k.get("VEC", 1)
         reads = "one read" if self.registers_hold(built, n) else "two reads"
         shape = "warp per row" if k.get("WARP_ROW") else "block per row"
-        return {"path": f"{shape}, {reads}, {2 * vec}-byte accesses", "vec": vec, "threads": self.threads(built, n)}
+        notes = {"vec": vec, "threads": self.threads(built, n)}
+        if "CLUSTER" in k:
+            cluster = k["CLUSTER"]
+            shape = f"cluster of {cluster} blocks per row" if cluster > 1 else "block per row"
+            if not self.registers_hold(built, n):
+                reads = f"{3 if self.centered else 2} reads"  # one per sum, one for the output
+            notes["cluster"] = cluster
+        return {"path": f"{shape}, {reads}, {2 * vec}-byte accesses"} | notes
 
     def launch_ceiling(self, problem: Problem, out, set_index: int = 0) -> None:
         x = problem.inputs["x"][set_index % len(problem.inputs["x"])]
@@ -383,9 +410,9 @@ class NormFamily(Family):
         return {"cupy_composed": cupy_composed}
 
     def block_resources(self, rung: Rung) -> tuple[int, int] | None:
-        """(threads, 0) for rungs 01 and 02; None for rung 03, whose block size follows n."""
+        """(threads, 0) for rungs 01 and 02; None for rungs 03 and 04, whose block size follows n."""
         k = _knobs(rung)
-        return (k["THREADS"], 0) if "THREADS" in k else None
+        return (k["THREADS"], 0) if "THREADS" in k and "CLUSTER" not in k else None
 
     def min_dram_bytes(self, params: dict) -> int:
         """x read once, y written once, w (and b) read once: 2 bytes a value."""
@@ -405,6 +432,7 @@ class NormFamily(Family):
                                                                        (2, 32768))]
         base += [{"rows": 3, "n": 1000, "eps": 0.5}, {"rows": 7, "n": 33, "eps": 1e-2}, {"rows": 2, "n": 8192,
                                                                                         "eps": 1e-6}]
+        base += [{"rows": 2, "n": STREAMED_N}, {"rows": 2, "n": 65536, "values": "offset"}]
         base += [{"rows": 3, "n": 1024, "out_offset": 1}, {"rows": 3, "n": 1024, "x_offset": 4, "out_offset": 4},
                  {"rows": 2, "n": 4096, "x_offset": 3}, {"rows": 3, "n": 1026, "x_offset": 2, "out_offset": 2}]
         # More warp rows than an H200 holds at once (132 SMs x 16 blocks x 4 warps): rung 03's warps stride over rows.
@@ -427,13 +455,28 @@ class NormFamily(Family):
                 for base in (1024, 2048, 4096) for n in shapes.tail_range(base - 8, 16)]
 
     def headline_params(self) -> list[dict]:
-        """n = 512 (for contrast), 1024, 4096, 8192 and 32768 in both types, each array HEADLINE_ARRAY_BYTES."""
+        """n = 512 (for contrast), 1024, 4096, 8192, 16384, 32768 and 65536 in both types, each array
+        HEADLINE_ARRAY_BYTES."""
         return [{"rows": HEADLINE_ARRAY_BYTES // (2 * n), "n": n, "dtype": dtype}
-                for dtype in DTYPES for n in (512, 1024, 4096, 8192, 32768)]
+                for dtype in DTYPES for n in (512, 1024, 4096, 8192, 16384, 32768, 65536)]
 
     def in_readme(self, params: dict) -> bool:
-        """The README shows fp16 at n = 1024, 4096 and 32768; the records hold the rest."""
-        return params.get("dtype") == "float16" and params.get("n") in (1024, 4096, 32768)
+        """The README shows fp16 at n = 1024, 4096, 32768 and 65536; the records hold the rest."""
+        return params.get("dtype") == "float16" and params.get("n") in (1024, 4096, 32768, 65536)
+
+
+def cluster_shape(n: int, vec: int, elems: int, block: int) -> tuple[int, int]:
+    """Rung 04's (CLUSTER, THREADS) for rows of n values in packs of `vec`: the fewest blocks of CLUSTER_SIZES whose
+    slices (whole packs) fit `block` threads of `elems` values each, else the largest cluster; then the fewest warps
+    that hold a slice at `elems` values a thread, at most 1024 (a longer slice is read again: `registers_hold`)."""
+    packs, per_thread = n // vec, elems // vec
+
+    def slice_packs(cluster: int) -> int:
+        return -(-packs // cluster)
+
+    cluster = next((c for c in CLUSTER_SIZES if slice_packs(c) <= block * per_thread), CLUSTER_SIZES[-1])
+    threads = 32 * -(-slice_packs(cluster) // (32 * per_thread))
+    return cluster, max(32, min(1024, threads))
 
 
 @functools.lru_cache(maxsize=64)

@@ -14,8 +14,9 @@ Every rung has one signature:
 T is float or fp16 (raw 16-bit patterns), picked by the HALF knob per problem (as gemm_tc passes BF16);
 `lengths` is a null pointer without a mask. The launcher picks the kernel and the block for the shape:
 rung 03 falls back to rung 02's kernel for rows longer than its registers hold (or x and y that differ mod
-16), and rung 04 picks a warp per row, a block per row, or a two-read block per row by n (`launch_plan`;
-`launch_notes` records the choice).
+16), rung 04 picks a warp per row, a block per row, or a two-read block per row by n, and rung 05 (sm_90) splits a
+row over a thread-block cluster of 1, 2, 4 or 8 blocks sized by n (`cluster_shape`) (`launch_plan`; `launch_notes`
+records the choice).
 
 The ceiling is the device copy of the same bytes (x read, y written), the baseline CuPy's own operations
 composed as a user would write them (`cupy_composed`). Error bounds: `error_bound` below.
@@ -48,6 +49,7 @@ SPECIAL_ROW_LENGTHS = (1, 2, 33, 1000, 4097)
 HEADLINE_BYTES = 256 << 20  # each array of a headline or tail problem: past the H200's L2 several times over
 HEADLINE_ROW_LENGTHS = (4096, 1024, 32768)  # the targets' sizes (the README's rows), then the contrast below
 CONTRAST_ROW_LENGTHS = (128, 512)
+LONG_ROW_LENGTHS = (16384, 65536)  # the rows rung 05 splits over a cluster (32768 is among the targets above)
 # One row length for the bytes sweep: lab.lessons.plots.bandwidth_vs_bytes draws each rung as one line over bytes, so
 # a second length (or dtype) would interleave with the first along the same line.
 SWEEP_ROW_LENGTH, SWEEP_DTYPE = 4096, "float16"
@@ -59,9 +61,17 @@ EXP_CONST, EXP_SLOPE = 8.0, 4.0  # exp(z) within (EXP_CONST + EXP_SLOPE * |z|) *
 NORMALIZE_ULPS = 4.0  # rcp.approx (1 ulp) and the product e * (1/sum) (half an ulp), in units of u32
 FTZ_FLOOR = 2.0 ** -126  # exponentials below fp32's smallest normal are flushed to 0 (ex2.approx.ftz)
 
+CLUSTER_MIN_ARCH = 90  # thread-block clusters and distributed shared memory
+CLUSTER_SIZES = (1, 2, 4, 8)  # the portable cluster sizes
+# A row length past what rung 05's largest cluster holds in registers in either dtype (8 blocks of 1024 threads of 8
+# vectors: 262144 fp32, 524288 fp16), so its slices are read twice; off every vector boundary (a head and a tail).
+STREAMED_N = 600007
 
-def _rung(key: str, entry: str, title: str, *, launch: str, **knobs: int) -> Rung:
+
+def _rung(key: str, entry: str, title: str, *, launch: str, min_arch: int | None = None, **knobs: int) -> Rung:
     spec = KernelSpec(f"softmax/{key}.cu", entry, tuple(sorted(({"HALF": 0} | knobs).items())))
+    if min_arch is not None:
+        spec = dataclasses.replace(spec, min_arch=min_arch)
     return Rung("softmax", key, spec, title, launch)
 
 
@@ -183,10 +193,10 @@ def softmax_reference(x: np.ndarray, valid: np.ndarray, bad: np.ndarray, shift: 
 class SoftmaxFamily(Family):
     name = "softmax"
     title = "Softmax over rows (fp32 or fp16 in and out, fp32 statistics)"
-    profile_figure = "dram_bytes"  # rungs 01-02 re-read x; 03-04 read it once
+    profile_figure = "dram_bytes"  # rungs 01-02 re-read x; 03-05 read it once (short enough rows)
     # The launch schemes (Rung.launch) launch_plan maps to a kernel, a grid and a block, and the path the records name
     # for each scheme that has one.
-    launches = ("three_pass", "two_pass", "registers", "specialized")
+    launches = ("three_pass", "two_pass", "registers", "specialized", "cluster")
     PATHS = {"three_pass": "block per row, three reads", "two_pass": "block per row, two reads",
              "registers": "block per row, registers"}
     rungs = (
@@ -206,6 +216,11 @@ class SoftmaxFamily(Family):
         _rung("04_specialized", "softmax_specialized_warp",
               "specialized by n: warp per row, block per row, or two reads for long rows",
               launch="specialized", WARP_ROWS=8, WARP_VECS=8, BLOCK_VECS=8, LONG_THREADS=1024),
+        # Launch "cluster": a row split over a cluster of CLUSTER blocks of THREADS threads (both set per n by
+        # launch_plan: cluster_shape), grid rows * CLUSTER; sm_90 on.
+        _rung("05_cluster", "softmax_cluster",
+              "a long row split over a thread-block cluster, max and sum through distributed shared memory",
+              launch="cluster", min_arch=CLUSTER_MIN_ARCH, VECS=8, BLOCK=256, CLUSTER=1, THREADS=256, EXCHANGE=1),
     )
     # Rung 04's kernels, by path: all in its one source file.
     SPECIALIZED_ENTRIES = {"warp": "softmax_specialized_warp", "block": "softmax_specialized_block",
@@ -316,6 +331,8 @@ class SoftmaxFamily(Family):
         `path` taken, a short name the records keep. `together`: x and y agree mod 16 (vectors serve both)."""
         scheme = self.launch_scheme(rung)
         k = _knobs(rung)
+        if scheme == "cluster":
+            return self._cluster_plan(rung, rows, n, dtype, together)
         if scheme == "registers" and not (together and n <= row_capacity(rung, dtype)):
             # Too long for the registers, or no common vector alignment: the two-pass rung's kernel.
             rung = next(r for r in self.rungs if r.launch == "two_pass")
@@ -337,6 +354,21 @@ class SoftmaxFamily(Family):
                 "block": (k["LONG_THREADS"],),
                 "path": "block per row, two reads" + ("" if together else " (x and y differ mod 16)")}
 
+    def _cluster_plan(self, rung: Rung, rows: int, n: int, dtype: str, together: bool) -> dict:
+        """Rung 05: CLUSTER and THREADS from n (cluster_shape), a cluster of blocks per row; the slices held in
+        registers where they fit and x and y agree mod 16, else read twice (the kernel decides the same way)."""
+        k = _knobs(rung)
+        cluster, threads = cluster_shape(n, dtype, k["VECS"], k["BLOCK"])
+        grid = rows * cluster
+        if grid >= 2**31:
+            raise LabError(f"softmax rung {rung.key} launches {cluster} blocks a row, {grid} in all, past a grid's "
+                           "2^31 - 1: split the rows into several calls.")
+        spec = self._variant(rung, dtype).spec.with_knobs(CLUSTER=cluster, THREADS=threads)
+        shape = f"cluster of {cluster} blocks per row" if cluster > 1 else "block per row"
+        held = together and cluster_holds(n, dtype, cluster, threads, k["VECS"])
+        reads = "registers" if held else "re-read" + ("" if together else " (x and y differ mod 16)")
+        return {"spec": spec, "grid": (grid,), "block": (threads,), "path": f"{shape}, {reads}", "cluster": cluster}
+
     @staticmethod
     def _together(x, out) -> bool:
         return (x.data.ptr - out.data.ptr) % 16 == 0
@@ -357,11 +389,13 @@ class SoftmaxFamily(Family):
 
     def launch_notes(self, rung: Rung, problem: Problem, out) -> dict:
         """The path the launcher took for this shape (rung 04: warp per row, block per row, or two reads; rung
-        03: its own kernel or rung 02's), the kernel and its block size."""
+        03: its own kernel or rung 02's; rung 05: the cluster's size, and registers or a re-read), the kernel and its
+        block size (and rung 05's cluster size)."""
         p = problem.params
         x, _ = self._inputs(problem, 0)
         plan = self.launch_plan(rung, p["rows"], p["n"], p["dtype"], self._together(x, out))
-        return {"path": plan["path"], "kernel": plan["spec"].entry, "threads": plan["block"][0]}
+        notes = {"path": plan["path"], "kernel": plan["spec"].entry, "threads": plan["block"][0]}
+        return notes | ({"cluster": plan["cluster"]} if "cluster" in plan else {})
 
     def launch_ceiling(self, problem: Problem, out, set_index: int = 0) -> None:
         x, _ = self._inputs(problem, set_index)
@@ -393,14 +427,15 @@ class SoftmaxFamily(Family):
         return {"cupy_composed": cupy_composed}
 
     def block_resources(self, rung: Rung) -> tuple[int, int] | None:
-        """(threads, 0) for rungs 01-03; None for rung 04, whose block size depends on n (launch_plan)."""
+        """(threads, 0) for rungs 01-03; None for rungs 04 and 05, whose block size depends on n (launch_plan)."""
         k = _knobs(rung)
-        return (k["THREADS"], 0) if "THREADS" in k else None
+        return (k["THREADS"], 0) if "THREADS" in k and self.launch_scheme(rung) != "cluster" else None
 
     # --- shape families ---------------------------------------------------------------------------
     def check_cases(self) -> list[dict]:
         """Row lengths at vector, warp, block and register-capacity boundaries, both dtypes, with and without
-        a mask; the special rows; rung 03's and 04's path boundaries; x misaligned against y."""
+        a mask; the special rows; rung 03's, 04's and 05's path boundaries (each cluster size, past the cluster's
+        registers); x misaligned against y."""
         cases = []
         kinds = len(SPECIAL_KINDS)
         for dtype in DTYPES:
@@ -410,15 +445,23 @@ class SoftmaxFamily(Family):
                     cases += [{"rows": r, "n": n, "dtype": dtype, "mask": mask} for r in (many, few)]
                 cases += [{"rows": kinds + 2, "n": n, "dtype": dtype, "mask": mask, "special": 1}
                           for n in SPECIAL_ROW_LENGTHS]
-                # Each side of the register paths' capacities (rung 03's block, rung 04's warp and block).
+                # Each side of the register paths' capacities (rung 03's block, rung 04's warp and block, rung 05's
+                # cluster sizes and its largest cluster's registers, past which it reads twice).
                 edges = {row_capacity(self.rung("03"), dtype), warp_capacity(self.rung("04"), dtype),
-                         row_capacity(self.rung("04"), dtype)}
+                         row_capacity(self.rung("04"), dtype)} | set(cluster_edges(self.rung("05"), dtype))
                 cases += [{"rows": 2, "n": n, "dtype": dtype, "mask": mask} for edge in sorted(edges)
                           for n in (edge, edge + 1) if n not in CHECK_ROW_LENGTHS]
-            # The special rows on a long row (rung 04's long path in fp32, its block path in fp16).
+                cases += [{"rows": 2, "n": n, "dtype": dtype, "mask": mask} for n in (65536, 65537, 131072)
+                          if not {n, n - 1} & edges]
+            # The special rows on a long row (rung 04's long path in fp32, its block path in fp16; a cluster of 4 or
+            # 2 blocks in rung 05), on a row every block of rung 05's largest cluster holds a slice of (masked too),
+            # and on a row past its registers (read twice).
             cases.append({"rows": kinds, "n": 32769, "dtype": dtype, "special": 1})
+            cases.append({"rows": kinds + 2, "n": 65537, "dtype": dtype, "mask": "lengths", "special": 1})
+            cases.append({"rows": kinds, "n": STREAMED_N, "dtype": dtype, "special": 1})
             cases += [{"rows": r, "n": n, "dtype": dtype, "x_offset": 1} for r, n in ((3, 7), (3, 1024), (3, 4097),
                                                                                     (1, 40000))]
+            cases.append({"rows": 3, "n": 65537, "dtype": dtype, "mask": "lengths", "x_offset": 1})
         return cases
 
     def sweep_params(self, max_bytes: int) -> list[dict]:
@@ -439,7 +482,8 @@ class SoftmaxFamily(Family):
 
     def headline_params(self) -> list[dict]:
         return [{"rows": rows_for_bytes(n, dtype), "n": n, "dtype": dtype}
-                for n in HEADLINE_ROW_LENGTHS + CONTRAST_ROW_LENGTHS for dtype in ("float16", "float32")]
+                for n in HEADLINE_ROW_LENGTHS + CONTRAST_ROW_LENGTHS + LONG_ROW_LENGTHS
+                for dtype in ("float16", "float32")]
 
     def in_readme(self, params: dict) -> bool:
         """The README shows the target sizes; n = 128 and 512 stay in the records."""
@@ -461,9 +505,12 @@ def half_ulp_fp16(v: np.ndarray) -> np.ndarray:
 
 
 def row_capacity(rung: Rung, dtype: str) -> int:
-    """The longest row (elements) a block of `rung` holds in registers: rung 03's THREADS * VECS vectors, rung
-    04's 1024 * BLOCK_VECS; 0 for the rungs that hold no row (01, 02)."""
+    """The longest row (elements) `rung` holds in registers: rung 03's THREADS * VECS vectors (a block), rung 04's
+    1024 * BLOCK_VECS (a block), rung 05's 8 * 1024 * VECS (a cluster of the largest blocks); 0 for the rungs that
+    hold no row (01, 02)."""
     k = _knobs(rung)
+    if "CLUSTER" in k:
+        return CLUSTER_SIZES[-1] * MAX_BLOCK * k["VECS"] * VEC_ELEMS[dtype]
     if "VECS" in k:
         return k["THREADS"] * k["VECS"] * VEC_ELEMS[dtype]
     if "BLOCK_VECS" in k:
@@ -484,3 +531,33 @@ def block_threads(n: int, dtype: str, vecs: int) -> int:
     vectors = -(-n // VEC_ELEMS[dtype])
     threads = -(-vectors // vecs)
     return min(MAX_BLOCK, max(32, -(-threads // 32) * 32))
+
+
+def cluster_shape(n: int, dtype: str, vecs: int, block: int) -> tuple[int, int]:
+    """Rung 05's (CLUSTER, THREADS) for rows of n elements: the fewest blocks of CLUSTER_SIZES whose slices of the
+    row's ceil(n / VEC_ELEMS) vectors fit `block` threads of `vecs` vectors each, else the largest cluster; then the
+    fewest warps that hold a slice at `vecs` vectors a thread, 32 to 1024 (a longer slice is read twice:
+    `cluster_holds`). The kernel splits each row's own vectors (after its scalar head), never more than these."""
+    vectors = -(-n // VEC_ELEMS[dtype])
+
+    def slice_vectors(cluster: int) -> int:
+        return -(-vectors // cluster)
+
+    cluster = next((c for c in CLUSTER_SIZES if slice_vectors(c) <= block * vecs), CLUSTER_SIZES[-1])
+    threads = 32 * -(-slice_vectors(cluster) // (32 * vecs))
+    return cluster, max(32, min(MAX_BLOCK, threads))
+
+
+def cluster_edges(rung: Rung, dtype: str) -> tuple[int, ...]:
+    """The longest rows rung 05 gives each cluster size at its BLOCK (n + 1 takes the next size, or more threads
+    past the largest), and the longest its largest cluster holds in registers (n + 1 is read twice)."""
+    k = _knobs(rung)
+    per_block = k["BLOCK"] * k["VECS"] * VEC_ELEMS[dtype]
+    return tuple(c * per_block for c in CLUSTER_SIZES) + (row_capacity(rung, dtype),)
+
+
+def cluster_holds(n: int, dtype: str, cluster: int, threads: int, vecs: int) -> bool:
+    """Whether rung 05 built with (cluster, threads) holds each slice of a row of n elements in registers (where x
+    and y agree mod 16): the kernel's own test, on the same ceil(n / VEC_ELEMS) vectors."""
+    vectors = -(-n // VEC_ELEMS[dtype])
+    return -(-vectors // cluster) <= threads * vecs

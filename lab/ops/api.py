@@ -293,6 +293,26 @@ def _cupy_matmul(a, b, bias, activation, residual, out, layout):
 ROW_FAMILIES = {"softmax": ("softmax", "04_specialized", ("float32", "float16")),
                  "rmsnorm": ("rmsnorm", "03_specialized", ("float16", "bfloat16")),
                  "layernorm": ("layernorm", "03_specialized", ("float16", "bfloat16"))}
+# Long rows go to the rung that splits a row over a thread-block cluster, where the GPU has clusters (sm_90 on): from
+# this many values a row on, where it measured faster than the one-block rung above
+# (results/h200/cluster_rows_study.json, lab.studies.cluster_rows_study).
+LONG_ROW_RUNGS = {"softmax": ("05_cluster", 16384), "rmsnorm": ("04_cluster", 16384),
+                  "layernorm": ("04_cluster", 16384)}
+
+
+def row_rung(op: str, n: int, arch: int) -> str:
+    """The rung lab.ops runs `op` with on rows of n values on a GPU of `arch` (compute capability x 10)."""
+    from lab.core.build import arch_refusal
+    from lab.ops.paths import family
+
+    fam_name, rung_key, _ = ROW_FAMILIES[op]
+    long_key, from_n = LONG_ROW_RUNGS.get(op, (None, 0))
+    if long_key is None or n < from_n:
+        return rung_key
+    rungs = {r.key: r for r in family(fam_name).rungs}
+    if long_key in rungs and arch_refusal(rungs[long_key].spec, arch) is None:
+        return long_key
+    return rung_key
 
 
 def softmax(x, *, out=None, input_type: str | None = None):
@@ -393,14 +413,15 @@ def _row_op_slow(rt, fkey, op: str, x, params: tuple, out, input_type, eps: floa
 
 
 def _record_row_op(op: str, x2, params, out2, dtype: str, eps):
+    from lab.core import device
     from lab.core.build import recording
     from lab.core.ladder import Problem
     from lab.ops.dispatch import as_address
     from lab.ops.paths import family
 
-    fam_name, rung_key, _ = ROW_FAMILIES[op]
-    fam = family(fam_name)
+    fam = family(ROW_FAMILIES[op][0])
     rows, n = x2.shape
+    rung_key = row_rung(op, n, device.current().arch)
     run_params = {"rows": rows, "n": n, "dtype": dtype} | ({"eps": eps} if eps is not None else {})
     inputs = {"x": [x2]} | dict(zip(("w", "b"), params, strict=False))
     problem = Problem(f"ops {op}", inputs, (rows, n), 0, params=run_params, dtype=x2.dtype)

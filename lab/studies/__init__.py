@@ -122,6 +122,10 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                    Option("steps", int, 240, "steps of the serving trace (one layer each)", at_least=1),
                    Option("rounds", int, 3, "interleaved rounds of the four methods", at_least=1),
                    Option("seed", int, 0, "the trace's seed"))),
+    Study("cluster-rows", "lab.studies.cluster_rows_study", "long rows over a thread-block cluster against the rung "
+          "before, PyTorch and the copy", "cluster_rows_study.json",
+          options=(Option("rounds", int, 3, "interleaved rounds", at_least=1),
+                   Option("quick", bool, False, "n = 32768 only"))),
     Study("rowops", "lab.studies.rowops_study", "row ops timed several ways, in rounds, beside PyTorch",
           "rowops_study.json", options=(Option("rounds", int, 3, "interleaved rounds", at_least=1),
                                         Option("quick", bool, False, "half the cases"))),

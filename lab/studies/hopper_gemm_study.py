@@ -36,7 +36,7 @@ from pathlib import Path
 
 from lab.families import get_family
 from lab.measure.records import provenance, write_json
-from lab.studies.rounds import same_round_summary
+from lab.studies.rounds import interleaved_rows, same_round_summary
 
 SQUARE = [dict(M=n, N=n, K=n, layout="TN", dtype=t) for n in (4096, 6144, 8192) for t in ("float16", "bfloat16")]
 SHAPES = SQUARE + [dict(M=4096, N=4096, K=4096, layout="NN", dtype="float16")]
@@ -90,24 +90,9 @@ def study_methods(fam, shape: dict, failed: list, rung_keys=RUNGS, settings=None
 
 def timed_rows(methods_for, shapes, rounds: int, flusher, min_time_ms: float) -> list[dict]:
     """Every method of methods_for(shape) -> (name -> launch, problem) once a round on each shape, in an order
-    rotated from round to round, on cold L2: one row per shape, method and round."""
-    import cupy as cp
-
-    from lab.measure import timing
-
-    rows = []
-    for shape in shapes:
-        methods, problem = methods_for(shape)
-        names = list(methods)
-        for r in range(rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:
-                t = timing.measure(methods[name], l2="cold", flusher=flusher, min_time_ms=min_time_ms)
-                rows.append({"shape": shape, "method": name, "round": r, "median_ms": t.median_ms,
-                             "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
-                             "TFLOP/s": problem.flops / t.median_ms / 1e9})
-        del methods, problem
-        cp.get_default_memory_pool().free_all_blocks()
-    return rows
+    rotated from round to round, on cold L2: one row per shape, method and round (lab.studies.rounds)."""
+    return interleaved_rows(shapes, methods_for, rounds, flusher, min_time_ms,
+                            lambda problem, ms: {"TFLOP/s": problem.flops / ms / 1e9})
 
 
 def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0, rungs=RUNGS) -> dict:

@@ -180,7 +180,7 @@ def readme_results(rs_by_family: dict[str, RecordSet]) -> str:
             cliff = alignment_cliff_sentence(family, bests)
             if cliff:
                 sentences.append(cliff)
-    return "\n".join(lines + [""] + sentences + hopper_lines() + ops_lines())
+    return "\n".join(lines + [""] + sentences + hopper_lines() + cluster_rows_lines() + ops_lines())
 
 
 CLIFF = 0.5  # a baseline under half its own rate at the nearest aligned size has fallen off an alignment cliff
@@ -257,6 +257,45 @@ def hopper_lines() -> list[str]:
                      for r in rungs]
             out.append(f"| {shape['M']} x {shape['N']} x {shape['K']} | {shape['layout']}, {shape['dtype']} | "
                        f"{'-' if library is None else f'{library:.0f}'} | " + " | ".join(cells) + " |")
+    return out
+
+
+CLUSTER_ROWS = "cluster_rows_study"
+
+
+def cluster_rows_lines() -> list[str]:
+    """Long rows split over a thread-block cluster (lab.studies.cluster_rows_study), when its record exists: per
+    operation, type and row length, the one-block rung, the cluster rung and PyTorch as fractions of the device copy
+    in the same round, and the cluster rung's speed over PyTorch's."""
+    import json
+
+    from lab.measure.records import reference_dir
+    from lab.studies.cluster_rows_study import CLUSTER_RUNG, PREVIOUS
+
+    path = reference_dir() / f"{CLUSTER_ROWS}.json"
+    if not path.is_file():
+        return []
+    study = json.loads(path.read_text())
+    p = study["provenance"]
+    out = ["", f"Long rows split over a thread-block cluster (RMSNorm and LayerNorm rung 04, softmax rung 05) against "
+               f"the one-block rung before them and PyTorch (`results/h200/{CLUSTER_ROWS}.json`, {p.get('device')}, "
+               f"{str(p.get('date', ''))[:10]}, commit {str(p.get('commit', ''))[:7]}; "
+               f"`python -m lab.studies.cluster_rows_study`, {study['rounds']} interleaved rounds, cold L2): the "
+               "median of the same-round fractions of the device copy, and the cluster rung's speed over PyTorch's.",
+           "", "| operation, type | n | one block | cluster | PyTorch | cluster / PyTorch |",
+           "|---|---:|---:|---:|---:|---:|"]
+    by_case: dict[tuple, dict] = {}
+    for row in study["summary"]:
+        sh = row["shape"]
+        by_case.setdefault((sh["op"], sh["dtype"], sh["n"]), {})[row["method"]] = row
+
+    def cell(row: dict | None, key: str, unit: str = "") -> str:
+        return "-" if not row or row.get(key) is None else f"{row[key]:.2f}{unit}"
+
+    for (op, dtype, n), methods in by_case.items():
+        one, cluster = methods.get(PREVIOUS[op]), methods.get(CLUSTER_RUNG[op])
+        out.append(f"| {op}, {dtype} | {n} | {cell(one, 'x_copy')} | {cell(cluster, 'x_copy')} | "
+                   f"{cell(methods.get('torch'), 'x_copy')} | {cell(cluster, 'x_torch', 'x')} |")
     return out
 
 

@@ -1,10 +1,38 @@
-"""The same-round summary the interleaved studies share: every method ran once a round, so a ratio is taken between
-timings of the same round (a clock or a neighbour that moves between rounds moves both), then the median over rounds.
+"""What the interleaved studies share: the rounds themselves (every method once a round, the order rotated from round
+to round, cold L2) and their summary: a ratio is taken between timings of the same round (a clock or a neighbour that
+moves between rounds moves both), then the median over rounds.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Iterable
+
+
+def interleaved_rows(cases: Iterable, methods_for: Callable, rounds: int, flusher, min_time_ms: float,
+                     rates: Callable, after_case: Callable | None = None) -> list[dict]:
+    """Every method of methods_for(case) -> (name -> launch(i), problem) once a round on each case, in an order
+    rotated from round to round, on cold L2: one row per case, method and round, with the median time, its 10th and
+    90th percentiles and rates(problem, median_ms) (a dict: {"TFLOP/s": ...}). after_case(case, rows) runs once a
+    case is timed (progress lines)."""
+    import cupy as cp
+
+    from lab.measure import timing
+
+    rows: list[dict] = []
+    for case in cases:
+        methods, problem = methods_for(case)
+        names = list(methods)
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                t = timing.measure(methods[name], l2="cold", flusher=flusher, min_time_ms=min_time_ms)
+                rows.append({"shape": case, "method": name, "round": r, "median_ms": t.median_ms,
+                             "p10_ms": t.p10_ms, "p90_ms": t.p90_ms} | rates(problem, t.median_ms))
+        if after_case is not None:
+            after_case(case, rows)
+        del methods, problem
+        cp.get_default_memory_pool().free_all_blocks()
+    return rows
 
 
 def same_round_summary(rows: list[dict], metric: str, peers: tuple[str, ...], peer_key: str, reference: str,

@@ -489,7 +489,7 @@ def _prepare(case: Case, torch, gpu, progress) -> tuple[_State | None, dict]:
     info: dict = {"case": case.name, "op": case.op, "dtype": case.dtype, "rows": case.rows, "n": case.n,
                   "bytes_moved": case.bytes_moved}
     fam = family(case.op)
-    rung_key = api.ROW_FAMILIES[case.op][1]
+    rung_key = api.row_rung(case.op, case.n, gpu.arch)
     info["rung"] = rung_key
     problem = fam.make_problem(seed=case.n + case.rows, rows=case.rows, n=case.n, dtype=case.dtype)
     x = problem.inputs["x"][0]

@@ -51,6 +51,7 @@ import numpy as np
 from lab import lessons
 from lab.families import get_family
 from lab.lessons import fusion as lesson
+from lab.lessons.fusion import clusters
 from lab.lessons import plots
 from lab.measure import timing, verify
 
@@ -317,8 +318,8 @@ else:
 # the byte count of section 1, before the table:
 
 # %%
-for key in ("01", "02", "03", "04"):
-    print(f"{key}: {lesson.prediction_text('softmax', key)}\n")
+for rung in get_family("softmax").rungs:
+    print(f"{rung.key[:2]}: {lesson.prediction_text('softmax', rung.key)}\n")
 
 # %%
 if LIVE["softmax"]:
@@ -388,8 +389,8 @@ print(lesson.tail_summary(SOFTMAX, "softmax"))
 # **Predict first**, from the headers:
 
 # %%
-for key in ("01", "02", "03"):
-    print(f"{key}: {lesson.prediction_text('rmsnorm', key)}\n")
+for rung in get_family("rmsnorm").rungs:
+    print(f"{rung.key[:2]}: {lesson.prediction_text('rmsnorm', rung.key)}\n")
 
 # %%
 if LIVE["rmsnorm"]:
@@ -442,8 +443,8 @@ print(lesson.ladder_predictions(RMSNORM, "rmsnorm"))
 # **Predict first**, from the headers (the same sources as RMSNorm's):
 
 # %%
-for key in ("01", "02", "03"):
-    print(f"{key}: {lesson.prediction_text('layernorm', key)}\n")
+for rung in get_family("layernorm").rungs:
+    print(f"{rung.key[:2]}: {lesson.prediction_text('layernorm', rung.key)}\n")
 
 # %%
 if LIVE["layernorm"]:
@@ -488,6 +489,67 @@ print(lesson.ladder_predictions(LAYERNORM, "layernorm"))
 
 # %% [markdown]
 # ---
+# ## 8. Long rows: one row over a thread-block cluster
+#
+# At n = 32768 a one-block rung gives a row a whole block (1024 threads for a norm), so an SM holds one row, and
+# while that row reduces (shuffles, a block barrier, a second reduction for LayerNorm) nothing on the SM loads. Past
+# the registers (n = 65536) it reads the row twice. The cluster rungs (norms 04, softmax 05) split each row over a
+# **thread-block cluster** of 2, 4 or 8 blocks: Hopper (sm_90) runs a cluster's blocks at once on one GPC, and each
+# block can write the others' shared memory (**distributed shared memory**). Each block holds its slice of the row
+# in registers and reduces it as before; then the blocks exchange their partial sums: thread r of every block
+# stores the block's partial into slot [own rank] of block r's shared memory, so every block receives all of them,
+# and adds the slots in rank order, which gives every block of the row the same bits. Smaller blocks from different
+# rows share an SM, so one row's reduction overlaps the others' loads.
+#
+# The exchange needs a way to know that every partial has landed. Two are built (the knob `EXCHANGE`):
+# a **cluster barrier** (`barrier.cluster.arrive.release` / `wait.acquire`) after plain remote stores, or
+# **`st.async`** stores that count their bytes on an **mbarrier** in the receiving block, as a TMA load does, so a
+# block waits only for its own partials, with no fence. The shared header:
+
+# %%
+print(clusters.exchange_source())
+
+# %% [markdown]
+# What the two exchanges compile to (the SASS of RMSNorm rung 04 with a cluster of 4, compiled here with NVRTC for
+# sm_90: no GPU needed). Count the memory barrier before the arrive and the L1 invalidation after the wait in the
+# cluster-barrier build, and the mbarrier operations (`SYNCS`) in the other:
+
+# %%
+print(clusters.exchange_sass())
+
+# %% [markdown]
+# **Predict first**, from the headers:
+
+# %%
+for name, key in (("rmsnorm", "04"), ("softmax", "05")):
+    if key in [r.key[:2] for r in get_family(name).rungs]:
+        print(f"{name} {key}: {lesson.prediction_text(name, key)}\n")
+
+# %% [markdown]
+# The study (`python -m lab.studies.cluster_rows_study`) times, in interleaved rounds on cold L2, the one-block rung,
+# the cluster rung as the family builds it, the cluster rung with one knob changed (the other exchange; blocks
+# aiming at 128 or 512 threads, so more or fewer blocks a row) and PyTorch's own kernels on the same arrays, each
+# against the device copy timed in the same round:
+
+# %%
+CLUSTER_STUDY = clusters.load()
+print(clusters.cluster_table(CLUSTER_STUDY))
+
+# %%
+lessons.figure(clusters.cluster_figure(CLUSTER_STUDY), "no cluster-rows record")
+
+# %%
+print(clusters.cluster_targets(CLUSTER_STUDY))
+
+# %% [markdown]
+# **Reading it.** Where the cluster column passes the one-block column, the split paid for its exchanges; where it
+# does not (the shortest rows, a cluster of 2), the one-block rung was already keeping the SM busy. The probe
+# columns say whether the defaults are the right ones: a faster probe is a knob to change. `lab.ops` sends rows from
+# a length on to the cluster rung where the GPU has clusters (`lab.ops.api.row_rung`), and that threshold comes from
+# this table.
+
+# %% [markdown]
+# ---
 # ## Exercise
 
 # %%
@@ -507,3 +569,5 @@ print(lesson.exercise_pointer(None, lesson.ROW_FAMILIES))
 #   conventions decided once and checked everywhere (rows of `-inf` give zeros, NaN stays NaN).
 # - The fastest path for one row length is not the fastest for another: the tail and the specialized rung's
 #   launch paths show where each choice pays.
+# - A row too long for one block's registers can be split over a thread-block cluster and still reduced in one
+#   kernel: the blocks push their partials into each other's shared memory and add them in one order.

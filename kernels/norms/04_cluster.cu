@@ -1,0 +1,228 @@
+// norms / rung 04 — a long row split over a thread-block cluster, its sums exchanged through distributed shared memory.
+//
+// What changed: rung 03 gave a long row one block: 1024 threads at n = 32768, one row per SM, and past 32768 values
+//   two reads. Now a row is split into CLUSTER contiguous slices, one per block of a cluster (blocks that the GPU
+//   runs at once on one GPC, each able to write the others' shared memory), and each block holds its slice in
+//   registers, at most THREADS * ELEMS values. A sum over the row is each block's sum (rung 03's block_sum), pushed
+//   into every block of the cluster and added there in rank order (kernels/common/lab_cluster_reduce.cuh): the
+//   same statistics, bit for bit, in every block of the row. LayerNorm exchanges twice (the mean, then the sum of
+//   squares about it, as rung 03), RMSNorm once. The pushes land either behind a cluster barrier (EXCHANGE = 0) or
+//   as st.async stores counted on an mbarrier in the receiving block (EXCHANGE = 1: no fence, no cluster-wide
+//   wait). The weights (and biases) are prefetched into L1 between the last push and its wait.
+//   The launcher picks CLUSTER, the fewest of 1, 2, 4, 8 blocks whose slices fit BLOCK * ELEMS values, and THREADS,
+//   the fewest warps that hold a slice (n = 32768: 4 blocks of 256 threads; 65536: 8 of 256; 131072: 8 of 512).
+//   Slices past 1024 * ELEMS values (n > 262144) are read again for each sum and for the output (the L2 holds them).
+// Why: at n = 32768 rung 03 held one 64 KB row per SM, so while a row reduced, nothing loaded on that SM. Blocks of
+//   256 threads and <= 64 registers fit 4 or more per SM, from different rows, so one block's reductions and
+//   barriers overlap the others' loads, as short rows do in rung 03. At n = 65536 the split keeps one read where
+//   rung 03 takes two.
+// Prediction: n = 32768 (both norms, both types): 0.92-0.97x of the device copy, from rung 03's 0.87-0.89x
+//   (RMSNorm) and 0.75-0.76x (LayerNorm, whose two block reductions stall a lone row longest); n = 65536:
+//   0.90-0.96x, against rung 03's two reads (~0.6-0.75x); n = 16384: 0.92-0.97x. At n <= 8192 (CLUSTER = 1) it is
+//   rung 03's block path: within 5% of it. Each exchange costs a cluster barrier (~1 us of latency, predicted from
+//   its being a GPC-wide round trip), hidden while other blocks on the SM load. EXCHANGE = 1 against 0: 0-5%
+//   faster (no MEMBAR before the arrive, no L1 invalidation after the wait, no waiting for the slowest block).
+// Tails and alignment: as rung 03 (VEC from n and the pointers' alignment; slices of whole packs). Any rows, any n.
+// Requires: sm_90 (clusters, distributed shared memory). Launch: grid (rows * CLUSTER), block (THREADS), clusters of
+//   CLUSTER blocks along x (__cluster_dims__): blocks CLUSTER r .. CLUSTER r + CLUSTER - 1 normalize row r.
+// Knobs: BF16 (0), VEC (8), ELEMS (32), BLOCK (256: the block size the launcher aims for), CLUSTER (1: set per n by
+//   the launcher), THREADS (256: set per n by the launcher), EXCHANGE (1: st.async on an mbarrier; 0: a cluster
+//   barrier).
+#ifndef BF16
+#define BF16 0
+#endif
+#ifndef VEC
+#define VEC 8
+#endif
+#ifndef ELEMS
+#define ELEMS 32
+#endif
+#ifndef BLOCK
+#define BLOCK 256
+#endif
+#ifndef CLUSTER
+#define CLUSTER 1
+#endif
+#ifndef THREADS
+#define THREADS 256
+#endif
+#ifndef EXCHANGE
+#define EXCHANGE 1
+#endif
+static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4 || CLUSTER == 8, "CLUSTER is 1, 2, 4 or 8 (portable sizes)");
+static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS is a multiple of 32, at most 1024");
+
+#define CHUNKS (ELEMS / VEC)  // packs a thread holds
+
+#include "lab_cluster_reduce.cuh"  // ClusterExchange: sums over the cluster's blocks
+#include "lab_mma.cuh"             // half_bits_to_float, float_to_half_bits: fp16 / bf16 bit patterns <-> fp32
+#include "lab_reduce.cuh"          // block_sum
+
+typedef unsigned short u16;
+
+// VEC 16-bit values moved by one load or store (16 bytes at VEC = 8).
+struct alignas(2 * VEC) Pack {
+    u16 h[VEC];
+};
+
+__device__ __forceinline__ float value(const Pack& p, int k) { return half_bits_to_float<BF16>(p.h[k]); }
+
+__device__ __forceinline__ void prefetch_l1(const Pack* p) { asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p)); }
+
+// Two exchanges (rounds) of one value each: LayerNorm's sum for the mean (round 0), the sum of squares (round 1).
+typedef ClusterExchange<CLUSTER, 2, 1, EXCHANGE> Exchange;
+
+// The row's sum of `partial` over the blocks of the cluster (the block's sum first), through exchange `round`.
+__device__ __forceinline__ float row_sum(float partial, float* scratch, Exchange& ex, int round) {
+    const float block = block_sum(partial, scratch);
+    return CLUSTER == 1 ? block : ex.total(round, block);
+}
+
+// One element's output: (x - mean) * rstd * w (+ b).
+template <bool LAYER>
+__device__ __forceinline__ Pack normalize(const Pack& xp, const Pack& wp, const Pack& bp, float mean, float rstd) {
+    Pack out;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+        float v = (value(xp, k) - mean) * rstd * value(wp, k);
+        if (LAYER) v += value(bp, k);
+        out.h[k] = float_to_half_bits<BF16>(v);
+    }
+    return out;
+}
+
+// A slice held in registers: packs lo + t + c * THREADS (c < CHUNKS) below hi are thread t's.
+template <bool LAYER>
+__device__ __forceinline__ void norm_slice_held(const Pack* __restrict__ xr, const Pack* __restrict__ wv,
+                                                const Pack* __restrict__ bv, Pack* __restrict__ yr, int lo, int hi,
+                                                int n, float eps, float* scratch, Exchange& ex) {
+    const int t = threadIdx.x;
+    const int first = lo + t;
+    const int mine = first < hi ? min(CHUNKS, (hi - first + THREADS - 1) / THREADS) : 0;
+    Pack held[CHUNKS];
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c)
+        if (c < mine) held[c] = xr[first + c * THREADS];
+    if (CLUSTER > 1) ex.started();  // every block of the cluster is ready before anything is pushed to it
+
+    float mean = 0.0f;
+    if (LAYER) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int c = 0; c < CHUNKS; ++c)
+            if (c < mine)
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) sum += value(held[c], k);
+        mean = __fdividef(row_sum(sum, scratch, ex, 0), n);
+    }
+    float sq = 0.0f;
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c)
+        if (c < mine)
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                const float d = value(held[c], k) - mean;
+                sq = fmaf(d, d, sq);
+            }
+
+    // The last exchange, split: push and arrive, fetch the weights (and biases) into L1 while the peers' sums
+    // arrive (a prefetch holds no registers: loading them here spilled), then wait.
+    const float block_sq = block_sum(sq, scratch);
+    if (CLUSTER > 1) {
+        ex.put(1, 0, block_sq);
+        ex.arrive(1);
+#pragma unroll
+        for (int c = 0; c < CHUNKS; ++c)
+            if (VEC == 8 && c < mine) {  // 16-byte packs; narrower ones (odd n) would prefetch each line many times
+                prefetch_l1(wv + first + c * THREADS);
+                if (LAYER) prefetch_l1(bv + first + c * THREADS);
+            }
+        ex.wait(1);
+    }
+    const float total_sq = CLUSTER > 1 ? ex.sum(1, 0) : block_sq;
+    const float rstd = rsqrtf(__fdividef(total_sq, n) + eps);
+
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c)
+        if (c < mine) {
+            const Pack wp = wv[first + c * THREADS];
+            Pack bp;
+            if (LAYER) bp = bv[first + c * THREADS];
+            yr[first + c * THREADS] = normalize<LAYER>(held[c], wp, bp, mean, rstd);
+        }
+}
+
+// A slice longer than the registers hold: read again for each sum and for the output, the same two-pass statistics.
+template <bool LAYER>
+__device__ void norm_slice_streamed(const Pack* __restrict__ xr, const Pack* __restrict__ wv,
+                                    const Pack* __restrict__ bv, Pack* __restrict__ yr, int lo, int hi, int n,
+                                    float eps, float* scratch, Exchange& ex) {
+    if (CLUSTER > 1) ex.started();
+    float mean = 0.0f;
+    if (LAYER) {
+        float sum = 0.0f;
+        for (int p = lo + threadIdx.x; p < hi; p += THREADS) {
+            const Pack xp = xr[p];
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) sum += value(xp, k);
+        }
+        mean = __fdividef(row_sum(sum, scratch, ex, 0), n);
+    }
+    float sq = 0.0f;
+    for (int p = lo + threadIdx.x; p < hi; p += THREADS) {
+        const Pack xp = xr[p];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            const float d = value(xp, k) - mean;
+            sq = fmaf(d, d, sq);
+        }
+    }
+    const float rstd = rsqrtf(__fdividef(row_sum(sq, scratch, ex, 1), n) + eps);
+    for (int p = lo + threadIdx.x; p < hi; p += THREADS) {
+        const Pack xp = xr[p], wp = wv[p];  // whole packs into registers: one 16-byte load each
+        Pack bp;
+        if (LAYER) bp = bv[p];
+        yr[p] = normalize<LAYER>(xp, wp, bp, mean, rstd);
+    }
+}
+
+// Block b normalizes slice b % CLUSTER (its rank in the cluster) of row b / CLUSTER.
+template <bool LAYER>
+__device__ __forceinline__ void norm_rows(const u16* __restrict__ x, const u16* __restrict__ w,
+                                          const u16* __restrict__ b, u16* __restrict__ y, int rows, int n,
+                                          float eps) {
+    __shared__ float scratch[32];
+    __shared__ Exchange ex;
+    const int row = blockIdx.x / CLUSTER;
+    if (row >= rows) return;  // a whole cluster or none: its blocks share the row
+    if (CLUSTER > 1) ex.start();
+    if (n % VEC != 0) __trap();  // the launcher picks VEC to divide n
+    const int rank = CLUSTER > 1 ? static_cast<int>(cluster_rank()) : 0;
+    const int packs = n / VEC, per = (packs + CLUSTER - 1) / CLUSTER;
+    const int lo = min(packs, rank * per), hi = min(packs, lo + per);
+    const long long start = (long long)row * n;
+    const Pack* xr = reinterpret_cast<const Pack*>(x + start);
+    Pack* yr = reinterpret_cast<Pack*>(y + start);
+    const Pack* wv = reinterpret_cast<const Pack*>(w);
+    const Pack* bv = reinterpret_cast<const Pack*>(b);
+    if (per <= CHUNKS * THREADS)
+        norm_slice_held<LAYER>(xr, wv, bv, yr, lo, hi, n, eps, scratch, ex);
+    else
+        norm_slice_streamed<LAYER>(xr, wv, bv, yr, lo, hi, n, eps, scratch, ex);
+}
+
+// 1024 threads an SM's worth of blocks (rounded down): <= 64 registers a thread at 256 or 1024 threads (32 held
+// values are 16 of them).
+#define LAUNCH_BOUNDS __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1024 / THREADS)
+
+extern "C" __global__ void LAUNCH_BOUNDS
+rmsnorm_cluster(const u16* __restrict__ x, const u16* __restrict__ w, u16* __restrict__ y, int rows, int n,
+                float eps) {
+    norm_rows<false>(x, w, nullptr, y, rows, n, eps);
+}
+
+extern "C" __global__ void LAUNCH_BOUNDS
+layernorm_cluster(const u16* __restrict__ x, const u16* __restrict__ w, const u16* __restrict__ b,
+                  u16* __restrict__ y, int rows, int n, float eps) {
+    norm_rows<true>(x, w, b, y, rows, n, eps);
+}

@@ -1,0 +1,150 @@
+"""Long rows over a thread-block cluster, from the cluster-rows study's record (lab.studies.cluster_rows_study ->
+results/h200/cluster_rows_study.json): per operation, type and row length, the rung before (one block a row), the
+cluster rung, its knob probes and PyTorch, each as a fraction of the device copy timed in the same round. Everything
+here is read from the record; a record that lacks a method says so with a dash."""
+
+from __future__ import annotations
+
+from lab.lessons.fusion.records import TARGETS
+from lab.lessons.hopper_techniques import load as load_record
+from lab.lessons.hopper_techniques import replayed_from
+
+STUDY = "cluster_rows_study.json"
+
+
+def load() -> dict | None:
+    return load_record(STUDY)
+
+
+# What the two exchanges differ in: the fence, the L1 invalidation after an acquiring wait (the prefetches are CCTL
+# too, so the invalidation is counted by its full name), the cluster barrier, the mbarrier operations.
+SASS_OPS = ("MEMBAR", "CCTL.IVALL", "UCGABAR_ARV", "UCGABAR_WAIT", "SYNCS")
+
+
+def exchange_source() -> str:
+    """The shared header's exchange: the struct's put, arrive and wait, as the kernels use them."""
+    from lab.core.build import COMMON_DIR
+
+    text = (COMMON_DIR / "lab_cluster_reduce.cuh").read_text()
+    start = text.index("template <int SIZE, int ROUNDS")
+    end = text.index("    // Step 3")
+    return "kernels/common/lab_cluster_reduce.cuh (excerpt):\n\n" + text[start:end].rstrip()
+
+
+def exchange_sass(arch: int = 90) -> str:
+    """How many of SASS_OPS each exchange's build of RMSNorm rung 04 (a cluster of 4, 256 threads) holds, from its
+    SASS (NVRTC and nvdisasm, no GPU needed); one sentence where nvdisasm is not installed."""
+    import subprocess
+
+    from lab.core import build
+    from lab.families import get_family
+
+    tool = build.find_nvdisasm()
+    if tool is None:
+        return "(nvdisasm is not installed here: no SASS to count)"
+    base = get_family("rmsnorm").rung("04").spec.with_knobs(CLUSTER=4, THREADS=256)
+    lines = [f"{'exchange':<28}" + "".join(f"{op:>14}" for op in SASS_OPS)]
+    for exchange, label in ((0, "EXCHANGE=0 cluster barrier"), (1, "EXCHANGE=1 st.async+mbarrier")):
+        path, _ = build.cached_cubin(base.with_knobs(EXCHANGE=exchange), arch)
+        listing = subprocess.run([tool, "-c", str(path)], capture_output=True, text=True, check=True).stdout
+        ops = [line.split("*/", 1)[1].replace(";", " ").split() for line in listing.splitlines()
+               if line.strip().startswith("/*") and "*/" in line]
+        ops = [o[1] if o and o[0].startswith("@") and len(o) > 1 else (o[0] if o else "") for o in ops]
+        lines.append(f"{label:<28}" + "".join(f"{sum(o == op or o.startswith(op + '.') for o in ops):>14}"
+                                              for op in SASS_OPS))
+    return "\n".join(lines) + "\n(both kernels of the source: rmsnorm_cluster and layernorm_cluster)"
+
+
+def role(op: str, method: str) -> str:
+    """What a method is, the same for every operation: "torch", "one block" (norms 03, softmax 04), "cluster" (norms
+    04, softmax 05) or a probe's knobs ("EXCHANGE=0")."""
+    from lab.studies.cluster_rows_study import CLUSTER_RUNG, PREVIOUS
+
+    if method == PREVIOUS[op]:
+        return "one block"
+    if method == CLUSTER_RUNG[op]:
+        return "cluster"
+    return method.split(" ", 1)[1] if "=" in method else method
+
+
+def _by_case(payload: dict) -> dict[tuple, dict]:
+    """(op, dtype, n) -> role -> the summary entry."""
+    out: dict[tuple, dict] = {}
+    for s in payload.get("summary", []):
+        sh = s["shape"]
+        out.setdefault((sh["op"], sh["dtype"], sh["n"]), {})[role(sh["op"], s["method"])] = s
+    return out
+
+
+def roles(payload: dict) -> list[str]:
+    """The record's roles other than the copy, in the order they were timed: PyTorch, the rungs, the probes."""
+    return [r for r in dict.fromkeys(role(s["shape"]["op"], s["method"]) for s in payload.get("summary", []))
+            if r != "copy"]
+
+
+def _cell(entry: dict | None, key: str) -> str:
+    return "-" if not entry or entry.get(key) is None else f"{entry[key]:.2f}"
+
+
+def cluster_table(payload: dict | None) -> str:
+    """Per case: each method's median same-round fraction of the device copy (the one-block rung is norms 03 and
+    softmax 04, the cluster rung norms 04 and softmax 05); the cluster rung's speed against PyTorch's last."""
+    if payload is None:
+        return "(no cluster-rows record: run python -m lab.studies.cluster_rows_study on an H100 or H200)"
+    names = roles(payload)
+    width = max(9, *(len(r) for r in names))
+    head = "".join(f"{r:>{width + 1}}" for r in names)
+    lines = [replayed_from(payload, STUDY), "fraction of the device copy (same round, median over rounds); the probes "
+             "are the cluster rung with one knob changed; the last column: the cluster rung's speed over PyTorch's",
+             f"{'case':<26}{head}   vs torch"]
+    for (op, dtype, n), entries in _by_case(payload).items():
+        cells = "".join(f"{_cell(entries.get(r), 'x_copy'):>{width + 1}}" for r in names)
+        lines.append(f"{op + ' ' + dtype + ' n=' + str(n):<26}{cells}   {_cell(entries.get('cluster'), 'x_torch'):>8}")
+    for f in payload.get("failed", []):
+        lines.append(f"not timed: {f}")
+    return "\n".join(lines)
+
+
+def cluster_targets(payload: dict | None) -> str:
+    """The cluster rung against the lessons' target fraction of the copy, case by case: which reach it."""
+    if payload is None:
+        return "(no cluster-rows record)"
+    target = TARGETS["copy_fraction"]
+    met, missed = [], []
+    for (op, dtype, n), entries in _by_case(payload).items():
+        rung = entries.get("cluster")
+        if rung is None or rung.get("x_copy") is None:
+            continue
+        (met if rung["x_copy"] >= target else missed).append(f"{op} {dtype} n={n} ({rung['x_copy']:.2f})")
+    return (f"target: {target:.2f} of the device copy. Reached by the cluster rung on {len(met)} of "
+            f"{len(met) + len(missed)} cases" + (f"; not on: {', '.join(missed)}" if missed else "") + ".")
+
+
+def cluster_figure(payload: dict | None):
+    """Bars per case: the rung before, the cluster rung and PyTorch as fractions of the copy, the target dashed. None
+    when there is no record."""
+    import matplotlib.pyplot as plt
+
+    from lab.lessons.plots.style import figure_title, legend_outside, series_style
+
+    if payload is None or not payload.get("summary"):
+        return None
+    cases = _by_case(payload)
+    shown = [r for r in roles(payload) if "=" not in r]  # no knob probes
+    colors = {"one block": series_style("03")["color"], "cluster": series_style("04")["color"]}
+    fig, ax = plt.subplots(figsize=(11, 3.8))
+    width = 0.8 / max(1, len(shown))
+    for i, r in enumerate(shown):
+        values = [(j, e[r]["x_copy"]) for j, e in enumerate(cases.values()) if r in e and e[r].get("x_copy")]
+        if values:
+            ax.bar([j + (i - (len(shown) - 1) / 2) * width for j, _ in values], [v for _, v in values], width,
+                   color=colors.get(r, series_style(r)["color"]), label=r)
+    ax.axhline(TARGETS["copy_fraction"], color="black", ls="--", lw=1, label=f"target {TARGETS['copy_fraction']:.2f}")
+    ax.set_xticks(range(len(cases)), [f"{op} {dtype}\nn={n}" for op, dtype, n in cases], rotation=45, ha="right",
+                  fontsize=7)
+    ax.set_ylim(0, 1.1)
+    ax.set_ylabel("fraction of the device copy")
+    ax.set_title(figure_title("rows", "one block a row against a cluster a row, and PyTorch",
+                              source=replayed_from(payload, STUDY)), fontsize=9)
+    legend_outside(ax)
+    return fig

@@ -1,0 +1,72 @@
+"""Notebook 07's cluster section without a GPU: the table, the targets line and the figure from a synthetic record
+of lab.studies.cluster_rows_study, and the sentences where there is no record."""
+
+import pytest
+
+from lab.lessons import figure_check
+from lab.lessons.fusion import clusters
+from lab.studies import cluster_rows_study as study
+
+
+def _record():
+    rows = []
+    for case in study.cases(quick=True):
+        methods = {"copy": 1.0, "torch": 1.6, study.PREVIOUS[case["op"]]: 1.15, study.CLUSTER_RUNG[case["op"]]: 1.04,
+                   study.CLUSTER_RUNG[case["op"]][:2] + " EXCHANGE=0": 1.06}
+        for r in range(3):
+            for method, ms in methods.items():
+                rows.append({"shape": case, "method": method, "round": r, "median_ms": ms * (1 + 0.01 * r),
+                             "p10_ms": ms, "p90_ms": ms, "GB/s": 500.0 / ms})
+    return study.assemble(rows, 3, ["softmax float16 n=32768 05 BLOCK=128: wrong"], {},
+                          {"device": "NVIDIA H200", "commit": "abcdef0", "date": "2026-12-06"})
+
+
+def test_the_table_shows_every_case_and_method_as_a_fraction_of_the_copy():
+    text = clusters.cluster_table(_record())
+    assert "REPLAYED from results/h200/cluster_rows_study.json" in text and "NVIDIA H200" in text
+    for case in study.cases(quick=True):
+        assert f"{case['op']} {case['dtype']} n={case['n']}" in text
+    assert "0.96" in text  # the cluster rung: 1.0 / 1.04
+    assert "1.54" in text  # over PyTorch: 1.6 / 1.04
+    assert "not timed: softmax" in text
+
+
+def test_the_targets_line_counts_the_cases_that_reach_the_target():
+    line = clusters.cluster_targets(_record())
+    assert line.startswith("target: 0.90 of the device copy") and f"on {len(study.cases(quick=True))} of" in line
+
+
+def test_the_figure_passes_the_figure_check_and_leaves_out_the_probes():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig = clusters.cluster_figure(_record())
+    figure_check.check(fig)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert "torch" in labels and not any("=" in label and "target" not in label for label in labels)
+
+
+@pytest.mark.parametrize("fn", [clusters.cluster_table, clusters.cluster_targets])
+def test_no_record_gets_a_sentence(fn):
+    assert fn(None).startswith("(no cluster-rows record")
+    assert clusters.cluster_figure(None) is None
+
+
+def test_the_exchange_source_is_the_headers_struct():
+    text = clusters.exchange_source()
+    assert "struct ClusterExchange" in text and "st.async" in text and "barrier.cluster.wait.acquire" in text
+
+
+def test_the_sass_counts_show_the_fence_in_one_exchange_and_the_mbarrier_in_the_other():
+    from lab.core import build
+
+    if build.find_nvdisasm() is None:
+        assert clusters.exchange_sass().startswith("(nvdisasm is not installed")
+        return
+    rows = {line.split()[0]: [int(v) for v in line.split()[-5:]] for line in clusters.exchange_sass().splitlines()
+            if line.startswith("EXCHANGE=")}
+    membar, ivall, arrive, wait, syncs = range(5)
+    barrier, mbarrier = rows["EXCHANGE=0"], rows["EXCHANGE=1"]
+    assert barrier[membar] > 0 and mbarrier[membar] == 0
+    assert barrier[syncs] == 0 and mbarrier[syncs] > 0
+    assert barrier[arrive] > mbarrier[arrive] and barrier[ivall] > mbarrier[ivall]
