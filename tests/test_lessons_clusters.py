@@ -47,8 +47,9 @@ def test_the_figure_passes_the_figure_check_and_leaves_out_the_probes():
 
 
 @pytest.mark.parametrize("fn", [clusters.cluster_table, clusters.cluster_targets])
-def test_no_record_gets_a_sentence(fn):
-    assert fn(None).startswith("(no cluster-rows record")
+def test_no_record_gets_a_sentence_with_the_command_that_records_it(fn):
+    text = fn(None)
+    assert text.startswith("NO RECORDS for cluster_rows_study:") and "python -m lab.studies.cluster_rows_study" in text
     assert clusters.cluster_figure(None) is None
 
 

@@ -250,7 +250,27 @@ def write_synthetic_reference(directory: Path) -> Path:
     _write_synthetic_decode_attention(directory)
     _write_synthetic_hopper_study(directory)
     _write_synthetic_hopper_tile_study(directory)
+    _write_synthetic_cluster_rows(directory)
     return directory
+
+
+def _write_synthetic_cluster_rows(directory: Path) -> None:
+    """The cluster-rows study (lab.studies.cluster_rows_study) on its quick cases: the copy, PyTorch, the one-block
+    rung, the cluster rung and one probe over three rounds, assembled as the study assembles its record."""
+    from lab.studies import cluster_rows_study as study
+
+    rng = random.Random(14)
+    rows = []
+    for case in study.cases(quick=True):
+        shares = {"copy": 1.0, "torch": 0.6, study.PREVIOUS[case["op"]]: 0.85, study.CLUSTER_RUNG[case["op"]]: 0.94,
+                  study.CLUSTER_RUNG[case["op"]][:2] + " EXCHANGE=0": 0.92}
+        for rnd in range(3):
+            for method, share in shares.items():
+                ms = 0.13 / (share * rng.uniform(0.98, 1.02))
+                rows.append({"shape": case, "method": method, "round": rnd, "median_ms": ms, "p10_ms": ms,
+                             "p90_ms": ms, "GB/s": 512e6 / (ms * 1e-3) / 1e9})
+    payload = study.assemble(rows, 3, [], {}, SYNTHETIC_PROVENANCE)
+    (directory / study.FILENAME).write_text(json.dumps(payload))
 
 
 def _write_synthetic_hopper_study(directory: Path) -> None:
@@ -419,6 +439,7 @@ def test_notebooks_execute_with_no_records_at_all(tmp_path, monkeypatch):
     rows = texts["07_softmax_and_norms"]
     assert "relative difference" in rows and "E[x^2] - E[x]^2 in fp32" in rows and "| all -inf | all NaN |" in rows
     assert "build every rung from the same files" in rows and "What changed" in rows
+    assert "NO RECORDS for cluster_rows_study:" in rows and "EXCHANGE=1 st.async+mbarrier" in rows
 
 
 @pytest.mark.slow
@@ -458,6 +479,7 @@ def test_notebooks_execute_on_synthetic_records(tmp_path, monkeypatch):
     assert rows.count("of the device copy -> target >= 0.9") >= 3 and rows.count("problems; the lowest") == 3
     assert rows.count("tail sizes by n mod 8") == 3 and "launch paths, tail records" in rows
     assert "measured" in rows and "the range" in rows
+    assert "the cluster rung's speed over PyTorch's" in rows and "Reached by the cluster rung on" in rows
 
 
 # ----------------------------------------------------------------------------------------------

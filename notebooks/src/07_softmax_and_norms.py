@@ -536,10 +536,9 @@ CLUSTER_STUDY = clusters.load()
 print(clusters.cluster_table(CLUSTER_STUDY))
 
 # %%
-lessons.figure(clusters.cluster_figure(CLUSTER_STUDY), "no cluster-rows record")
-
-# %%
-print(clusters.cluster_targets(CLUSTER_STUDY))
+if CLUSTER_STUDY is not None:
+    lessons.figure(clusters.cluster_figure(CLUSTER_STUDY))
+    print(clusters.cluster_targets(CLUSTER_STUDY))
 
 # %% [markdown]
 # **Reading it.** Where the cluster column passes the one-block column, the split paid for its exchanges; where it

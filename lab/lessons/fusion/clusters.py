@@ -16,6 +16,16 @@ def load() -> dict | None:
     return load_record(STUDY)
 
 
+def missing() -> str:
+    """What a notebook says where the record is absent, and the command that records it."""
+    from lab.lessons.common import shown_path
+    from lab.measure.records import reference_dir
+
+    return (f"NO RECORDS for {STUDY.removesuffix('.json')}: {shown_path(reference_dir() / STUDY)} is absent, so this "
+            "section shows no measurement. On a GPU with thread-block clusters (sm_90: an H100 or H200), `python -m "
+            "lab.studies.cluster_rows_study results/h200` records it.")
+
+
 # What the two exchanges differ in: the fence, the L1 invalidation after an acquiring wait (the prefetches are CCTL
 # too, so the invalidation is counted by its full name), the cluster barrier, the mbarrier operations.
 SASS_OPS = ("MEMBAR", "CCTL.IVALL", "UCGABAR_ARV", "UCGABAR_WAIT", "SYNCS")
@@ -90,7 +100,7 @@ def cluster_table(payload: dict | None) -> str:
     """Per case: each method's median same-round fraction of the device copy (the one-block rung is norms 03 and
     softmax 04, the cluster rung norms 04 and softmax 05); the cluster rung's speed against PyTorch's last."""
     if payload is None:
-        return "(no cluster-rows record: run python -m lab.studies.cluster_rows_study on an H100 or H200)"
+        return missing()
     names = roles(payload)
     width = max(9, *(len(r) for r in names))
     head = "".join(f"{r:>{width + 1}}" for r in names)
@@ -108,7 +118,7 @@ def cluster_table(payload: dict | None) -> str:
 def cluster_targets(payload: dict | None) -> str:
     """The cluster rung against the lessons' target fraction of the copy, case by case: which reach it."""
     if payload is None:
-        return "(no cluster-rows record)"
+        return missing()
     target = TARGETS["copy_fraction"]
     met, missed = [], []
     for (op, dtype, n), entries in _by_case(payload).items():
