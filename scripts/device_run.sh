@@ -572,7 +572,14 @@ for r in rs.records:
       echo "== cluster-rows study"; mkdir -p "$pack/study"
       timeout "$(box 160 235)" python3 -m lab.studies.cluster_rows_study "$pack/study" --rounds 3 2>&1 | tail -60
       for f in rmsnorm layernorm softmax; do
-        echo "== lab bench $f"; timeout "$(box 75 10)" python3 -m lab bench "$f" --json "$pack/$f.json" | tail -3
+        echo "== lab bench $f"; timeout "$(box 75 70)" python3 -m lab bench "$f" --kinds "${BENCH_KINDS:-headline,sweep,tail}" \
+          --json "$pack/$f.json" | tail -3
+      done
+      for spec in rmsnorm:04 softmax:05; do  # what time is left: memcheck of the cluster rungs
+        set -- ${spec/:/ }
+        echo "== compute-sanitizer memcheck on $1 rung $2"
+        timeout "$(box 35 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_${1}_$2_memcheck.json" --family "$1" \
+          --rungs "$2" --tools memcheck --budget 30 | tail -4
       done ;;
     rows-final)  # after rows-cluster's records are in: compute-sanitizer on the cluster rungs, attention rung 05
                  # PEELED=1 (its test and the attention study on one shape), then notebooks 06-09 live
