@@ -71,9 +71,10 @@
 #   bash scripts/device_run.sh rows-cluster    the row ladders' cluster rungs (norms 04, softmax 05): their GPU tests and
 #                                              lab.ops's row tests, the cluster-rows study against PyTorch and the copy,
 #                                              `lab bench` of the three families
-#   bash scripts/device_run.sh rows-final      compute-sanitizer on the cluster rungs, attention rung 05 PEELED=1 (its
-#                                              test, the attention study on one shape), notebooks 06-09 live (carry
-#                                              .nbwheels; NOTEBOOKS=... names others)
+#   bash scripts/device_run.sh rows-final      the row ladders' GPU tests (every rung and case) and lab.ops's rows, the
+#                                              cluster-rows study, `lab bench` of the three families, compute-sanitizer
+#                                              on the cluster rungs, attention rung 05 PEELED=1 (its test, the attention
+#                                              study on one shape)
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
 #                                              the slowest tests' durations
 #   bash scripts/device_run.sh grading         the grader's GPU tests (fault batch, exercises 07-08, exercise 08's numerics
@@ -581,19 +582,25 @@ for r in rs.records:
         timeout "$(box 35 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_${1}_$2_memcheck.json" --family "$1" \
           --rungs "$2" --tools memcheck --budget 30 | tail -4
       done ;;
-    rows-final)  # after rows-cluster's records are in: compute-sanitizer on the cluster rungs, attention rung 05
-                 # PEELED=1 (its test and the attention study on one shape), then notebooks 06-09 live
+    rows-final)  # the cluster rungs after their fixes: every GPU test of the row ladders (all rungs, all cases) and of
+                 # lab.ops's rows, the cluster-rows study, `lab bench` of the three families, compute-sanitizer on the
+                 # cluster rungs, then attention rung 05 PEELED=1 (its test, the attention study on one shape)
+      gpu_tests "$(box 200 330)" tests/test_gpu_norms.py tests/test_gpu_softmax.py tests/test_gpu_ops.py \
+        -k "not test_gpu_ops or row_ops"
+      echo "== cluster-rows study"; mkdir -p "$pack/study"
+      timeout "$(box 90 240)" python3 -m lab.studies.cluster_rows_study "$pack/study" --rounds 3 2>&1 | tail -3
+      for f in rmsnorm layernorm softmax; do
+        echo "== lab bench $f"; timeout "$(box 50 190)" python3 -m lab bench "$f" --json "$pack/$f.json" | tail -2
+      done
       for spec in rmsnorm:04 layernorm:04 softmax:05; do
         set -- ${spec/:/ }
         echo "== compute-sanitizer on $1 rung $2"
-        timeout "$(box 50 300)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_${1}_$2.json" --family "$1" \
-          --rungs "$2" --tools memcheck,racecheck,synccheck --budget 40 | tail -6
+        timeout "$(box 45 100)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_${1}_$2.json" --family "$1" \
+          --rungs "$2" --tools memcheck,racecheck,synccheck --budget 40 | tail -5
       done
-      gpu_tests "$(box 50 260)" tests/test_gpu_attention.py -k peeled
-      echo "== attention study (one shape)"; timeout "$(box 70 200)" python3 -m lab.studies.attention_study \
-        "$pack/study" --quick 2>&1 | tail -14
-      notebooks ${NOTEBOOKS:-notebooks/src/06_epilogue_fusion.py notebooks/src/07_softmax_and_norms.py \
-        notebooks/src/08_specialization_and_dispatch.py notebooks/src/09_attention.py} ;;
+      gpu_tests "$(box 45 60)" tests/test_gpu_attention.py -k peeled
+      echo "== attention study (one shape)"; timeout "$(box 60 3)" python3 -m lab.studies.attention_study \
+        "$pack/study" --quick 2>&1 | tail -14 ;;
     splitk-a)
       gpu_tests 300 tests/test_gpu_split_k.py -x
       echo "== ncu on the split-K kernels"; timeout 200 python3 scripts/split_k_ncu.py "$pack" | tail -40

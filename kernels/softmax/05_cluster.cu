@@ -204,15 +204,18 @@ __device__ __forceinline__ void softmax_slice_in_registers(const elem_t* __restr
     vec_t* yv = reinterpret_cast<vec_t*>(yr + s.head);
 
     // Load: masked elements hold -inf from here on (a vector wholly past the length is not read), so the max and
-    // the sum need no test: exp(-inf - shift) = 0.
+    // the sum need no test: exp(-inf - shift) = 0. Every load is issued before any value is used: masking each
+    // vector as it arrives made each load wait for the one before it (fp32 ran at ~0.8x of the copy).
     vec_t v[VECS];
 #pragma unroll
     for (int k = 0; k < VECS; ++k) {
         const int i = s.lo + t + k * THREADS, first = s.head + i * VEC_ELEMS;
-        if (i < s.hi) {
-            v[k] = first < len ? xv[i] : all_neg_inf();
-            if (first + VEC_ELEMS > len) v[k] = masked(v[k], len - first);
-        }
+        if (i < s.hi) v[k] = first < len ? xv[i] : all_neg_inf();
+    }
+#pragma unroll
+    for (int k = 0; k < VECS; ++k) {
+        const int i = s.lo + t + k * THREADS, first = s.head + i * VEC_ELEMS;
+        if (i < s.hi && first + VEC_ELEMS > len) v[k] = masked(v[k], len - first);
     }
     const int hj = s.a0 + t, tj = s.b0 + t;
     const bool has_head = hj < s.a1, has_tail = tj < s.b1;
