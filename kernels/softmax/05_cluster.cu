@@ -204,18 +204,22 @@ __device__ __forceinline__ void softmax_slice_in_registers(const elem_t* __restr
     vec_t* yv = reinterpret_cast<vec_t*>(yr + s.head);
 
     // Load: masked elements hold -inf from here on (a vector wholly past the length is not read), so the max and
-    // the sum need no test: exp(-inf - shift) = 0. Every load is issued before any value is used: masking each
-    // vector as it arrives made each load wait for the one before it (fp32 ran at ~0.8x of the copy).
+    // the sum need no test: exp(-inf - shift) = 0. In fp32 every load is issued before any mask touches a value:
+    // masking each vector as it arrived made each load wait for the one before it (~0.8x of the copy on an H100).
+    // fp16 keeps the masks beside the loads (ptxas schedules them there without the wait; split, they spilled).
     vec_t v[VECS];
 #pragma unroll
     for (int k = 0; k < VECS; ++k) {
         const int i = s.lo + t + k * THREADS, first = s.head + i * VEC_ELEMS;
-        if (i < s.hi) v[k] = first < len ? xv[i] : all_neg_inf();
+        if (i < s.hi) {
+            v[k] = first < len ? xv[i] : all_neg_inf();
+            if (HALF && first + VEC_ELEMS > len) v[k] = masked(v[k], len - first);
+        }
     }
 #pragma unroll
     for (int k = 0; k < VECS; ++k) {
         const int i = s.lo + t + k * THREADS, first = s.head + i * VEC_ELEMS;
-        if (i < s.hi && first + VEC_ELEMS > len) v[k] = masked(v[k], len - first);
+        if (!HALF && i < s.hi && first + VEC_ELEMS > len) v[k] = masked(v[k], len - first);
     }
     const int hj = s.a0 + t, tj = s.b0 + t;
     const bool has_head = hj < s.a1, has_tail = tj < s.b1;
