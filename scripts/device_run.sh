@@ -586,10 +586,10 @@ for r in rs.records:
                  # lab.ops's rows, the cluster-rows study, `lab bench` of the three families, compute-sanitizer on the
                  # cluster rungs, then attention rung 05 PEELED=1 (its test, the attention study on one shape)
       gpu_tests "$(box 200 330)" tests/test_gpu_norms.py tests/test_gpu_softmax.py tests/test_gpu_ops.py \
-        -k "not test_gpu_ops or row_ops"
+        -k "${ROW_TESTS:-not test_gpu_ops or row_ops}"
       echo "== cluster-rows study"; mkdir -p "$pack/study"
       timeout "$(box 90 240)" python3 -m lab.studies.cluster_rows_study "$pack/study" --rounds 3 2>&1 | tail -3
-      for f in rmsnorm layernorm softmax; do
+      for f in ${BENCH_FAMILIES-rmsnorm layernorm softmax}; do
         echo "== lab bench $f"; timeout "$(box 50 190)" python3 -m lab bench "$f" --json "$pack/$f.json" | tail -2
       done
       for spec in rmsnorm:04 layernorm:04 softmax:05; do
