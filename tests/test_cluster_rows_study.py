@@ -71,3 +71,14 @@ def test_the_readme_lines_show_each_case_from_the_record(tmp_path, monkeypatch):
     lines = report.cluster_rows_lines()
     assert any("NVIDIA H200, 2026-12-06, commit abc1234" in line for line in lines)
     assert "| layernorm, bfloat16 | 65536 | 0.71 | 0.95 | 0.67 | 1.43x |" in lines
+
+
+def test_the_record_is_the_reference_gpus_else_the_h100s_beside_it(tmp_path, monkeypatch):
+    (tmp_path / "h200").mkdir()
+    (tmp_path / "h100").mkdir()
+    monkeypatch.setenv("LAB_REFERENCE_RESULTS", str(tmp_path / "h200"))
+    assert study.record_path() is None
+    (tmp_path / "h100" / study.FILENAME).write_text("{}")
+    assert study.record_path() == tmp_path / "h100" / study.FILENAME
+    (tmp_path / "h200" / study.FILENAME).write_text("{}")
+    assert study.record_path() == tmp_path / "h200" / study.FILENAME

@@ -22,6 +22,11 @@
 //   rung 03's block path: within 5% of it. Each exchange costs a cluster barrier (~1 us of latency, predicted from
 //   its being a GPC-wide round trip), hidden while other blocks on the SM load. EXCHANGE = 1 against 0: 0-5%
 //   faster (no MEMBAR before the arrive, no L1 invalidation after the wait, no waiting for the slowest block).
+// Measured: lab.studies.cluster_rows_study (notebook 07 replays its record beside this prediction; so far from an
+//   H100, whose slower memory needs fewer bytes in flight than the H200's, so rung 03 stands higher there). Past rung
+//   03's registers (n >= 65536) the split wins in every case; at n = 32768 it wins for RMSNorm fp16 and is level or
+//   behind for LayerNorm, whose two exchanges are two round trips a row (next: one exchange of (count, mean, M2)
+//   pairs, merged as Chan et al. do). EXCHANGE = 1 beat 0 in every case, as predicted.
 // Tails and alignment: as rung 03 (VEC from n and the pointers' alignment; slices of whole packs). Any rows, any n.
 // Requires: sm_90 (clusters, distributed shared memory). Launch: grid (rows * CLUSTER), block (THREADS), clusters of
 //   CLUSTER blocks along x (__cluster_dims__): blocks CLUSTER r .. CLUSTER r + CLUSTER - 1 normalize row r.

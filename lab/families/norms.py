@@ -23,10 +23,14 @@ Metric: GB/s of x read once plus y written once (4 bytes per value), against the
 bytes), timed in the same run. w and b (n values each, read by every row through the cache) are left out of the
 bytes moved and counted in min_dram_bytes.
 
-STATUS: tests/test_gpu_norms.py passed on the H200 at 5a65fcb, the kernels' version here (a later attempt on rung
-03 was measured and reverted: its header says why); compute-sanitizer memcheck clean on every rung and racecheck
-on rung 03 (results/h200/sanitize_fusion/, run on this version). Records: results/h200/rmsnorm.json and
-layernorm.json (5a65fcb); notebook 07 holds the headers' predictions against them.
+STATUS: rungs 01-03: tests/test_gpu_norms.py passed on the H200 at 5a65fcb, the kernels' version here (a later
+attempt on rung 03 was measured and reverted: its header says why); compute-sanitizer memcheck clean on every rung and
+racecheck on rung 03 (results/h200/sanitize_fusion/, run on this version). Records: results/h200/rmsnorm.json and
+layernorm.json (5a65fcb); notebook 07 holds the headers' predictions against them. Rung 04 (sm_90, clusters): its GPU
+tests (every check case, forced cluster shapes with both exchanges, the path notes) passed on an H100 at ed5f671
+(results/h100/cluster_rungs_gpu_tests_ed5f671.log); measured there by lab.studies.cluster_rows_study
+(results/h100/cluster_rows_study.json) and `lab bench --kinds headline` (results/h100/*_headline.json); not yet on
+an H200, and not yet under compute-sanitizer.
 """
 
 from __future__ import annotations

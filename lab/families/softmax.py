@@ -21,10 +21,13 @@ records the choice).
 The ceiling is the device copy of the same bytes (x read, y written), the baseline CuPy's own operations
 composed as a user would write them (`cupy_composed`). Error bounds: `error_bound` below.
 
-STATUS: tests/test_gpu_softmax.py passed on the H200 at 5a65fcb and again at c89eb79 (the kernels unchanged
-since 5a65fcb); compute-sanitizer memcheck clean on every rung and racecheck on rung 04 (results/h200/
+STATUS: rungs 01-04: tests/test_gpu_softmax.py passed on the H200 at 5a65fcb and again at c89eb79 (the kernels
+unchanged since 5a65fcb); compute-sanitizer memcheck clean on every rung and racecheck on rung 04 (results/h200/
 sanitize_fusion/). Records: results/h200/softmax.json (5a65fcb). The rung headers hold the predictions; notebook
-07 holds them against the records.
+07 holds them against the records. Rung 05 (sm_90, clusters): its GPU tests passed on an H100 at ed5f671
+(results/h100/cluster_rungs_gpu_tests_ed5f671.log) and it was measured there (results/h100/cluster_rows_study.json);
+its fp32 load order changed after that run (the header says why), and that build has not run on a GPU yet, nor has
+rung 05 run under compute-sanitizer.
 """
 
 from __future__ import annotations

@@ -294,10 +294,11 @@ ROW_FAMILIES = {"softmax": ("softmax", "04_specialized", ("float32", "float16"))
                  "rmsnorm": ("rmsnorm", "03_specialized", ("float16", "bfloat16")),
                  "layernorm": ("layernorm", "03_specialized", ("float16", "bfloat16"))}
 # Long rows go to the rung that splits a row over a thread-block cluster, where the GPU has clusters (sm_90 on): from
-# this many values a row on, where it measured faster than the one-block rung above
-# (results/h200/cluster_rows_study.json, lab.studies.cluster_rows_study).
-LONG_ROW_RUNGS = {"softmax": ("05_cluster", 16384), "rmsnorm": ("04_cluster", 16384),
-                  "layernorm": ("04_cluster", 16384)}
+# this many values a row on, the shortest length at which it measured at least as fast as the one-block rung above in
+# every type (lab.studies.cluster_rows_study; its record: cluster_rows_study.record_path()). Below it the one-block
+# rung was level or ahead (LayerNorm bf16 and softmax fp32 at 32768).
+LONG_ROW_RUNGS = {"softmax": ("05_cluster", 65536), "rmsnorm": ("04_cluster", 65536),
+                  "layernorm": ("04_cluster", 65536)}
 
 
 def row_rung(op: str, n: int, arch: int) -> str:

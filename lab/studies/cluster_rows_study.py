@@ -44,6 +44,17 @@ CHECK_ROWS = 3
 EPS = 1e-5
 
 
+def record_path() -> Path | None:
+    """The committed record: the reference GPU's (results/h200), else the one measured on an H100 beside it
+    (results/h100), else None. Its provenance names the GPU either way."""
+    from lab.measure.records import reference_dir
+
+    for folder in (reference_dir(), reference_dir().parent / "h100"):
+        if (folder / FILENAME).is_file():
+            return folder / FILENAME
+    return None
+
+
 def cases(quick: bool = False) -> list[dict]:
     """Every (op, dtype, n) with its rows: x holds ARRAY_BYTES."""
     out = []

@@ -269,16 +269,17 @@ def cluster_rows_lines() -> list[str]:
     in the same round, and the cluster rung's speed over PyTorch's."""
     import json
 
-    from lab.measure.records import reference_dir
-    from lab.studies.cluster_rows_study import CLUSTER_RUNG, PREVIOUS
+    from lab.core.build import REPO_ROOT
+    from lab.studies.cluster_rows_study import CLUSTER_RUNG, PREVIOUS, record_path
 
-    path = reference_dir() / f"{CLUSTER_ROWS}.json"
-    if not path.is_file():
+    path = record_path()
+    if path is None:
         return []
     study = json.loads(path.read_text())
     p = study["provenance"]
+    shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
     out = ["", f"Long rows split over a thread-block cluster (RMSNorm and LayerNorm rung 04, softmax rung 05) against "
-               f"the one-block rung before them and PyTorch (`results/h200/{CLUSTER_ROWS}.json`, {p.get('device')}, "
+               f"the one-block rung before them and PyTorch (`{shown}`, {p.get('device')}, "
                f"{str(p.get('date', ''))[:10]}, commit {str(p.get('commit', ''))[:7]}; "
                f"`python -m lab.studies.cluster_rows_study`, {study['rounds']} interleaved rounds, cold L2): the "
                "median of the same-round fractions of the device copy, and the cluster rung's speed over PyTorch's.",

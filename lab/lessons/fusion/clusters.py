@@ -6,14 +6,35 @@ here is read from the record; a record that lacks a method says so with a dash."
 from __future__ import annotations
 
 from lab.lessons.fusion.records import TARGETS
-from lab.lessons.hopper_techniques import load as load_record
-from lab.lessons.hopper_techniques import replayed_from
 
 STUDY = "cluster_rows_study.json"
 
 
 def load() -> dict | None:
-    return load_record(STUDY)
+    """The study's record (the reference GPU's, else an H100's: cluster_rows_study.record_path), its path kept in
+    the payload for the replay line; None when there is none or it cannot be read."""
+    import json
+
+    from lab.studies.cluster_rows_study import record_path
+
+    path = record_path()
+    try:
+        payload = json.loads(path.read_text()) if path is not None else None
+    except (OSError, json.JSONDecodeError):
+        return None
+    return payload | {"_path": str(path)} if isinstance(payload, dict) else None
+
+
+def replayed_from(payload: dict) -> str:
+    """Where and when the record was measured, and how."""
+    from pathlib import Path
+
+    from lab.lessons.common import shown_path
+
+    p = payload.get("provenance", {})
+    where = shown_path(Path(payload["_path"])) if payload.get("_path") else f"results/h200/{STUDY}"
+    return (f"REPLAYED from {where}: measured on {p.get('device', '?')} at commit {str(p.get('commit', '?'))[:7]}, "
+            f"{str(p.get('date', '?'))[:10]}; {payload.get('rounds', '?')} interleaved rounds, cold L2")
 
 
 def missing() -> str:
@@ -104,7 +125,7 @@ def cluster_table(payload: dict | None) -> str:
     names = roles(payload)
     width = max(9, *(len(r) for r in names))
     head = "".join(f"{r:>{width + 1}}" for r in names)
-    lines = [replayed_from(payload, STUDY), "fraction of the device copy (same round, median over rounds); the probes "
+    lines = [replayed_from(payload), "fraction of the device copy (same round, median over rounds); the probes "
              "are the cluster rung with one knob changed; the last column: the cluster rung's speed over PyTorch's",
              f"{'case':<26}{head}   vs torch"]
     for (op, dtype, n), entries in _by_case(payload).items():
@@ -155,6 +176,6 @@ def cluster_figure(payload: dict | None):
     ax.set_ylim(0, 1.1)
     ax.set_ylabel("fraction of the device copy")
     ax.set_title(figure_title("rows", "one block a row against a cluster a row, and PyTorch",
-                              source=replayed_from(payload, STUDY)), fontsize=9)
+                              source=replayed_from(payload)), fontsize=9)
     legend_outside(ax)
     return fig
