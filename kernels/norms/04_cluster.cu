@@ -26,7 +26,8 @@
 //   H100, whose slower memory needs fewer bytes in flight than the H200's, so rung 03 stands higher there). Past rung
 //   03's registers (n >= 65536) the split wins in every case; at n = 32768 it wins for RMSNorm fp16 and is level or
 //   behind for LayerNorm, whose two exchanges are two round trips a row (next: one exchange of (count, mean, M2)
-//   pairs, merged as Chan et al. do). EXCHANGE = 1 beat 0 in every case, as predicted.
+//   pairs, merged as Chan et al. do). EXCHANGE = 1 beat 0 in every case, as predicted. compute-sanitizer (memcheck,
+//   racecheck, synccheck) is clean on the cluster shapes (results/h100/sanitize_cluster_rows/).
 // Tails and alignment: as rung 03 (VEC from n and the pointers' alignment; slices of whole packs). Any rows, any n.
 // Requires: sm_90 (clusters, distributed shared memory). Launch: grid (rows * CLUSTER), block (THREADS), clusters of
 //   CLUSTER blocks along x (__cluster_dims__): blocks CLUSTER r .. CLUSTER r + CLUSTER - 1 normalize row r.

@@ -31,9 +31,10 @@
 //   SM load. EXCHANGE = 1 against 0: up to 5% faster (no memory barrier before the arrive, no L1 invalidation after
 //   the wait, no waiting for the slowest block).
 // Measured: lab.studies.cluster_rows_study (notebook 07 replays its record beside this prediction; so far from an
-//   H100). fp16: level with rung 04 up to n = 32768 and ahead past it, where rung 04 leaves its registers. fp32 fell
-//   below rung 04 at n <= 32768 in that run: each vector's mask waited on its load, so the loads went out one at a
-//   time; the loads now all issue before the masks (the SASS shows it), not yet measured. EXCHANGE = 1 beat 0.
+//   H100). Level with rung 04 up to n = 32768 and ahead past it, where rung 04 leaves its registers, in both types.
+//   fp32 first fell below rung 04 at n <= 32768: each vector's mask waited on its load, so the loads went out one at
+//   a time (results/h100/cluster_rows_study_ed5f671.json); with every load issued first it rose to rung 04's level.
+//   EXCHANGE = 1 beat 0 at every n past one block.
 // Tails and alignment: the row's scalar head (elements before its first 16-byte boundary) goes with block 0, its
 //   scalar tail with the last block, the vectors in between in CLUSTER contiguous ranges (empty ones where a row
 //   has fewer vectors than blocks). x and y that differ mod 16 (no vector serves both): scalar accesses, the row's

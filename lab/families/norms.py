@@ -28,9 +28,10 @@ attempt on rung 03 was measured and reverted: its header says why); compute-sani
 racecheck on rung 03 (results/h200/sanitize_fusion/, run on this version). Records: results/h200/rmsnorm.json and
 layernorm.json (5a65fcb); notebook 07 holds the headers' predictions against them. Rung 04 (sm_90, clusters): its GPU
 tests (every check case, forced cluster shapes with both exchanges, the path notes) passed on an H100 at ed5f671
-(results/h100/cluster_rungs_gpu_tests_ed5f671.log); measured there by lab.studies.cluster_rows_study
-(results/h100/cluster_rows_study.json) and `lab bench --kinds headline` (results/h100/*_headline.json); not yet on
-an H200, and not yet under compute-sanitizer.
+(results/h100/cluster_rungs_gpu_tests_ed5f671.log); compute-sanitizer memcheck (RMSNorm), racecheck and synccheck
+(LayerNorm: the same source) clean at dc9f18b (results/h100/sanitize_cluster_rows/); measured there by
+lab.studies.cluster_rows_study (results/h100/cluster_rows_study.json) and `lab bench --kinds headline`
+(results/h100/*_headline.json, ed5f671); not yet on an H200.
 """
 
 from __future__ import annotations

@@ -24,10 +24,10 @@ composed as a user would write them (`cupy_composed`). Error bounds: `error_boun
 STATUS: rungs 01-04: tests/test_gpu_softmax.py passed on the H200 at 5a65fcb and again at c89eb79 (the kernels
 unchanged since 5a65fcb); compute-sanitizer memcheck clean on every rung and racecheck on rung 04 (results/h200/
 sanitize_fusion/). Records: results/h200/softmax.json (5a65fcb). The rung headers hold the predictions; notebook
-07 holds them against the records. Rung 05 (sm_90, clusters): its GPU tests passed on an H100 at ed5f671
-(results/h100/cluster_rungs_gpu_tests_ed5f671.log) and it was measured there (results/h100/cluster_rows_study.json);
-its fp32 load order changed after that run (the header says why), and that build has not run on a GPU yet, nor has
-rung 05 run under compute-sanitizer.
+07 holds them against the records. Rung 05 (sm_90, clusters): its GPU tests passed on an H100 at ed5f671 and, after
+its fp32 load order changed (the header says why), again at dc9f18b (results/h100/cluster_rungs_run_dc9f18b.log);
+compute-sanitizer memcheck, racecheck and synccheck clean at dc9f18b (results/h100/sanitize_cluster_rows/); measured
+there (results/h100/cluster_rows_study.json); not yet on an H200.
 """
 
 from __future__ import annotations

@@ -296,8 +296,8 @@ ROW_FAMILIES = {"softmax": ("softmax", "04_specialized", ("float32", "float16"))
 # Long rows go to the rung that splits a row over a thread-block cluster, where the GPU has clusters (sm_90 on): from
 # this many values a row on, the shortest length at which it measured at least as fast as the one-block rung above in
 # every type (lab.studies.cluster_rows_study; its record: cluster_rows_study.record_path()). Below it the one-block
-# rung was level or ahead (LayerNorm bf16 and softmax fp32 at 32768).
-LONG_ROW_RUNGS = {"softmax": ("05_cluster", 65536), "rmsnorm": ("04_cluster", 65536),
+# rung was level or ahead (RMSNorm bf16 and LayerNorm at 32768; softmax was level at 16384).
+LONG_ROW_RUNGS = {"softmax": ("05_cluster", 16384), "rmsnorm": ("04_cluster", 65536),
                   "layernorm": ("04_cluster", 65536)}
 
 
