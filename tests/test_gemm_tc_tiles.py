@@ -9,7 +9,7 @@ from lab.core import build
 from lab.core.ladder import Problem
 from lab.families import gemm_tc_tiles as tiles
 from lab.families.gemm_tc import GemmTcFamily, dynamic_smem_bytes
-from lab.studies.compile_study import smem_limit_per_block
+from lab.studies.compile_grids import smem_limit_per_block
 
 TC = GemmTcFamily()
 RUNG = TC.rung("10_tma_store")

@@ -374,8 +374,10 @@ class AttentionFamily(Family):
 
     # --- launching --------------------------------------------------------------------------------
     def variant(self, rung: Rung, problem: Problem) -> Rung:
-        """The rung built for this problem: BF16 and CAUSAL, and HEAD_DIM where the rung compiles D in."""
-        p = problem.params
+        return self.variant_for(rung, problem.params)
+
+    def variant_for(self, rung: Rung, p: dict) -> Rung:
+        """The rung built for these sizes: BF16 and CAUSAL, and HEAD_DIM where the rung compiles D in."""
         knobs = {"BF16": int(p["dtype"] == BFLOAT16), "CAUSAL": int(p["causal"])}
         if "HEAD_DIM" in _knobs(rung):
             knobs["HEAD_DIM"] = p["D"]

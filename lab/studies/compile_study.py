@@ -1,14 +1,18 @@
 """The compile cache's "version explosion", measured: how compile time and cache size grow as kernel variants
-multiply (tiles x stages x epilogues x dtypes x archs). Compile-only: NVRTC on the host CPU, no GPU involved.
+multiply (tiles x stages x epilogues x dtypes x archs, head dims x causal x paged). Compile-only: NVRTC on the host
+CPU, no GPU involved.
 
-Two rungs of gemm_tc carry the axes:
-- rung 06_persistent (sm_90a only): tiles x stages x epilogues x dtypes, the variants a Hopper library would ship;
-- rung 03_swizzled_multistage (portable, sm_80 on, no fused epilogue): tiles x stages x dtypes x archs, the arch
-  axis that rung 06 cannot have.
+The rungs that carry the axes (lab.studies.compile_grids builds their variants):
+- gemm_tc rung 06_persistent (sm_90a only): tiles x stages x epilogues x dtypes, the variants a Hopper library would
+  ship;
+- gemm_tc rung 03_swizzled_multistage (portable, sm_80 on, no fused epilogue): tiles x stages x dtypes x archs, the
+  arch axis that rung 06 cannot have;
+- what lab.ops.attention adds: attention rung 04_wgmma_ws (sm_90a) and 03_flash_pipelined (every arch) per head dim,
+  causal flag and type, and attention_decode's split-KV rung, with and without a paged cache.
 
-Every variant is the family's rung spec with knobs (`KernelSpec.with_knobs`, the epilogue's knobs from
-`Epilogue.knobs()` as lab.families.gemm_epilogue builds them), checked against the knobs its source takes and
-against the arch's shared-memory limit for one block; one that does not fit is skipped and reported.
+Every variant is the family's rung spec with knobs (gemm_tc's built as lab.families.gemm_epilogue builds them, the
+attention families' by their own `variant_for` at the arch's shared-memory limit), checked against the knobs its
+source takes and against the arch's shared-memory limit for one block; one that does not fit is skipped and reported.
 
 Each variant is built through lab.core.build's own cache-filling path (`cached_cubin`) in a fresh, empty cache
 directory (LAB_CACHE_DIR), so the time of a row is what a cache miss costs lab.ops: the key (hashing the source and
@@ -34,198 +38,48 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
-from lab.core import build, nvrtc, occupancy
+from lab.core import build
 from lab.core.errors import LabError
-from lab.families.epilogue import OUTS, Epilogue
 from lab.measure.bounds import BFLOAT16
 from lab.measure.records import read_json, write_json
+from lab.studies.compile_grids import AttentionAxes, Axes, GemmAxes, Variant, describe_axes, study_grid
 
-SCHEMA = 1
+SCHEMA = 2  # 2: rows, growth steps and axes name their family; axes are {"family", "rung", "axes": {axis: values}}
 STUDY = "compile_variants"
 RECORD = f"{STUDY}.json"
-FAMILY = "gemm_tc"
-AXIS_ORDER = ("tiles", "stages", "epilogues", "dtypes", "layouts", "archs")  # the order the growth multiplies them
 HIT_REPEATS = 3  # cache hits are ~1 ms, so one lookup is noisy: the median of a few
-RESERVED_SMEM_PER_BLOCK = 1024  # from sm_80 on, each block's 1 KB system reservation (lab/core/occupancy.py)
 WARM_UP = build.KernelSpec("common/repack_rows.cu", "lab_repack_rows", min_arch=80)  # small, untimed in the rows
 
-
-@dataclass(frozen=True)
-class Axes:
-    """One rung's axes: the grid is their cartesian product at each arch. `epilogues` empty: the rung has no
-    epilogue knobs (rung 03), so no epilogue axis; an epilogue is named as Epilogue.name writes it
-    ("bias+gelu_tanh", "none", "bias+gelu_tanh->int8", "row_scale+silu->e4m3/row")."""
-
-    rung: str
-    tiles: tuple[tuple[int, int], ...]
-    stages: tuple[int, ...]
-    epilogues: tuple[str, ...]
-    dtypes: tuple[str, ...]
-    archs: tuple[int, ...]
-    layouts: tuple[str, ...] = ("TN",)
-
-    def values(self, axis: str) -> list:
-        """The axis's values as the rows record them (a tile as '128x256'); the epilogue axis of a rung with
-        none is ['none']."""
-        if axis == "tiles":
-            return [f"{bm}x{bn}" for bm, bn in self.tiles]
-        if axis == "epilogues":
-            return list(self.epilogues) or ["none"]
-        return list(getattr(self, axis))
-
-
-PERSISTENT_AXES = Axes("06_persistent", tiles=((128, 128), (128, 256)), stages=(3, 4),
-                       epilogues=("none", "bias", "bias+relu", "bias+gelu_tanh", "bias+silu+residual",
-                                  "bias+gelu_tanh->int8"),
-                       dtypes=("float16", BFLOAT16), archs=(90,))
-PORTABLE_AXES = Axes("03_swizzled_multistage", tiles=((128, 128), (128, 256)), stages=(3, 4), epilogues=(),
-                     dtypes=("float16", BFLOAT16), archs=(80, 86, 89, 90))
-STUDY_AXES = (PERSISTENT_AXES, PORTABLE_AXES)
+PERSISTENT_AXES = GemmAxes("06_persistent", tiles=((128, 128), (128, 256)), stages=(3, 4),
+                           epilogues=("none", "bias", "bias+relu", "bias+gelu_tanh", "bias+silu+residual",
+                                      "bias+gelu_tanh->int8"),
+                           dtypes=("float16", BFLOAT16), archs=(90,))
+PORTABLE_AXES = GemmAxes("03_swizzled_multistage", tiles=((128, 128), (128, 256)), stages=(3, 4), epilogues=(),
+                         dtypes=("float16", BFLOAT16), archs=(80, 86, 89, 90))
+# What lab.ops.attention can ask the cache for (lab/ops/attn.py): on sm_90 the wgmma rung for long prefills, on every
+# arch the cp.async rung (first off sm_90) and the split-KV decode rung, each per specialized head dim, causal flag
+# and type, and the decode rung once more for a paged cache.
+ATTENTION_HOPPER_AXES = AttentionAxes("attention", "04_wgmma_ws", head_dims=(64, 128), causal=(0, 1),
+                                      dtypes=("float16", BFLOAT16), archs=(90,))
+ATTENTION_PORTABLE_AXES = AttentionAxes("attention", "03_flash_pipelined", head_dims=(64, 128), causal=(0, 1),
+                                        dtypes=("float16", BFLOAT16), archs=(80, 86, 89, 90))
+DECODE_AXES = AttentionAxes("attention_decode", "02_split_kv", head_dims=(64, 128), causal=(0, 1),
+                            dtypes=("float16", BFLOAT16), archs=(90,), paged=(0, 1))
+GEMM_STUDY_AXES = (PERSISTENT_AXES, PORTABLE_AXES)
+ATTENTION_STUDY_AXES = (ATTENTION_HOPPER_AXES, ATTENTION_PORTABLE_AXES, DECODE_AXES)
+STUDY_AXES = GEMM_STUDY_AXES + ATTENTION_STUDY_AXES
 # The tests' grid: a few seconds of compiling.
 QUICK_AXES = (
-    Axes("03_swizzled_multistage", tiles=((128, 128),), stages=(3, 4), epilogues=(), dtypes=("float16",),
-         archs=(80,)),
-    Axes("06_persistent", tiles=((128, 128),), stages=(4,), epilogues=("none", "bias+gelu_tanh"),
-         dtypes=("float16",), archs=(90,)),
+    GemmAxes("03_swizzled_multistage", tiles=((128, 128),), stages=(3, 4), epilogues=(), dtypes=("float16",),
+             archs=(80,)),
+    GemmAxes("06_persistent", tiles=((128, 128),), stages=(4,), epilogues=("none", "bias+gelu_tanh"),
+             dtypes=("float16",), archs=(90,)),
+    AttentionAxes("attention_decode", "02_split_kv", head_dims=(64,), causal=(0,), dtypes=("float16",), archs=(90,),
+                  paged=(0, 1)),
 )
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One entry of the cache: a rung's spec with its knobs, and the arch it is built for."""
-
-    rung: str
-    spec: build.KernelSpec
-    arch: int
-    axes: tuple[tuple[str, object], ...]  # (axis, value) in AXIS_ORDER, values as Axes.values writes them
-    smem_bytes: int
-
-    def axis(self, name: str):
-        return dict(self.axes)[name]
-
-    @property
-    def label(self) -> str:
-        a = dict(self.axes)
-        return (f"{self.rung} {a['tiles']} s{a['stages']} {a['epilogues']} {a['dtypes']} {a['layouts']} "
-                f"{build.arch_string(self.arch, self.spec.arch_suffix if self.arch >= 90 else '')}")
-
-
-@dataclass
-class Grid:
-    variants: list[Variant]
-    skipped: list[dict] = field(default_factory=list)  # {"rung", "axes", "reason"}: combinations that cannot build
-
-
-# --- the grid -------------------------------------------------------------------------------------------------------
-
-def epilogue_from_name(name: str) -> Epilogue:
-    """The Epilogue that Epilogue.name would print as `name`: 'ops', 'ops->out' or 'ops->out/row'."""
-    ops, _, out = name.partition("->")
-    out, _, per_row = out.partition("/")
-    if out and out not in OUTS:
-        raise LabError(f"Unknown epilogue output {out!r} in {name!r}; use one of {', '.join(OUTS)}.")
-    return Epilogue.parse(ops, out or "same", per_row == "row")
-
-
-def rung_spec(key: str) -> build.KernelSpec:
-    from lab.families.gemm_tc import GemmTcFamily
-
-    for rung in GemmTcFamily.rungs:
-        if rung.key == key:
-            return rung.spec
-    raise LabError(f"gemm_tc has no rung {key!r}; the rungs are {', '.join(r.key for r in GemmTcFamily.rungs)}.")
-
-
-def threads_for(rung: str, knobs: dict) -> int:
-    """THREADS as each rung's static_assert demands it for a tile (their headers' Launch lines)."""
-    if rung == "06_persistent":
-        return 128 * (1 + knobs["BM"] // 64)  # a producer warpgroup and one consumer warpgroup per 64 rows
-    if rung == "03_swizzled_multistage":
-        return 32 * (knobs["BM"] // knobs["WM"]) * (knobs["BN"] // knobs["WN"])  # a warp per WM x WN warp tile
-    raise LabError(f"The compile study knows the launch shape of gemm_tc rungs 03 and 06 only, not {rung!r}.")
-
-
-def smem_limit_per_block(arch: int) -> int:
-    """The most dynamic shared memory one block can opt in to: the SM's, less the block's system reservation
-    (227 KB on sm_90, 163 KB on sm_80, 99 KB on sm_86 and sm_89)."""
-    if arch not in occupancy.LIMITS:
-        raise LabError(f"No shared-memory limit is known for sm_{arch}; use one of "
-                       f"{', '.join(f'sm_{a}' for a in occupancy.LIMITS)}.")
-    return occupancy.LIMITS[arch][3] - RESERVED_SMEM_PER_BLOCK
-
-
-def variant_knobs(axes: Axes, base: dict, tile: tuple[int, int], stages: int, epilogue: str, dtype: str,
-                  layout: str) -> dict:
-    knobs = {"BM": tile[0], "BN": tile[1], "STAGES": stages, "BF16": int(dtype == BFLOAT16), "TN": int(layout == "TN")}
-    if axes.epilogues:  # as GemmTcEpilogueFamily.extra_knobs: the chain's -D knobs, all zero for "none"
-        knobs |= epilogue_from_name(epilogue).knobs()
-    knobs["THREADS"] = threads_for(axes.rung, base | knobs)
-    return knobs
-
-
-def _check_values(axes: Axes) -> None:
-    from lab.families.gemm_tc import DTYPES, LAYOUTS
-
-    bad = [d for d in axes.dtypes if d not in DTYPES] + [lay for lay in axes.layouts if lay not in LAYOUTS]
-    if bad:
-        raise LabError(f"{bad[0]!r} is not a gemm_tc dtype ({', '.join(DTYPES)}) or layout ({', '.join(LAYOUTS)}).")
-    if not all(axes.values(a) for a in AXIS_ORDER):
-        raise LabError(f"Every axis of {axes.rung} needs at least one value (epilogues may be empty).")
-
-
-def variant_grid(axes: Axes) -> Grid:
-    """The cartesian product of `axes` as Variants. A knob the rung's source does not take is an error; a
-    combination that cannot run (shared memory over the arch's per-block limit, an arch the rung cannot use or
-    this NVRTC cannot build) is skipped with its reason."""
-    from lab.core.ladder import Rung
-    from lab.families.gemm_tc import dynamic_smem_bytes
-
-    _check_values(axes)
-    spec = rung_spec(axes.rung)
-    accepted = set(build.knob_names(spec))
-    supported = nvrtc.supported_archs()
-    grid = Grid([])
-    for tile in axes.tiles:
-        for stages in axes.stages:
-            for epilogue in axes.values("epilogues"):
-                for dtype in axes.dtypes:
-                    for layout in axes.layouts:
-                        knobs = variant_knobs(axes, dict(spec.knobs), tile, stages, epilogue, dtype, layout)
-                        unknown = sorted(set(knobs) - accepted)
-                        if unknown:
-                            raise LabError(f"gemm_tc {axes.rung} takes no knob {unknown[0]}; its knobs are "
-                                           f"{', '.join(sorted(accepted))}. Drop that axis for this rung.")
-                        vspec = spec.with_knobs(**knobs)
-                        smem = dynamic_smem_bytes(Rung(FAMILY, axes.rung, vspec, ""))
-                        for arch in axes.archs:
-                            values = (f"{tile[0]}x{tile[1]}", stages, epilogue, dtype, layout, arch)
-                            named = tuple(zip(AXIS_ORDER, values, strict=True))
-                            why = _refusal(vspec, arch, smem, supported)
-                            if why:
-                                grid.skipped.append({"rung": axes.rung, "axes": dict(named), "reason": why})
-                            else:
-                                grid.variants.append(Variant(axes.rung, vspec, arch, named, smem))
-    return grid
-
-
-def _refusal(spec: build.KernelSpec, arch: int, smem: int, supported: Sequence[int]) -> str | None:
-    why = build.arch_refusal(spec, arch)
-    if why:
-        return why
-    if arch not in supported:
-        return f"this NVRTC cannot build for sm_{arch}"
-    limit = smem_limit_per_block(arch)
-    if smem > limit:
-        return f"needs {smem} B of shared memory per block; sm_{arch} allows {limit} B"
-    return None
-
-
-def study_grid(all_axes: Sequence[Axes]) -> Grid:
-    grids = [variant_grid(a) for a in all_axes]
-    return Grid([v for g in grids for v in g.variants], [s for g in grids for s in g.skipped])
 
 
 # --- measuring ------------------------------------------------------------------------------------------------------
@@ -310,9 +164,8 @@ def measure(variants: Sequence[Variant], cache_root: Path | str | None = None,
         with cache_dir_set_to(directory):
             first_s = warm_up()
             for i, variant in enumerate(variants):
-                row = {"order": i, "rung": variant.rung, "arch": variant.arch,
-                       "target": build.arch_string(variant.arch, variant.spec.arch_suffix if variant.arch >= 90
-                                                   else ""),
+                row = {"order": i, "family": variant.family, "rung": variant.rung, "arch": variant.arch,
+                       "target": variant.target,
                        "axes": dict(variant.axes), "knobs": dict(variant.spec.knobs),
                        "smem_bytes": variant.smem_bytes} | _miss(variant, directory)
                 rows.append(row)
@@ -330,17 +183,17 @@ def measure(variants: Sequence[Variant], cache_root: Path | str | None = None,
 
 def growth_series(axes: Axes, rows: Sequence[dict]) -> list[dict]:
     """Nested subsets of one rung's measured rows: every axis at its first value (one variant), then the axes
-    with more than one value multiplied in, one more at each step (AXIS_ORDER). Each step's seconds and bytes are
+    with more than one value multiplied in, one more at each step (the axes' order). Each step's seconds and bytes are
     sums of measured rows; `product` is what the axes multiply to, `variants` what was built (less skips)."""
-    mine = [r for r in rows if r["rung"] == axes.rung]
-    multiplied = [a for a in AXIS_ORDER if len(axes.values(a)) > 1]
+    mine = [r for r in rows if (r["family"], r["rung"]) == (axes.family, axes.rung)]
+    multiplied = [a for a in axes.order if len(axes.values(a)) > 1]
     steps = []
     for i in range(len(multiplied) + 1):
         full = set(multiplied[:i])
-        allowed = {a: axes.values(a) if a in full else axes.values(a)[:1] for a in AXIS_ORDER}
-        chosen = [r for r in mine if all(r["axes"][a] in allowed[a] for a in AXIS_ORDER)]
+        allowed = {a: axes.values(a) if a in full else axes.values(a)[:1] for a in axes.order}
+        chosen = [r for r in mine if all(r["axes"][a] in allowed[a] for a in axes.order)]
         steps.append({
-            "series": axes.rung, "step": f"x {multiplied[i - 1]}" if i else "1 variant",
+            "family": axes.family, "series": axes.rung, "step": f"x {multiplied[i - 1]}" if i else "1 variant",
             "axis": multiplied[i - 1] if i else None, "factor": len(axes.values(multiplied[i - 1])) if i else 1,
             "product": math.prod(len(v) for v in allowed.values()), "variants": len(chosen),
             "compile_s": sum(r["compile_s"] for r in chosen), "cache_bytes": sum(r["entry_bytes"] for r in chosen),
@@ -405,11 +258,12 @@ def measure_grid(quick: bool = False, axes: Sequence[Axes] | None = None, cache_
     rows = measured["rows"]
     provenance["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     record = {
-        "schema": SCHEMA, "study": STUDY, "family": FAMILY, "quick": quick, "provenance": provenance,
+        "schema": SCHEMA, "study": STUDY, "families": list(dict.fromkeys(a.family for a in all_axes)), "quick": quick,
+        "provenance": provenance,
         "method": ("each variant built by lab.core.build.cached_cubin into a fresh empty LAB_CACHE_DIR (a miss: key, "
                    "NVRTC compile, cubin + .json written), timed with time.perf_counter; then looked up again on "
                    f"the full cache (a hit, median of {HIT_REPEATS}); growth steps are sums of measured rows"),
-        "axes": [asdict(a) for a in all_axes],
+        "axes": [describe_axes(a) for a in all_axes],
         "skipped": grid.skipped,
         "warm_up": {"spec": asdict(WARM_UP), "arch": 80, "seconds": measured["warm_up_s"]},
         "rows": rows,
@@ -451,8 +305,8 @@ def describe(record: dict) -> str:
              f"median {s['median_compile_s']:.2f} s per variant, cache {s['cache_bytes']} B "
              f"({s['cache_disk_bytes']} B on disk); a hit: median {1e3 * s['median_hit_s']:.2f} ms"]
     for g in record["growth"]:
-        lines.append(f"  {g['series']:<24} {g['step']:<12} {g['variants']:>4} variants {g['compile_s']:>8.1f} s "
-                     f"{g['cache_bytes'] / 1e6:>7.2f} MB")
+        lines.append(f"  {g['family']:<16} {g['series']:<24} {g['step']:<12} {g['variants']:>4} variants "
+                     f"{g['compile_s']:>8.1f} s {g['cache_bytes'] / 1e6:>7.2f} MB")
     return "\n".join(lines)
 
 
