@@ -287,11 +287,26 @@ def test_compile_record_missing_and_present(monkeypatch, tmp_path):
     if real is not None:  # the repository's own CPU record
         text = lesson.compile_summary(real)
         assert lesson.CPU_LABEL.upper() in text and "variants built" in text and "median" in text
+        share = lesson.compile_share(real, ("attention", "attention_decode"))
+        assert share.startswith("On sm_90, attention and attention_decode:") and "beside gemm_tc" in share
     monkeypatch.setattr(ops_records, "compile_record_path", lambda: tmp_path / "absent.json")
     assert lesson.load(lesson.COMPILE) is None
     line = lesson.missing(lesson.COMPILE)
     assert "NO RECORDS for compile_variants" in line and "python -m lab.studies.compile_study" in line
     assert "no GPU" in line
+
+
+def test_compile_share_sums_one_arch_of_the_named_families():
+    """Made-up rows (test data): two attention variants and one gemm_tc variant at sm_90, one gemm_tc at sm_80."""
+    rows = [{"family": "attention", "arch": 90, "compile_s": 1.5, "entry_bytes": 2_000_000},
+            {"family": "attention", "arch": 90, "compile_s": 2.5, "entry_bytes": 1_000_000},
+            {"family": "gemm_tc", "arch": 90, "compile_s": 4.0, "entry_bytes": 500_000},
+            {"family": "gemm_tc", "arch": 80, "compile_s": 9.0, "entry_bytes": 9_000_000}]
+    text = lesson.compile_share({"rows": rows}, ("attention",))
+    assert text == ("On sm_90, attention: 2 variants, 4.0 s of compiling, 3.00 MB; beside gemm_tc in the same grid: "
+                    "1 variant, 4.0 s of compiling, 0.50 MB.")
+    assert "no attention_decode variants for sm_80" in lesson.compile_share({"rows": rows}, ("attention_decode",), 80)
+    assert "NO RECORDS" in lesson.compile_share(None, ("attention",))
 
 
 def test_gpu_is_the_records_or_the_reference(files, empty_dir):

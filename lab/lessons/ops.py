@@ -47,6 +47,7 @@ from lab.lessons.ops_dispatch import (
 )
 from lab.lessons.ops_latency import (
     SCENARIOS,
+    compile_share,
     compile_summary,
     first_request_profile,
     latency_rows,
@@ -132,7 +133,8 @@ from lab.lessons.ops_tune import (
 
 __all__ = [
     "as_x", "banner", "boundary", "boundary_against_table", "boundary_reading", "bucket_label", "bucket_times",
-    "candidate_label", "checklist", "checklist_rows", "COMPILE", "compile_record_path", "compile_summary",
+    "candidate_label", "checklist", "checklist_rows", "COMPILE", "compile_record_path", "compile_share",
+    "compile_summary",
     "config_text", "counters_table", "CPU_LABEL", "decision_map", "decision_rows", "decisions_by_family",
     "decode_limit", "decode_rule_max_m", "decode_runs", "decode_wins", "dispatch_table", "fallback_share", "FILES",
     "first_request_profile", "gemm_name", "gemm_share", "GEMMS_ONLY", "Gpu", "gpu_of", "hot_buckets", "hot_choice",

@@ -33,10 +33,31 @@ def compile_summary(record: dict | None) -> str:
              f"{1e3 * s.get('median_hit_s', 0):.2f} ms"]
     groups: dict[tuple, list] = {}
     for r in record.get("rows", []):
-        groups.setdefault((r["rung"], r["target"]), []).append(r["compile_s"])
-    for (rung, target), secs in groups.items():
-        lines.append(f"  {rung} for {target}: {len(secs)} variants, median {statistics.median(secs):.2f} s each")
+        groups.setdefault((r.get("family", "gemm_tc"), r["rung"], r["target"]), []).append(r["compile_s"])
+    for (family, rung, target), secs in groups.items():
+        lines.append(f"  {family} {rung} for {target}: {len(secs)} variants, median {statistics.median(secs):.2f} s "
+                     "each")
     return "\n".join(lines)
+
+
+def compile_share(record: dict | None, families: tuple[str, ...], arch: int = 90) -> str:
+    """What `families` add to the cache of one arch, beside the other families in the record: variants, compile
+    seconds and megabytes, from the measured rows (a process on that arch builds only that arch's variants)."""
+    if record is None:
+        return missing(COMPILE)
+    rows = [r for r in record.get("rows", []) if r["arch"] == arch]
+    mine = [r for r in rows if r.get("family", "gemm_tc") in families]
+    if not mine:
+        return f"The compile record holds no {' or '.join(families)} variants for sm_{arch}; measure it again."
+    rest = [r for r in rows if r not in mine]
+
+    def cost(group: list[dict]) -> str:
+        return (f"{len(group)} variant{'' if len(group) == 1 else 's'}, {sum(r['compile_s'] for r in group):.1f} s of compiling, "
+                f"{sum(r['entry_bytes'] for r in group) / 1e6:.2f} MB")
+
+    others = ", ".join(dict.fromkeys(r.get("family", "gemm_tc") for r in rest)) or "nothing else"
+    return (f"On sm_{arch}, {' and '.join(families)}: {cost(mine)}; beside {others} in the same grid: "
+            f"{cost(rest) if rest else 'none'}.")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -449,8 +449,9 @@ lesson.tune_table(TUNE)
 # ---
 # ## 5. Compile time and cache growth as variants multiply
 #
-# Every specialization is a kernel variant: a tile, a pipeline depth, an epilogue, a data type, an arch. Each one
-# is a separate NVRTC compile and a separate cubin in the cache, and the variants multiply. `lab.studies.compile_study`
+# Every specialization is a kernel variant: a tile, a pipeline depth, an epilogue, a data type, an arch, and for
+# attention a head dim, a causal flag and a paged cache. Each one is a separate NVRTC compile and a separate cubin in
+# the cache, and the variants multiply. `lab.studies.compile_study`
 # builds such a grid one variant at a time into an empty cache, timing each miss (the key, the NVRTC compile,
 # writing the cubin) and then each hit (the lookup). The growth curve adds one axis at a time; every point is a sum
 # of measured compiles, not an extrapolation.
@@ -465,12 +466,13 @@ lesson.tune_table(TUNE)
 COMPILE = FILES["compile_variants"]
 PREDICTED = {}
 if COMPILE:
-    for axes in COMPILE["axes"]:
-        sizes = {axis: len(values) for axis, values in axes.items() if axis != "rung" and values}
+    for entry in COMPILE["axes"]:
+        sizes = {axis: len(values) for axis, values in entry["axes"].items()}
         variants = math.prod(sizes.values())
-        one = next(g for g in COMPILE["growth"] if g["series"] == axes["rung"] and g["variants"] == 1)
-        PREDICTED[axes["rung"]] = (variants, variants * one["compile_s"])
-        print(f"{axes['rung']}: " + " x ".join(f"{n} {axis}" for axis, n in sizes.items())
+        one = next(g for g in COMPILE["growth"] if (g["family"], g["series"]) == (entry["family"], entry["rung"])
+                   and g["variants"] == 1)
+        PREDICTED[entry["family"], entry["rung"]] = (variants, variants * one["compile_s"])
+        print(f"{entry['family']} {entry['rung']}: " + " x ".join(f"{n} {axis}" for axis, n in sizes.items())
               + f" = {variants} variants; one compiles in {one['compile_s']:.2f} s, so about "
               f"{variants * one['compile_s']:.0f} s for all")
 else:
@@ -480,10 +482,23 @@ else:
 print(lesson.compile_summary(COMPILE))
 
 # %%
-lesson.show(plots.compile_growth, COMPILE, "compile_variants")
+lesson.show(plots.compile_growth, COMPILE, "compile_variants", families=("gemm_tc",))
 
 # %%
-lesson.show(plots.compile_time_per_variant, COMPILE, "compile_variants")
+lesson.show(plots.compile_time_per_variant, COMPILE, "compile_variants", families=("gemm_tc",))
+
+# %% [markdown]
+# Attention multiplies its own axes. `lab.ops.attention` compiles one kernel per head dim it specializes (64, 128),
+# causal flag and type: the wgmma rung for long prefills on sm_90, the cp.async rung on every arch (and for short
+# prefills), and the split-KV decode rung with and without a paged cache. The same study built each of those variants
+# as the attention families themselves configure them (their shared memory sized for the arch), so the count below is
+# what `lab.ops.attention` adds to a Hopper process's cache, beside the GEMM variants above:
+
+# %%
+print(lesson.compile_share(COMPILE, ("attention", "attention_decode")))
+
+# %%
+lesson.show(plots.compile_growth, COMPILE, "compile_variants", families=("attention", "attention_decode"))
 
 # %% [markdown]
 # What to look at: in the growth figure, whether each solid line (seconds) and its dashed twin (megabytes) keep one
@@ -497,9 +512,10 @@ lesson.show(plots.compile_time_per_variant, COMPILE, "compile_variants")
 # variants cost more to compile than the first:
 
 # %%
-for rung, (variants, predicted) in PREDICTED.items():
-    last = max((g for g in COMPILE["growth"] if g["series"] == rung), key=lambda g: g["variants"])
-    print(f"{rung}: predicted {predicted:.0f} s for {variants} variants; measured {last['compile_s']:.0f} s for "
+for (family, rung), (variants, predicted) in PREDICTED.items():
+    last = max((g for g in COMPILE["growth"] if (g["family"], g["series"]) == (family, rung)),
+               key=lambda g: g["variants"])
+    print(f"{family} {rung}: predicted {predicted:.0f} s for {variants} variants; measured {last['compile_s']:.0f} s for "
           f"{last['variants']} ({last['compile_s'] / predicted:.2f}x the prediction)")
 
 # %% [markdown]
