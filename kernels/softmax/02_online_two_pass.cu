@@ -28,49 +28,7 @@
 static_assert(HALF == 0 || HALF == 1, "HALF is 0 (fp32) or 1 (fp16)");
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS is a multiple of 32, at most 1024");
 
-// --- storage type: fp32, or fp16 kept as its raw 16 bits (NVRTC has no cuda_fp16.h here) -------------
-#if HALF
-typedef unsigned short elem_t;
-#else
-typedef float elem_t;
-#endif
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(unsigned short h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));  // exact
-    return f;
-}
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(unsigned short* p, float v) {
-    unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));  // the output's only rounding to fp16
-    *p = h;
-}
-
-// --- the softmax definitions every rung shares (see the header) -----------------------------------
-#define NEG_INF (-__int_as_float(0x7f800000))
-
-// The row's valid length: n, or lengths[row] clamped to 0..n.
-__device__ __forceinline__ int valid_length(const int* lengths, int row, int n) {
-    return lengths ? min(max(lengths[row], 0), n) : n;
-}
-// The shift subtracted before exp: the max, or 0 for a row with nothing above -inf.
-__device__ __forceinline__ float safe_shift(float m) { return m == NEG_INF ? 0.0f : m; }
-// exp(v - shift) = 2^((v - shift) * log2(e)) on the SFU: what __expf does, with subnormal results flushed
-// to 0 (.ftz) instead of the fix-up code plain ex2.approx.f32 needs. exp(-inf) = 0, exp(NaN) = NaN.
-__device__ __forceinline__ float exp_shifted(float v, float shift) {
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"((v - shift) * 1.4426950408889634f));
-    return r;
-}
-// 1 / sum (rcp.approx: within an ulp; the sum is 0, NaN, or in [1, n], never subnormal), 0 for an empty
-// sum (every exponential 0: 0 * (1/0) would be NaN); a NaN sum stays NaN.
-__device__ __forceinline__ float inv_sum(float s) {
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s));
-    return s == 0.0f ? 0.0f : r;
-}
+#include "lab_softmax.cuh"  // elem_t, vec_t, conversions, and the definitions every rung shares
 
 // Adds element v to a thread's running (max m, sum d of exp(. - m)). A NaN v leaves m alone (fmaxf) and
 // makes d NaN; a +inf v becomes the max, and the block combine below turns it into NaN (exp(inf - inf)).
