@@ -309,6 +309,36 @@ def test_compile_share_sums_one_arch_of_the_named_families():
     assert "NO RECORDS" in lesson.compile_share(None, ("attention",))
 
 
+def test_compile_figures_show_one_familys_series():
+    """Made-up growth steps and rows (test data), one gemm_tc and one attention series: each figure holds only the
+    families asked for, and its title names them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def steps(family, rung):
+        return [{"family": family, "series": rung, "step": step, "variants": n, "compile_s": 0.5 * n,
+                 "cache_bytes": 40_000 * n} for step, n in (("1 variant", 1), ("x dtypes", 2))]
+
+    record = {"growth": steps("gemm_tc", "06_persistent") + steps("attention", "04_wgmma_ws"),
+              "rows": [{"family": "attention", "rung": "04_wgmma_ws", "target": "sm_90a", "compile_s": 0.4,
+                        "hit_s": 0.001}], "provenance": {"device": "a CPU"}}
+    view = lesson.compile_view(record, ("attention",))
+    assert [g["series"] for g in view["growth"]] == ["04_wgmma_ws"] * 2 and len(view["rows"]) == 1
+    assert len(record["growth"]) == 4  # the record itself is left whole
+    fig = lesson.compile_figure(record, ("attention", "attention_decode"))
+    title = fig.axes[0].get_title()
+    assert title.startswith("attention, attention_decode: compile time") and "gemm_tc" not in title
+    assert [t.get_text() for t in fig.axes[0].texts] == ["1 variant", "x dtypes"]  # one series' labels
+    plt.close(fig)
+    strip = lesson.compile_figure(record, ("attention",), strip=True)
+    assert strip.axes[0].get_title().startswith("attention: seconds per variant")
+    plt.close(strip)
+    assert lesson.compile_figure(None, ("attention",)) is None
+    assert lesson.compile_figure(record, ("attention_decode",), strip=True) is None  # no rows of that family
+
+
 def test_gpu_is_the_records_or_the_reference(files, empty_dir):
     assert lesson.gpu_of(files) == lesson.Gpu(90, 132, "the provenance of ops_trace.json")
     fallback = lesson.gpu_of({})

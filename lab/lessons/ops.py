@@ -47,12 +47,15 @@ from lab.lessons.ops_dispatch import (
 )
 from lab.lessons.ops_latency import (
     SCENARIOS,
+    compile_figure,
     compile_share,
     compile_summary,
+    compile_view,
     first_request_profile,
     latency_rows,
     latency_table,
     latency_target,
+    show_compile,
     warm_target,
 )
 from lab.lessons.ops_live import (
@@ -133,8 +136,8 @@ from lab.lessons.ops_tune import (
 
 __all__ = [
     "as_x", "banner", "boundary", "boundary_against_table", "boundary_reading", "bucket_label", "bucket_times",
-    "candidate_label", "checklist", "checklist_rows", "COMPILE", "compile_record_path", "compile_share",
-    "compile_summary",
+    "candidate_label", "checklist", "checklist_rows", "COMPILE", "compile_record_path", "compile_figure",
+    "compile_share", "compile_summary", "compile_view",
     "config_text", "counters_table", "CPU_LABEL", "decision_map", "decision_rows", "decisions_by_family",
     "decode_limit", "decode_rule_max_m", "decode_runs", "decode_wins", "dispatch_table", "fallback_share", "FILES",
     "first_request_profile", "gemm_name", "gemm_share", "GEMMS_ONLY", "Gpu", "gpu_of", "hot_buckets", "hot_choice",
@@ -142,7 +145,8 @@ __all__ = [
     "latency_target", "layer_gemms", "load", "md_table", "meets", "met_word", "METHODS", "missing", "ONE_KERNEL",
     "OVERHEAD", "OVERHEAD_COLUMNS", "overhead_rows", "overhead_table", "parse_bucket", "path_share", "PAYLOADS",
     "per_step", "record_path", "recorded_by", "recorded_candidates", "replayed", "rule_reasons", "SCENARIOS",
-    "shape_rows", "share_of", "show", "source", "speedup_reading", "speedup_rows", "stats_text", "sum_method",
+    "shape_rows", "share_of", "show", "show_compile", "source", "speedup_reading", "speedup_rows", "stats_text",
+    "sum_method",
     "sweep_points", "table_against_tune", "table_decision", "TARGETS", "targets_text", "time_table", "totals_table",
     "TRACE", "Trace", "trace_of", "trace_shapes", "trace_summary", "trace_targets", "TUNE", "tune_rows",
     "tune_table", "tune_wins", "us_text", "usage_inputs", "usage_report", "USAGE_SHAPE", "warm_target",

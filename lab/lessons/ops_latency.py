@@ -33,11 +33,49 @@ def compile_summary(record: dict | None) -> str:
              f"{1e3 * s.get('median_hit_s', 0):.2f} ms"]
     groups: dict[tuple, list] = {}
     for r in record.get("rows", []):
-        groups.setdefault((r.get("family", "gemm_tc"), r["rung"], r["target"]), []).append(r["compile_s"])
+        groups.setdefault((family_of(r), r["rung"], r["target"]), []).append(r["compile_s"])
     for (family, rung, target), secs in groups.items():
         lines.append(f"  {family} {rung} for {target}: {len(secs)} variants, median {statistics.median(secs):.2f} s "
                      "each")
     return "\n".join(lines)
+
+
+def family_of(item: dict) -> str:
+    """A compile-study row's or growth step's family (records before attention joined the study held gemm_tc's)."""
+    return item.get("family", "gemm_tc")
+
+
+def compile_view(record: dict | None, families: tuple[str, ...]) -> dict | None:
+    """The record with only `families`' rows and growth steps (for a figure of those families alone), or None."""
+    if record is None:
+        return None
+    return record | {"rows": [r for r in record.get("rows", []) if family_of(r) in families],
+                     "growth": [g for g in record.get("growth", []) if family_of(g) in families]}
+
+
+def compile_figure(record: dict | None, families: tuple[str, ...], strip: bool = False):
+    """lab.lessons.plots' compile growth figure (or, with `strip`, its seconds-per-variant strips) of `families`
+    alone, its title naming them; None without the record or rows."""
+    from lab.lessons import plots
+
+    view = compile_view(record, families)
+    if view is None:
+        return None
+    fig = (plots.compile_time_per_variant if strip else plots.compile_growth)(view)
+    if fig is not None:
+        ax = fig.axes[0]
+        ax.set_title(ax.get_title().replace("gemm_tc:", f"{', '.join(families)}:", 1), fontsize=10)
+    return fig
+
+
+def show_compile(record: dict | None, families: tuple[str, ...], strip: bool = False) -> None:
+    """compile_figure shown inline, or the sentence saying the compile record is missing."""
+    from lab.lessons.views import figure
+
+    if record is None:
+        print(missing(COMPILE))
+        return
+    figure(compile_figure(record, families, strip), f"the compile record holds no {' or '.join(families)} rows")
 
 
 def compile_share(record: dict | None, families: tuple[str, ...], arch: int = 90) -> str:
@@ -46,16 +84,16 @@ def compile_share(record: dict | None, families: tuple[str, ...], arch: int = 90
     if record is None:
         return missing(COMPILE)
     rows = [r for r in record.get("rows", []) if r["arch"] == arch]
-    mine = [r for r in rows if r.get("family", "gemm_tc") in families]
+    mine = [r for r in rows if family_of(r) in families]
     if not mine:
         return f"The compile record holds no {' or '.join(families)} variants for sm_{arch}; measure it again."
     rest = [r for r in rows if r not in mine]
 
     def cost(group: list[dict]) -> str:
-        return (f"{len(group)} variant{'' if len(group) == 1 else 's'}, {sum(r['compile_s'] for r in group):.1f} s of compiling, "
-                f"{sum(r['entry_bytes'] for r in group) / 1e6:.2f} MB")
+        seconds, megabytes = sum(r["compile_s"] for r in group), sum(r["entry_bytes"] for r in group) / 1e6
+        return f"{len(group)} variant{'' if len(group) == 1 else 's'}, {seconds:.1f} s of compiling, {megabytes:.2f} MB"
 
-    others = ", ".join(dict.fromkeys(r.get("family", "gemm_tc") for r in rest)) or "nothing else"
+    others = ", ".join(dict.fromkeys(family_of(r) for r in rest)) or "nothing else"
     return (f"On sm_{arch}, {' and '.join(families)}: {cost(mine)}; beside {others} in the same grid: "
             f"{cost(rest) if rest else 'none'}.")
 

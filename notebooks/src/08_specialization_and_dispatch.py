@@ -482,10 +482,10 @@ else:
 print(lesson.compile_summary(COMPILE))
 
 # %%
-lesson.show(plots.compile_growth, COMPILE, "compile_variants", families=("gemm_tc",))
+lesson.show_compile(COMPILE, ("gemm_tc",))
 
 # %%
-lesson.show(plots.compile_time_per_variant, COMPILE, "compile_variants", families=("gemm_tc",))
+lesson.show_compile(COMPILE, ("gemm_tc",), strip=True)
 
 # %% [markdown]
 # Attention multiplies its own axes. `lab.ops.attention` compiles one kernel per head dim it specializes (64, 128),
@@ -498,7 +498,7 @@ lesson.show(plots.compile_time_per_variant, COMPILE, "compile_variants", familie
 print(lesson.compile_share(COMPILE, ("attention", "attention_decode")))
 
 # %%
-lesson.show(plots.compile_growth, COMPILE, "compile_variants", families=("attention", "attention_decode"))
+lesson.show_compile(COMPILE, ("attention", "attention_decode"))
 
 # %% [markdown]
 # What to look at: in the growth figure, whether each solid line (seconds) and its dashed twin (megabytes) keep one

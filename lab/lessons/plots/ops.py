@@ -3,7 +3,6 @@ autotune, first-request latency, speedups, the decode boundary, dispatch overhea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -33,17 +32,11 @@ from lab.lessons.plots.style import (
 HIT_COLOR = BASELINE_COLOR
 
 
-def _family_of(item: dict) -> str:
-    """A compile-study row's or growth step's family; records of schema 1 held gemm_tc's only."""
-    return item.get("family", "gemm_tc")
-
-
-def compile_growth(record: dict, ax=None, path: Path | None = None, families: Sequence[str] | None = None):
+def compile_growth(record: dict, ax=None, path: Path | None = None):
     """Total compile seconds (solid, left axis) and cache size in MB (dashed, right axis) against the number of
     variants, one colour per rung, each point labelled with the axis just multiplied in ("x tiles", "x stages", ...).
-    `families`: only those families' series (every family's when None). Every point is a sum of measured compiles,
-    never an extrapolation."""
-    steps = [s for s in record.get("growth") or [] if families is None or _family_of(s) in families]
+    Every point is a sum of measured compiles, never an extrapolation."""
+    steps = record.get("growth") or []
     if not steps:
         return None
     fig, ax, own = axes_or_new(ax, (8.5, 4.4))
@@ -52,11 +45,10 @@ def compile_growth(record: dict, ax=None, path: Path | None = None, families: Se
         mine = [s for s in steps if s["series"] == series]
         color = series_style(series)["color"]
         xs = [s["variants"] for s in mine]
-        name = f"{_family_of(mine[0])} {series}"
         ax.plot(xs, [s["compile_s"] for s in mine], color=color, marker="o", ms=4, lw=1.5,
-                label=f"{name}: compile seconds (left)")
+                label=f"{series}: compile seconds (left)")
         right.plot(xs, [s["cache_bytes"] / 1e6 for s in mine], color=color, ls="--", marker="s", ms=3, lw=1.0,
-                   label=f"{name}: cache MB (right)")
+                   label=f"{series}: cache MB (right)")
         for s in mine:
             # one series' labels above its points, the next one's below, so that they do not overprint
             ax.annotate(s["step"], (s["variants"], s["compile_s"]), textcoords="offset points",
@@ -77,19 +69,17 @@ def compile_growth(record: dict, ax=None, path: Path | None = None, families: Se
     more, more_labels = right.get_legend_handles_labels()
     ax.legend(handles + more, labels + more_labels, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2,
               fontsize=7)
-    shown = ", ".join(dict.fromkeys(_family_of(s) for s in steps))
-    ax.set_title(figure_title(shown, "compile time and cache size as variants multiply",
+    ax.set_title(figure_title("gemm_tc", "compile time and cache size as variants multiply",
                               source=payload_source(record)), fontsize=10)
     if own:
         fig.tight_layout()
     return save(fig, path)
 
 
-def compile_time_per_variant(record: dict, ax=None, path: Path | None = None, families: Sequence[str] | None = None):
+def compile_time_per_variant(record: dict, ax=None, path: Path | None = None):
     """Seconds per variant, one strip per rung and target (sm_90a, sm_80, ...): each dot one variant's cache miss
-    (key, NVRTC compile, write), the black bar their median, the grey crosses the same variants' cache hits.
-    `families`: only those families' rows (all when None)."""
-    rows = [r for r in record.get("rows") or [] if families is None or _family_of(r) in families]
+    (key, NVRTC compile, write), the black bar their median, the grey crosses the same variants' cache hits."""
+    rows = record.get("rows") or []
     if not rows:
         return None
     groups = list(dict.fromkeys((r["rung"], r["target"]) for r in rows))
@@ -109,10 +99,7 @@ def compile_time_per_variant(record: dict, ax=None, path: Path | None = None, fa
             ax.scatter([x + d for d in spread[:len(hits)]], hits, marker="x", s=12, color=HIT_COLOR, lw=0.8,
                        label="cache hit (lookup, same variant)" if x == 0 else None)
     ax.set_xticks(range(len(groups)))
-    fam = {r["rung"]: _family_of(r) for r in rows}
-    several = len(set(fam.values())) > 1  # then each strip names its family: rung numbers repeat across families
-    ax.set_xticklabels([(f"{fam[rung]}\n" if several else "") + f"rung {rung.split('_', 1)[0]}\n{target}"
-                        for rung, target in groups], fontsize=7 if several else 8)
+    ax.set_xticklabels([f"rung {rung.split('_', 1)[0]}\n{target}" for rung, target in groups], fontsize=8)
     values = [r["compile_s"] for r in rows] + [r["hit_s"] for r in rows if "hit_s" in r]
     log = log_if_decades(ax, values)
     ax.set_ylabel("seconds per variant (host CPU)" + (", log scale" if log else ""))
@@ -121,8 +108,7 @@ def compile_time_per_variant(record: dict, ax=None, path: Path | None = None, fa
         plain_ticks(ax, "y")
     ax.grid(axis="y", alpha=0.3)
     legend_outside(ax)
-    shown = ", ".join(dict.fromkeys(_family_of(r) for r in rows))
-    ax.set_title(figure_title(shown, "seconds per variant: a cache miss (compile) and a hit",
+    ax.set_title(figure_title("gemm_tc", "seconds per variant: a cache miss (compile) and a hit",
                               source=payload_source(record)), fontsize=10)
     if own:
         fig.tight_layout()
