@@ -3,8 +3,8 @@ type and shape knobs each rung takes, then dump again after the change and compa
 GPU needed. A refactor that moves code into kernels/common/ (or renames, or reorders helpers) should leave every
 function's instructions as they were; a difference names the variant to look at.
 
-    python scripts/same_sass.py dump /tmp/before softmax norms --arch 90     # before the change
-    python scripts/same_sass.py dump /tmp/after softmax norms --arch 90      # after it
+    python scripts/same_sass.py dump /tmp/before softmax rmsnorm --arch 90   # before the change
+    python scripts/same_sass.py dump /tmp/after softmax rmsnorm --arch 90    # after it
     python scripts/same_sass.py compare /tmp/before /tmp/after
 
 Only the instructions are compared (nvdisasm -c, no line information), so comments, names of inlined helpers and

@@ -41,8 +41,8 @@ def compile_summary(record: dict | None) -> str:
 
 
 def family_of(item: dict) -> str:
-    """A compile-study row's or growth step's family (records before attention joined the study held gemm_tc's)."""
-    return item.get("family", "gemm_tc")
+    """A compile-study row's or growth step's family."""
+    return item["family"]
 
 
 def compile_view(record: dict | None, families: tuple[str, ...]) -> dict | None:
@@ -62,9 +62,10 @@ def compile_figure(record: dict | None, families: tuple[str, ...], strip: bool =
     if view is None:
         return None
     fig = (plots.compile_time_per_variant if strip else plots.compile_growth)(view)
-    if fig is not None:
+    if fig is not None:  # the plots title every compile figure "gemm_tc: ..."; name the families shown instead
         ax = fig.axes[0]
-        ax.set_title(ax.get_title().replace("gemm_tc:", f"{', '.join(families)}:", 1), fontsize=10)
+        family, _, rest = ax.get_title().partition(": ")
+        ax.set_title(f"{', '.join(families)}: {rest}", fontsize=10)
     return fig
 
 

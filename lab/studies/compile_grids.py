@@ -78,6 +78,9 @@ class GemmAxes:
     def base_spec(self) -> build.KernelSpec:
         return family_rung(self.family, self.rung).spec
 
+    def smem_limit(self, arch: int) -> int:
+        return smem_limit_per_block(arch)
+
     def build(self, point: dict, arch: int) -> tuple[build.KernelSpec, int]:
         from lab.core.ladder import Rung
         from lab.families.gemm_tc import dynamic_smem_bytes
@@ -151,6 +154,10 @@ class AttentionAxes:
     def base_spec(self) -> build.KernelSpec:
         return family_rung(self.family, self.rung).spec
 
+    def smem_limit(self, arch: int) -> int:
+        """What the attention families let a block use: the opt-in limit less their margin (their refusal)."""
+        return smem_limit_per_block(arch) - ATTENTION_SMEM_MARGIN
+
     def build(self, point: dict, arch: int) -> tuple[build.KernelSpec, int]:
         fam = _attention_family_at(self.family, arch)
         rung = family_rung(self.family, self.rung)
@@ -166,7 +173,7 @@ def _attention_family_at(name: str, arch: int):
     from lab.families.attention import AttentionFamily
     from lab.families.attention_decode import AttentionDecodeFamily
 
-    limit = smem_limit_per_block(arch) - ATTENTION_SMEM_MARGIN
+    limit = AttentionAxes(name, "", (), (), (), ()).smem_limit(arch)
     base = AttentionDecodeFamily if name == "attention_decode" else AttentionFamily
 
     class AtArch(base):
@@ -243,7 +250,7 @@ def variant_grid(axes: Axes) -> Grid:
             named = tuple(zip(inner, values, strict=True)) + (("archs", arch),)
             spec, smem = axes.build(dict(named), arch)
             _refuse_unknown_knobs(axes, spec, dict(spec.knobs))
-            why = _refusal(spec, arch, smem, supported)
+            why = _refusal(spec, arch, smem, axes.smem_limit(arch), supported)
             if why:
                 grid.skipped.append({"family": axes.family, "rung": axes.rung, "axes": dict(named), "reason": why})
             else:
@@ -251,13 +258,12 @@ def variant_grid(axes: Axes) -> Grid:
     return grid
 
 
-def _refusal(spec: build.KernelSpec, arch: int, smem: int, supported: Sequence[int]) -> str | None:
+def _refusal(spec: build.KernelSpec, arch: int, smem: int, limit: int, supported: Sequence[int]) -> str | None:
     why = build.arch_refusal(spec, arch)
     if why:
         return why
     if arch not in supported:
         return f"this NVRTC cannot build for sm_{arch}"
-    limit = smem_limit_per_block(arch)
     if smem > limit:
         return f"needs {smem} B of shared memory per block; sm_{arch} allows {limit} B"
     return None

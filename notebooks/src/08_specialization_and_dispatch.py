@@ -467,7 +467,7 @@ COMPILE = FILES["compile_variants"]
 PREDICTED = {}
 if COMPILE:
     for entry in COMPILE["axes"]:
-        sizes = {axis: len(values) for axis, values in entry["axes"].items()}
+        sizes = {axis: len(values) for axis, values in entry["axes"].items() if len(values) > 1}
         variants = math.prod(sizes.values())
         one = next(g for g in COMPILE["growth"] if (g["family"], g["series"]) == (entry["family"], entry["rung"])
                    and g["variants"] == 1)
@@ -489,10 +489,12 @@ lesson.show_compile(COMPILE, ("gemm_tc",), strip=True)
 
 # %% [markdown]
 # Attention multiplies its own axes. `lab.ops.attention` compiles one kernel per head dim it specializes (64, 128),
-# causal flag and type: the wgmma rung for long prefills on sm_90, the cp.async rung on every arch (and for short
-# prefills), and the split-KV decode rung with and without a paged cache. The same study built each of those variants
-# as the attention families themselves configure them (their shared memory sized for the arch), so the count below is
-# what `lab.ops.attention` adds to a Hopper process's cache, beside the GEMM variants above:
+# causal flag and type, for each rung it may send a call to: the wgmma rung for long prefills on sm_90, the mma.sync
+# rung for short ones (256 keys or fewer), the cp.async rung (long prefills before sm_90, or where the wgmma rung
+# refuses a call), and the split-KV decode rung. The same study built each of those variants as the attention
+# families themselves configure them (their shared memory sized for the arch), so the count below is at most what
+# `lab.ops.attention` adds to a Hopper process's cache (a process compiles only the variants its calls reach),
+# beside the GEMM variants above:
 
 # %%
 print(lesson.compile_share(COMPILE, ("attention", "attention_decode")))
@@ -515,8 +517,8 @@ lesson.show_compile(COMPILE, ("attention", "attention_decode"))
 for (family, rung), (variants, predicted) in PREDICTED.items():
     last = max((g for g in COMPILE["growth"] if (g["family"], g["series"]) == (family, rung)),
                key=lambda g: g["variants"])
-    print(f"{family} {rung}: predicted {predicted:.0f} s for {variants} variants; measured {last['compile_s']:.0f} s for "
-          f"{last['variants']} ({last['compile_s'] / predicted:.2f}x the prediction)")
+    print(f"{family} {rung}: predicted {predicted:.0f} s for {variants} variants; measured {last['compile_s']:.0f} s "
+          f"for {last['variants']} ({last['compile_s'] / predicted:.2f}x the prediction)")
 
 # %% [markdown]
 # ---
