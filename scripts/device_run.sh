@@ -601,6 +601,19 @@ for r in rs.records:
       gpu_tests "$(box 45 60)" tests/test_gpu_attention.py -k peeled
       echo "== attention study (one shape)"; timeout "$(box 60 3)" python3 -m lab.studies.attention_study \
         "$pack/study" --quick 2>&1 | tail -14 ;;
+    rows-stats)  # LayerNorm rung 04 with its statistics in one exchange (STATS): every GPU test of the row ladders and of
+                 # lab.ops's rows, the cluster-rows study (STATS=2 beside it), compute-sanitizer on LayerNorm rung 04,
+                 # then attention: rung 05 PEELED=1's test and the attention study (every shape, D = 64 stage probes)
+      gpu_tests "$(box 170 380)" tests/test_gpu_norms.py tests/test_gpu_softmax.py tests/test_gpu_ops.py \
+        -k "not test_gpu_ops or row_ops"
+      echo "== cluster-rows study"; mkdir -p "$pack/study"
+      timeout "$(box 200 180)" python3 -m lab.studies.cluster_rows_study "$pack/study" --rounds 3 2>&1 | tail -40
+      echo "== compute-sanitizer on layernorm rung 04"
+      timeout "$(box 60 130)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_layernorm_04.json" --family layernorm \
+        --rungs 04 --tools memcheck,racecheck,synccheck --budget 55 | tail -5
+      gpu_tests "$(box 40 95)" tests/test_gpu_attention.py -k peeled
+      echo "== attention study"; timeout "$(box 240 3)" python3 -m lab.studies.attention_study "$pack/study" 2>&1 \
+        | tail -70 ;;
     splitk-a)
       gpu_tests 300 tests/test_gpu_split_k.py -x
       echo "== ncu on the split-K kernels"; timeout 200 python3 scripts/split_k_ncu.py "$pack" | tail -40

@@ -8,7 +8,8 @@ function's instructions as they were; a difference names the variant to look at.
     python scripts/same_sass.py compare /tmp/before /tmp/after
 
 Only the instructions are compared (nvdisasm -c, no line information), so comments, names of inlined helpers and
-line numbers may change freely.
+line numbers may change freely. A source with several entries (RMSNorm's and LayerNorm's in one file) is compared
+function by function, its branch labels renumbered within each, so a change to one entry names that entry alone.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from lab.families import get_family  # noqa: E402
 TOGGLES = {"HALF": (0, 1), "BF16": (0, 1), "CAUSAL": (0, 1), "HEAD_DIM": (64, 128), "PAGED": (0, 1),
            "LAYERNORM": (0, 1), "CLUSTER": (1, 2, 4)}
 _OFFSET = re.compile(r"^\s*/\*[0-9a-f]+\*/\s*")
+_FUNCTION = re.compile(r"^\.text\.(\S+):$")
+_LABEL = re.compile(r"\.L_x_\d+")
+HEADER = "== function "
 
 
 def variants(family: str, arch: int):
@@ -47,7 +51,8 @@ def variants(family: str, arch: int):
 
 
 def sass(spec: build.KernelSpec, arch: int) -> str:
-    """The cubin's instructions, one per line, without offsets or line information."""
+    """The cubin's instructions, one per line, without offsets or line information, under a header line per
+    function; branch labels are numbered within their function (nvdisasm numbers them across the cubin)."""
     tool = build.find_nvdisasm()
     if tool is None:
         raise LabError("nvdisasm is not installed: `pip install nvidia-cuda-nvdisasm`.")
@@ -56,8 +61,29 @@ def sass(spec: build.KernelSpec, arch: int) -> str:
         f.write(compiled.cubin)
         f.flush()
         out = subprocess.run([tool, "-c", f.name], capture_output=True, text=True, check=True).stdout
-    return "\n".join(_OFFSET.sub("", line).split(" /*")[0].rstrip() for line in out.splitlines()
-                     if line.strip().startswith("/*"))
+    lines: list[str] = []
+    labels: dict[str, str] = {}
+    for line in out.splitlines():
+        head = _FUNCTION.match(line.strip())
+        if head:
+            lines.append(HEADER + head.group(1))
+            labels = {}
+        elif line.strip().startswith("/*"):
+            text = _OFFSET.sub("", line).split(" /*")[0].rstrip()
+            lines.append(_LABEL.sub(lambda m, seen=labels: seen.setdefault(m.group(0), f".L{len(seen)}"), text))
+    return "\n".join(lines)
+
+
+def functions(text: str) -> dict[str, str]:
+    """A dump's instructions by function ("" for lines before any header)."""
+    out: dict[str, list[str]] = {}
+    name = ""
+    for line in text.splitlines():
+        if line.startswith(HEADER):
+            name = line[len(HEADER):]
+        else:
+            out.setdefault(name, []).append(line)
+    return {k: "\n".join(v) for k, v in out.items()}
 
 
 def dump(out: Path, families: list[str], arch: int) -> int:
@@ -73,11 +99,19 @@ def dump(out: Path, families: list[str], arch: int) -> int:
 
 def compare(before: Path, after: Path) -> int:
     names = sorted({p.name for p in before.glob("*.sass")} | {p.name for p in after.glob("*.sass")})
-    differ = [n for n in names if not (before / n).exists() or not (after / n).exists()
-              or (before / n).read_text() != (after / n).read_text()]
-    for n in differ:
-        print(f"differs: {n}")
-    print(f"{len(names) - len(differ)} of {len(names)} variants have the same instructions")
+    differ = 0
+    for n in names:
+        if not (before / n).exists() or not (after / n).exists():
+            print(f"differs: {n} (in one dump only)")
+            differ += 1
+            continue
+        old, new = functions((before / n).read_text()), functions((after / n).read_text())
+        changed = [f for f in sorted(old.keys() | new.keys()) if old.get(f) != new.get(f)]
+        if changed:
+            named = [f for f in changed if f]
+            print(f"differs: {n}" + (f" ({', '.join(named)})" if named else ""))
+            differ += 1
+    print(f"{len(names) - differ} of {len(names)} variants have the same instructions")
     return 1 if differ else 0
 
 

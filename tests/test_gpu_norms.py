@@ -90,13 +90,17 @@ def test_the_ceiling_copies_x_and_records_carry_the_path(tmp_path):
 # Rung 04 built with cluster shapes the launcher would not pick: more blocks than packs (empty slices), one warp per
 # block, slices past the registers (streamed) and the largest block; on short, odd and long rows.
 FORCED_SHAPES = [(8, 32), (8, 64), (2, 1024), (4, 32), (1, 32)]
-FORCED_CASES = [{"rows": 5, "n": 40}, {"rows": 3, "n": 1001}, {"rows": 2, "n": 32768}, {"rows": 2, "n": 65544,
-                                                                                         "values": "offset"}]
+FORCED_CASES = [{"rows": 5, "n": 40}, {"rows": 3, "n": 1001}, {"rows": 3, "n": 1001, "values": "offset"},
+                {"rows": 2, "n": 32768}, {"rows": 2, "n": 65544, "values": "offset"}]
 
 
-@pytest.mark.parametrize("exchange", [1, 0], ids=["mbarrier", "cluster_barrier"])
-@pytest.mark.parametrize("fam", [RMS, LAYER], ids=lambda f: f.name)
-def test_rung_04_is_correct_on_any_cluster_shape_with_either_exchange(fam, exchange, monkeypatch):
+# (family, EXCHANGE, STATS): either exchange for both norms; LayerNorm's statistics in one exchange or in two.
+RUNG_04_BUILDS = [(RMS, 1, None), (RMS, 0, None), (LAYER, 1, 1), (LAYER, 0, 1), (LAYER, 1, 2), (LAYER, 0, 2)]
+
+
+@pytest.mark.parametrize("fam, exchange, stats", RUNG_04_BUILDS,
+                         ids=[f"{f.name}-exchange{e}" + (f"-stats{s}" if s else "") for f, e, s in RUNG_04_BUILDS])
+def test_rung_04_is_correct_on_any_cluster_shape_with_either_exchange(fam, exchange, stats, monkeypatch):
     import dataclasses
 
     from lab.families import norms
@@ -104,7 +108,8 @@ def test_rung_04_is_correct_on_any_cluster_shape_with_either_exchange(fam, excha
 
     rung = fam.rung("04")
     _skip_unless_the_gpu_runs(rung)
-    rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(EXCHANGE=exchange))
+    knobs = {"EXCHANGE": exchange} | ({"STATS": stats} if stats else {})
+    rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs))
     failures = []
     for cluster, threads in FORCED_SHAPES:
         monkeypatch.setattr(norms, "cluster_shape", lambda *_, c=cluster, t=threads: (c, t))

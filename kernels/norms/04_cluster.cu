@@ -5,8 +5,10 @@
 //   runs at once on one GPC, each able to write the others' shared memory), and each block holds its slice in
 //   registers, at most THREADS * ELEMS values. A sum over the row is each block's sum (rung 03's block_sum), pushed
 //   into every block of the cluster and added there in rank order (kernels/common/lab_cluster_reduce.cuh): the
-//   same statistics, bit for bit, in every block of the row. LayerNorm exchanges twice (the mean, then the sum of
-//   squares about it, as rung 03), RMSNorm once. The pushes land either behind a cluster barrier (EXCHANGE = 0) or
+//   same statistics, bit for bit, in every block of the row. RMSNorm exchanges once (the sum of squares). LayerNorm
+//   exchanges once too (STATS = 1): each block sends its sum and its sum of squares about its own mean, and every
+//   block merges the pairs in rank order, as Chan, Golub and LeVeque combine partial variances; STATS = 2 is the
+//   first build's two exchanges (the mean, then the sum of squares about it, as rung 03). The pushes land either behind a cluster barrier (EXCHANGE = 0) or
 //   as st.async stores counted on an mbarrier in the receiving block (EXCHANGE = 1: no fence, no cluster-wide
 //   wait). The weights (and biases) are prefetched into L1 between the last push and its wait.
 //   The launcher picks CLUSTER, the fewest of 1, 2, 4, 8 blocks whose slices fit BLOCK * ELEMS values, and THREADS,
@@ -25,15 +27,19 @@
 // Measured: lab.studies.cluster_rows_study (notebook 07 replays its record beside this prediction; so far from an
 //   H100, whose slower memory needs fewer bytes in flight than the H200's, so rung 03 stands higher there). Past rung
 //   03's registers (n >= 65536) the split wins in every case; at n = 32768 it wins for RMSNorm fp16 and is level or
-//   behind for LayerNorm, whose two exchanges are two round trips a row (next: one exchange of (count, mean, M2)
-//   pairs, merged as Chan et al. do). EXCHANGE = 1 beat 0 in every case, as predicted. compute-sanitizer (memcheck,
+//   behind for LayerNorm, whose two exchanges are two round trips a row. EXCHANGE = 1 beat 0 in every case, as
+//   predicted.
+// STATS = 1 against 2 (LayerNorm), predicted: one cluster round trip a row instead of two, so LayerNorm closes on
+//   RMSNorm (which already exchanges once): within 0.03 of RMSNorm's fraction of the copy at n >= 32768, from
+//   0.06-0.15 behind it with STATS = 2 (H100). The block still reduces twice (its sum, then its squares about its
+//   own mean): those are barriers inside one SM, not round trips across a GPC. compute-sanitizer (memcheck,
 //   racecheck, synccheck) is clean on the cluster shapes (results/h100/sanitize_cluster_rows/).
 // Tails and alignment: as rung 03 (VEC from n and the pointers' alignment; slices of whole packs). Any rows, any n.
 // Requires: sm_90 (clusters, distributed shared memory). Launch: grid (rows * CLUSTER), block (THREADS), clusters of
 //   CLUSTER blocks along x (__cluster_dims__): blocks CLUSTER r .. CLUSTER r + CLUSTER - 1 normalize row r.
 // Knobs: BF16 (0), VEC (8), ELEMS (32), BLOCK (256: the block size the launcher aims for), CLUSTER (1: set per n by
 //   the launcher), THREADS (256: set per n by the launcher), EXCHANGE (1: st.async on an mbarrier; 0: a cluster
-//   barrier).
+//   barrier), STATS (1: LayerNorm's statistics in one exchange, merged pairs; 2: in two, the mean then the squares).
 #ifndef BF16
 #define BF16 0
 #endif
@@ -55,8 +61,12 @@
 #ifndef EXCHANGE
 #define EXCHANGE 1
 #endif
+#ifndef STATS
+#define STATS 1
+#endif
 static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4 || CLUSTER == 8, "CLUSTER is 1, 2, 4 or 8 (portable sizes)");
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS is a multiple of 32, at most 1024");
+static_assert(STATS == 1 || STATS == 2, "STATS is 1 (one exchange of merged pairs) or 2 (two exchanges)");
 
 #define CHUNKS (ELEMS / VEC)  // packs a thread holds
 
@@ -75,13 +85,60 @@ __device__ __forceinline__ float value(const Pack& p, int k) { return half_bits_
 
 __device__ __forceinline__ void prefetch_l1(const Pack* p) { asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p)); }
 
-// Two exchanges (rounds) of one value each: LayerNorm's sum for the mean (round 0), the sum of squares (round 1).
-typedef ClusterExchange<CLUSTER, 2, 1, EXCHANGE> Exchange;
+// What a norm's blocks exchange. Two rounds of one value each: the sum for the mean (round 0: LayerNorm with
+// STATS = 2), the sum of squares (round 1: RMSNorm's one round, LayerNorm's second). LayerNorm with STATS = 1: one
+// round of two values, the block's sum and its sum of squares about its own mean.
+template <bool LAYER>
+struct RowExchange {
+    typedef ClusterExchange<CLUSTER, 2, 1, EXCHANGE> type;
+};
+#if STATS == 1
+template <>
+struct RowExchange<true> {
+    typedef ClusterExchange<CLUSTER, 1, 2, EXCHANGE> type;
+};
+#endif
+#define MERGED(LAYER) ((LAYER) && STATS == 1)
 
 // The row's sum of `partial` over the blocks of the cluster (the block's sum first), through exchange `round`.
-__device__ __forceinline__ float row_sum(float partial, float* scratch, Exchange& ex, int round) {
+template <class Ex>
+__device__ __forceinline__ float row_sum(float partial, float* scratch, Ex& ex, int round) {
     const float block = block_sum(partial, scratch);
     return CLUSTER == 1 ? block : ex.total(round, block);
+}
+
+// Values in the slice of the block of rank r: slices of `per` packs, the last ones short or empty.
+__device__ __forceinline__ int slice_values(int r, int packs, int per) {
+    const int lo = min(packs, r * per);
+    return (min(packs, lo + per) - lo) * VEC;
+}
+
+// STATS = 1: the row's mean and sum of squared deviations from the blocks' (sum, squares about the block's mean)
+// pairs, once they have landed. M2 = sum_r [M2_r + n_r (mean_r - mean)^2] (Chan, Golub and LeVeque, 1979), added
+// in rank order: the same bits in every block.
+template <class Ex>
+__device__ __forceinline__ void merge_pairs(const Ex& ex, int packs, int per, int n, float& mean, float& m2) {
+    mean = __fdividef(ex.sum(0, 0), n);
+    m2 = 0.0f;
+#pragma unroll
+    for (int r = 0; r < CLUSTER; ++r) {
+        const int count = slice_values(r, packs, per);
+        if (count == 0) continue;  // an empty slice sent (0, 0)
+        const float d = __fdividef(ex.slots[0][0][r], count) - mean;
+        m2 += ex.slots[0][1][r] + count * d * d;
+    }
+}
+
+// A slice's sum, through the block: the row's mean for STATS = 2 (summed over the cluster); the block's own for
+// STATS = 1, whose sum `block_total` is kept for the exchange.
+template <bool LAYER, class Ex>
+__device__ __forceinline__ float slice_mean(float sum, int count, int n, float* scratch, Ex& ex, float& block_total) {
+    if constexpr (MERGED(LAYER)) {
+        block_total = block_sum(sum, scratch);
+        return count > 0 ? __fdividef(block_total, count) : 0.0f;
+    } else {
+        return __fdividef(row_sum(sum, scratch, ex, 0), n);
+    }
 }
 
 // One element's output: (x - mean) * rstd * w (+ b).
@@ -98,10 +155,10 @@ __device__ __forceinline__ Pack normalize(const Pack& xp, const Pack& wp, const 
 }
 
 // A slice held in registers: packs lo + t + c * THREADS (c < CHUNKS) below hi are thread t's.
-template <bool LAYER>
+template <bool LAYER, class Ex>
 __device__ __forceinline__ void norm_slice_held(const Pack* __restrict__ xr, const Pack* __restrict__ wv,
                                                 const Pack* __restrict__ bv, Pack* __restrict__ yr, int lo, int hi,
-                                                int n, float eps, float* scratch, Exchange& ex) {
+                                                int packs, int per, int n, float eps, float* scratch, Ex& ex) {
     const int t = threadIdx.x;
     const int first = lo + t;
     const int mine = first < hi ? min(CHUNKS, (hi - first + THREADS - 1) / THREADS) : 0;
@@ -111,7 +168,7 @@ __device__ __forceinline__ void norm_slice_held(const Pack* __restrict__ xr, con
         if (c < mine) held[c] = xr[first + c * THREADS];
     if (CLUSTER > 1) ex.started();  // every block of the cluster is ready before anything is pushed to it
 
-    float mean = 0.0f;
+    float mean = 0.0f, block_total = 0.0f;
     if (LAYER) {
         float sum = 0.0f;
 #pragma unroll
@@ -119,7 +176,7 @@ __device__ __forceinline__ void norm_slice_held(const Pack* __restrict__ xr, con
             if (c < mine)
 #pragma unroll
                 for (int k = 0; k < VEC; ++k) sum += value(held[c], k);
-        mean = __fdividef(row_sum(sum, scratch, ex, 0), n);
+        mean = slice_mean<LAYER>(sum, (hi - lo) * VEC, n, scratch, ex, block_total);
     }
     float sq = 0.0f;
 #pragma unroll
@@ -134,18 +191,26 @@ __device__ __forceinline__ void norm_slice_held(const Pack* __restrict__ xr, con
     // The last exchange, split: push and arrive, fetch the weights (and biases) into L1 while the peers' sums
     // arrive (a prefetch holds no registers: loading them here spilled), then wait.
     const float block_sq = block_sum(sq, scratch);
+    const int last = MERGED(LAYER) ? 0 : 1;  // the round that carries the squares
     if (CLUSTER > 1) {
-        ex.put(1, 0, block_sq);
-        ex.arrive(1);
+        if constexpr (MERGED(LAYER)) ex.put(0, 0, block_total);
+        ex.put(last, MERGED(LAYER) ? 1 : 0, block_sq);
+        ex.arrive(last);
 #pragma unroll
         for (int c = 0; c < CHUNKS; ++c)
             if (VEC == 8 && c < mine) {  // 16-byte packs; narrower ones (odd n) would prefetch each line many times
                 prefetch_l1(wv + first + c * THREADS);
                 if (LAYER) prefetch_l1(bv + first + c * THREADS);
             }
-        ex.wait(1);
+        ex.wait(last);
     }
-    const float total_sq = CLUSTER > 1 ? ex.sum(1, 0) : block_sq;
+    float total_sq = block_sq;
+    if (CLUSTER > 1) {
+        if constexpr (MERGED(LAYER))
+            merge_pairs(ex, packs, per, n, mean, total_sq);
+        else
+            total_sq = ex.sum(1, 0);
+    }
     const float rstd = rsqrtf(__fdividef(total_sq, n) + eps);
 
 #pragma unroll
@@ -159,12 +224,12 @@ __device__ __forceinline__ void norm_slice_held(const Pack* __restrict__ xr, con
 }
 
 // A slice longer than the registers hold: read again for each sum and for the output, the same two-pass statistics.
-template <bool LAYER>
+template <bool LAYER, class Ex>
 __device__ void norm_slice_streamed(const Pack* __restrict__ xr, const Pack* __restrict__ wv,
-                                    const Pack* __restrict__ bv, Pack* __restrict__ yr, int lo, int hi, int n,
-                                    float eps, float* scratch, Exchange& ex) {
+                                    const Pack* __restrict__ bv, Pack* __restrict__ yr, int lo, int hi, int packs,
+                                    int per, int n, float eps, float* scratch, Ex& ex) {
     if (CLUSTER > 1) ex.started();
-    float mean = 0.0f;
+    float mean = 0.0f, block_total = 0.0f;
     if (LAYER) {
         float sum = 0.0f;
         for (int p = lo + threadIdx.x; p < hi; p += THREADS) {
@@ -172,7 +237,7 @@ __device__ void norm_slice_streamed(const Pack* __restrict__ xr, const Pack* __r
 #pragma unroll
             for (int k = 0; k < VEC; ++k) sum += value(xp, k);
         }
-        mean = __fdividef(row_sum(sum, scratch, ex, 0), n);
+        mean = slice_mean<LAYER>(sum, (hi - lo) * VEC, n, scratch, ex, block_total);
     }
     float sq = 0.0f;
     for (int p = lo + threadIdx.x; p < hi; p += THREADS) {
@@ -183,7 +248,21 @@ __device__ void norm_slice_streamed(const Pack* __restrict__ xr, const Pack* __r
             sq = fmaf(d, d, sq);
         }
     }
-    const float rstd = rsqrtf(__fdividef(row_sum(sq, scratch, ex, 1), n) + eps);
+    float total_sq;
+    if constexpr (MERGED(LAYER)) {
+        const float block_sq = block_sum(sq, scratch);
+        total_sq = block_sq;
+        if (CLUSTER > 1) {
+            ex.put(0, 0, block_total);
+            ex.put(0, 1, block_sq);
+            ex.arrive(0);
+            ex.wait(0);
+            merge_pairs(ex, packs, per, n, mean, total_sq);
+        }
+    } else {
+        total_sq = row_sum(sq, scratch, ex, 1);
+    }
+    const float rstd = rsqrtf(__fdividef(total_sq, n) + eps);
     for (int p = lo + threadIdx.x; p < hi; p += THREADS) {
         const Pack xp = xr[p], wp = wv[p];  // whole packs into registers: one 16-byte load each
         Pack bp;
@@ -198,7 +277,7 @@ __device__ __forceinline__ void norm_rows(const u16* __restrict__ x, const u16* 
                                           const u16* __restrict__ b, u16* __restrict__ y, int rows, int n,
                                           float eps) {
     __shared__ float scratch[32];
-    __shared__ Exchange ex;
+    __shared__ typename RowExchange<LAYER>::type ex;
     const int row = blockIdx.x / CLUSTER;
     if (row >= rows) return;  // a whole cluster or none: its blocks share the row
     if (CLUSTER > 1) ex.start();
@@ -212,9 +291,9 @@ __device__ __forceinline__ void norm_rows(const u16* __restrict__ x, const u16* 
     const Pack* wv = reinterpret_cast<const Pack*>(w);
     const Pack* bv = reinterpret_cast<const Pack*>(b);
     if (per <= CHUNKS * THREADS)
-        norm_slice_held<LAYER>(xr, wv, bv, yr, lo, hi, n, eps, scratch, ex);
+        norm_slice_held<LAYER>(xr, wv, bv, yr, lo, hi, packs, per, n, eps, scratch, ex);
     else
-        norm_slice_streamed<LAYER>(xr, wv, bv, yr, lo, hi, n, eps, scratch, ex);
+        norm_slice_streamed<LAYER>(xr, wv, bv, yr, lo, hi, packs, per, n, eps, scratch, ex);
 }
 
 // 1024 threads an SM's worth of blocks (rounded down): <= 64 registers a thread at 256 or 1024 threads (32 held

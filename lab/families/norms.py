@@ -87,9 +87,11 @@ def _rungs(family: str) -> tuple[Rung, ...]:
              BF16=0, VEC=8, ELEMS=32, WARP_ROW=0, WARPS=4),
         # Launch "cluster_per_row": a row split over a cluster of CLUSTER blocks of THREADS threads (both set per n by
         # `variant`: cluster_shape), grid rows * CLUSTER.
+        # LayerNorm's STATS: its exchanges a row (1: each block's sum and squares about its own mean, merged; 2: the
+        # mean, then the squares about it). RMSNorm exchanges its squares once and has no such knob.
         rung("04_cluster", "a long row split over a thread-block cluster, sums through distributed shared memory",
              launch="cluster_per_row", min_arch=CLUSTER_MIN_ARCH, BF16=0, VEC=8, ELEMS=32, BLOCK=256, CLUSTER=1,
-             THREADS=256, EXCHANGE=1),
+             THREADS=256, EXCHANGE=1, **({"STATS": 1} if family == "layernorm" else {})),
     )
 
 

@@ -8,7 +8,8 @@ same round. The methods:
     sdpa_cudnn, sdpa_flash, sdpa_efficient   torch.nn.functional.scaled_dot_product_attention forced to one backend
                                              (torch.nn.attention.sdpa_kernel), its own output (no copy into ours)
     02_flash_mma, 03_flash_pipelined, ...    the tiled rungs as the family launches them
-    03 BLOCK_M=128, 05 PEELED=1              a rung with other knobs (THREADS follows BLOCK_M)
+    03 BLOCK_M=128, 05 PEELED=1, ...         a rung with other knobs (THREADS follows BLOCK_M); some only at
+                                             the head dims they are meant for (4 K/V stages at D = 64)
 
 Every rung setting passes a check on a small odd case (check_case: S = 333 against 517 keys, GQA, causal) before it
 is timed; one that fails gets a row saying so and is not timed. A backend that refuses a shape is left out with its
@@ -29,9 +30,12 @@ from lab.families import get_family
 from lab.measure.records import provenance, write_json
 
 BACKENDS = ("cudnn", "flash", "efficient")
-# Other settings of a rung beside its defaults: rung 03 at 128 query rows a block (8 warps of 16 rows), rung 05 with
-# its loop peeled (no wgmma on a divergent path).
-RUNG_SETTINGS = (("03", {"BLOCK_M": 128, "THREADS": 256}), ("05", {"PEELED": 1}))
+# Other settings of a rung beside its defaults, and the head dims they are timed at (None: every one): rung 03 at 128
+# query rows a block (8 warps of 16 rows), rung 05 with its loop peeled (no wgmma on a divergent path), rungs 04 and
+# 05 with 4 K/V stages where D = 64 leaves the shared memory for them (a tile step is half as long as at D = 128, so
+# a deeper ring may be what keeps the tensor cores fed).
+RUNG_SETTINGS = (("03", {"BLOCK_M": 128, "THREADS": 256}, None), ("05", {"PEELED": 1}, None),
+                 ("04", {"STAGES": 4}, (64,)), ("05", {"STAGES": 4}, (64,)))
 SHAPES = [dict(B=2, H=16, S=4096, D=d, causal=c, dtype="float16") for d in (128, 64) for c in (0, 1)]
 SHAPES += [dict(B=2, H=16, S=4096, D=128, causal=0, dtype="bfloat16"), dict(B=4, H=32, S=4096, D=128, causal=0,
                                                                              dtype="float16")]
@@ -67,15 +71,24 @@ def _sdpa(att, backend: str, problem):
     return launch, None
 
 
+def rung_settings(att, shape: dict) -> dict:
+    """name -> rung: the tiled rungs (02 on) as the family builds them, and the RUNG_SETTINGS meant for this shape's
+    head dim."""
+    rungs = {r.key: r for r in att.rungs if r.number >= 2}
+    for key, knobs, head_dims in RUNG_SETTINGS:
+        if head_dims is not None and shape["D"] not in head_dims:
+            continue
+        base = att.rung(key)
+        name = f"{key} " + " ".join(f"{k}={v}" for k, v in knobs.items() if k != "THREADS")
+        rungs[name] = dataclasses.replace(base, spec=base.spec.with_knobs(**knobs))
+    return rungs
+
+
 def _rung_methods(att, shape: dict) -> tuple[dict, list[dict]]:
     """The rungs to time on `shape` (name -> rung) and the rows of settings that failed their check."""
     from lab.measure.verify import check_case
 
-    rungs = {r.key: r for r in att.rungs if r.number >= 2}
-    for key, knobs in RUNG_SETTINGS:
-        base = att.rung(key)
-        name = f"{key} " + " ".join(f"{k}={v}" for k, v in knobs.items() if k != "THREADS")
-        rungs[name] = dataclasses.replace(base, spec=base.spec.with_knobs(**knobs))
+    rungs = rung_settings(att, shape)
     failed = []
     case = {"B": 1, "H": 4, "H_kv": 2, "S_q": 333, "S_k": 517, "D": shape["D"], "dtype": shape["dtype"],
             "causal": 1}

@@ -8,8 +8,9 @@ the L2). Methods (every one once a round on each case, the order rotated from ro
     torch                         torch.nn.functional.rms_norm / layer_norm, torch.softmax on the same x (DLPack)
     <previous rung>               norms 03_specialized, softmax 04_specialized: one block per row
     <cluster rung>                as the family builds it (cluster size and block from n)
-    <cluster rung> KNOB=V         knob probes: the other exchange (EXCHANGE=0, a cluster barrier) and other block
-                                  targets (BLOCK=128, BLOCK=512: more or fewer blocks a row)
+    <cluster rung> KNOB=V         knob probes: the other exchange (EXCHANGE=0, a cluster barrier), other block
+                                  targets (BLOCK=128, BLOCK=512: more or fewer blocks a row) and LayerNorm's
+                                  statistics in two exchanges (STATS=2) where the rung takes one
 
 Each rung method is checked once against float64 (lab.measure.verify.check_case, on a few rows of the same n and
 type, which builds the same kernel) before it is timed; a method that fails is left out and named in `failed`.
@@ -39,7 +40,7 @@ QUICK_ROW_LENGTHS = (32768,)
 TYPES = {"rmsnorm": ("float16", "bfloat16"), "layernorm": ("float16", "bfloat16"), "softmax": ("float16", "float32")}
 PREVIOUS = {"rmsnorm": "03_specialized", "layernorm": "03_specialized", "softmax": "04_specialized"}
 CLUSTER_RUNG = {"rmsnorm": "04_cluster", "layernorm": "04_cluster", "softmax": "05_cluster"}
-PROBES = ({"EXCHANGE": 0}, {"BLOCK": 128}, {"BLOCK": 512})
+PROBES = ({"EXCHANGE": 0}, {"BLOCK": 128}, {"BLOCK": 512}, {"STATS": 2})
 CHECK_ROWS = 3
 EPS = 1e-5
 
