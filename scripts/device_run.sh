@@ -75,6 +75,10 @@
 #                                              cluster-rows study, `lab bench` of the three families, compute-sanitizer
 #                                              on the cluster rungs, attention rung 05 PEELED=1 (its test, the attention
 #                                              study on one shape)
+#   bash scripts/device_run.sh attention-peeled attention's GPU tests (family, lab.ops), the study against each SDPA
+#                                              backend, `lab bench attention`'s sweep, compute-sanitizer on rung 05
+#   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
+#                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
 #                                              the slowest tests' durations
 #   bash scripts/device_run.sh grading         the grader's GPU tests (fault batch, exercises 07-08, exercise 08's numerics
@@ -614,6 +618,26 @@ for r in rs.records:
       gpu_tests "$(box 40 95)" tests/test_gpu_attention.py -k peeled
       echo "== attention study"; timeout "$(box 240 3)" python3 -m lab.studies.attention_study "$pack/study" 2>&1 \
         | tail -70 ;;
+    attention-peeled)  # attention rung 05 with its loop peeled by default, first in lab.ops.attention's order: the
+                       # GPU tests (family, lab.ops), the study against each SDPA backend (3 rounds), the sweep of
+                       # `lab bench attention` (S = 256-16384, every flash rung), compute-sanitizer on rung 05
+      gpu_tests "$(box 230 340)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py --durations=8
+      echo "== attention study"; mkdir -p "$pack/study"
+      timeout "$(box 200 140)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -60
+      echo "== lab bench attention (sweep)"; COLUMNS=200 timeout "$(box 80 60)" python3 -m lab bench attention \
+        --kinds sweep --json "$pack/attention_sweep.json" 2>&1 | grep -v "^│ *│" | tail -40
+      echo "== compute-sanitizer on attention rung 05"
+      timeout "$(box 60 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_attention_05.json" --family attention \
+        --rungs 05 --tools memcheck,racecheck,synccheck --budget 55 | tail -5 ;;
+    rows-stats-b)  # LayerNorm rung 04 (STATS) again: the norms' GPU tests and lab.ops's rows in a longer box, the
+                   # cluster-rows study (STATS=2 beside it), compute-sanitizer on LayerNorm rung 04
+      gpu_tests "$(box 300 260)" tests/test_gpu_norms.py tests/test_gpu_ops.py -k "not test_gpu_ops or row_ops" \
+        --durations=8
+      echo "== cluster-rows study"; mkdir -p "$pack/study"
+      timeout "$(box 170 90)" python3 -m lab.studies.cluster_rows_study "$pack/study" --rounds 3 2>&1 | tail -40
+      echo "== compute-sanitizer on layernorm rung 04"
+      timeout "$(box 90 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_layernorm_04.json" --family layernorm \
+        --rungs 04 --tools memcheck,racecheck,synccheck --budget 85 | tail -5 ;;
     splitk-a)
       gpu_tests 300 tests/test_gpu_split_k.py -x
       echo "== ncu on the split-K kernels"; timeout 200 python3 scripts/split_k_ncu.py "$pack" | tail -40

@@ -59,16 +59,16 @@ def test_large_logits_stay_finite_and_rows_without_keys_are_zero(rung, dtype):
 FLASH_RUNGS = [r for r in ATTENTION.rungs if r.number >= 2]
 
 
-def test_rung_05_with_its_loop_peeled_is_correct_on_every_case():
-    """PEELED = 1 (the batches as straight-line code, no wgmma on a divergent path): every check case, as the
-    rungs themselves."""
+def test_rung_05_unpeeled_build_is_correct_on_every_case():
+    """PEELED = 0 (the first build, its products under conditions; the study times it beside the default): every
+    check case, as the rungs themselves."""
     import dataclasses
 
     from lab.measure.verify import check_rung
 
     base = ATTENTION.rung("05")
-    peeled = dataclasses.replace(base, spec=base.spec.with_knobs(PEELED=1))
-    failures = [r.line() for r in check_rung(ATTENTION, peeled, seed=38) if not r.passed]
+    unpeeled = dataclasses.replace(base, spec=base.spec.with_knobs(PEELED=0))
+    failures = [r.line() for r in check_rung(ATTENTION, unpeeled, seed=38) if not r.passed]
     assert not failures, "\n".join(failures)
 
 

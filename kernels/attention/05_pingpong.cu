@@ -24,17 +24,19 @@
 //   wgmma.mma_async instructions are serialized due to program dependence on compiler-inserted WG.AR in divergent
 //   path". The batch's two products sit under `if (p < n_tiles)` and `if (p > 0)`, so ptxas cannot prove that no
 //   register they use is touched between issue and wait, and makes every wgmma wait for the one before: the
-//   asynchrony that rung 04 has, and the overlap this rung exists for, are both gone. The fix is the knob PEELED = 1:
-//   the loop peeled (the first batch S(0) alone, then S(j) with P V(j-1) under no condition, then P V(last) alone),
-//   which ptxas builds without the warning; it is not measured yet, so the default is 0, the measured build (PEELED
-//   = 0 compiles to the same SASS as the file did before the knob). lab.ops sends its calls to rung 04, the faster.
+//   asynchrony that rung 04 has, and the overlap this rung exists for, are both gone. The fix is the knob PEELED,
+//   now 1 by default: the loop peeled (the first batch S(0) alone, then S(j) with P V(j-1) under no condition, then
+//   P V(last) alone), which ptxas builds without the warning. PEELED = 0 keeps the first build (its SASS is the
+//   file's before the knob) for the comparison.
+// Predicted for PEELED = 1 (before its first timing): the overlap back, so at least rung 04's speed and up to the
+//   1.05-1.15x above. Measured: see lab.studies.attention_study's record (PEELED = 0 timed beside it).
 // Requires: as rung 04 (sm_90a; HEAD_DIM 64 or 128; Q, K, V, O 16-byte aligned). Launch: as rung 04 (grid
 //   (ceil(S_q / 128), H, B), THREADS = 384, SMEM_BYTES = (128 + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2 + 1024 of
 //   dynamic shared memory, three 3-D tensor maps).
 // Knobs: BF16 (0: fp16, 1: bf16), CAUSAL (0: full attention, 1: causal, bottom-right aligned), HEAD_DIM (64: D, 64
 //   or 128; the launcher sets these three per problem), BLOCK_N (128 keys a tile), STAGES (2 K/V stages),
-//   THREADS (384: one producer and two consumer warpgroups), PEELED (0: the loop with conditional products, as
-//   measured; 1: the loop peeled, see Measured).
+//   THREADS (384: one producer and two consumer warpgroups), PEELED (1: the loop peeled; 0: the loop with
+//   conditional products, the first build, slower: see Measured).
 // Ideas: FlashAttention-3 and CUTLASS's ping-pong kernels, as rung 04; named barriers: NVIDIA's PTX ISA (bar.sync,
 //   bar.arrive). Code is this lab's own.
 #include "lab_cp_async.cuh"  // smem_u32addr, dynamic_smem_size
@@ -60,7 +62,7 @@
 #define THREADS 384
 #endif
 #ifndef PEELED
-#define PEELED 0
+#define PEELED 1
 #endif
 
 #define BLOCK_M 128                               // two consumer warpgroups of 64 rows

@@ -37,13 +37,13 @@ from lab.ops.dispatch import MAX_RECORDINGS, Decision, Replay, as_address
 from lab.ops.shapes import m_bucket
 
 DECODE_MAX_S_Q = 16  # at most this many query rows: a decode step
-# Fastest first as measured (results/h200/attention.json); rungs the family lacks are skipped, and a rung that refuses
-# a call (04 off sm_90) passes it on. Rung 05 (ping-pong) measured slower than rung 04 on the H200, so it is not here.
-FLASH_ORDER = ("04_wgmma_ws", "03_flash_pipelined", "02_flash_mma")
+# Fastest first as measured (lab.studies.attention_study and `lab bench attention`'s sweep, results/h100); rungs the
+# family lacks are skipped, and a rung that refuses a call (04 and 05 off sm_90) passes it on.
+FLASH_ORDER = ("05_pingpong", "04_wgmma_ws", "03_flash_pipelined", "02_flash_mma")
 # With few keys the order turns: at S_q = S_k = 256 (the sweep's shortest, B=2 H=16 D=128 fp16) rungs 02-03 took
 # under half of rung 04's time: rung 04's ring of 128-key stages never fills, and its 128-row blocks are half as many.
 SHORT_KEYS = 256
-SHORT_FLASH_ORDER = ("02_flash_mma", "03_flash_pipelined", "04_wgmma_ws")
+SHORT_FLASH_ORDER = ("02_flash_mma", "03_flash_pipelined", "05_pingpong", "04_wgmma_ws")
 GENERIC = "01_naive"
 DECODE_FAMILY = "attention_decode"
 DECODE_RUNG = "02_split_kv"
