@@ -621,23 +621,23 @@ for r in rs.records:
     attention-peeled)  # attention rung 05 with its loop peeled by default, first in lab.ops.attention's order: the
                        # GPU tests (family, lab.ops), the study against each SDPA backend (3 rounds), the sweep of
                        # `lab bench attention` (S = 256-16384, every flash rung), compute-sanitizer on rung 05
-      gpu_tests "$(box 230 340)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py --durations=8
+      gpu_tests "$(box 200 290)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py --durations=8
       echo "== attention study"; mkdir -p "$pack/study"
-      timeout "$(box 200 140)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -60
-      echo "== lab bench attention (sweep)"; COLUMNS=200 timeout "$(box 80 60)" python3 -m lab bench attention \
+      timeout "$(box 170 120)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -60
+      echo "== lab bench attention (sweep)"; COLUMNS=200 timeout "$(box 70 50)" python3 -m lab bench attention \
         --kinds sweep --json "$pack/attention_sweep.json" 2>&1 | grep -v "^│ *│" | tail -40
       echo "== compute-sanitizer on attention rung 05"
-      timeout "$(box 60 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_attention_05.json" --family attention \
-        --rungs 05 --tools memcheck,racecheck,synccheck --budget 55 | tail -5 ;;
+      timeout "$(box 50 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_attention_05.json" --family attention \
+        --rungs 05 --tools memcheck,racecheck,synccheck --budget 45 | tail -5 ;;
     rows-stats-b)  # LayerNorm rung 04 (STATS) again: the norms' GPU tests and lab.ops's rows in a longer box, the
                    # cluster-rows study (STATS=2 beside it), compute-sanitizer on LayerNorm rung 04
-      gpu_tests "$(box 300 260)" tests/test_gpu_norms.py tests/test_gpu_ops.py -k "not test_gpu_ops or row_ops" \
+      gpu_tests "$(box 190 220)" tests/test_gpu_norms.py tests/test_gpu_ops.py -k "not test_gpu_ops or row_ops" \
         --durations=8
       echo "== cluster-rows study"; mkdir -p "$pack/study"
-      timeout "$(box 170 90)" python3 -m lab.studies.cluster_rows_study "$pack/study" --rounds 3 2>&1 | tail -40
+      timeout "$(box 160 60)" python3 -m lab.studies.cluster_rows_study "$pack/study" --rounds 3 2>&1 | tail -40
       echo "== compute-sanitizer on layernorm rung 04"
-      timeout "$(box 90 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_layernorm_04.json" --family layernorm \
-        --rungs 04 --tools memcheck,racecheck,synccheck --budget 85 | tail -5 ;;
+      timeout "$(box 60 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_layernorm_04.json" --family layernorm \
+        --rungs 04 --tools memcheck,racecheck,synccheck --budget 55 | tail -5 ;;
     splitk-a)
       gpu_tests 300 tests/test_gpu_split_k.py -x
       echo "== ncu on the split-K kernels"; timeout 200 python3 scripts/split_k_ncu.py "$pack" | tail -40

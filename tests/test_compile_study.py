@@ -57,7 +57,7 @@ def test_attention_variants_are_the_ones_the_family_builds():
     knobs = dict(v.spec.knobs)
     assert (knobs["HEAD_DIM"], knobs["CAUSAL"], knobs["BF16"], knobs["BLOCK_N"]) == (128, 1, 1, 128)
     assert v.smem_bytes == (128 + 2 * 2 * 128) * 128 * 2 + 1024  # Q and two K/V stages, plus the swizzle's alignment
-    rung = next(r for r in get_family("attention").rungs if r.key == "04_wgmma_ws")
+    rung = next(r for r in get_family("attention").rungs if r.key == "05_pingpong")
     params = {"D": 128, "dtype": "bfloat16", "causal": 1}
     assert get_family("attention").variant_for(rung, params).spec == v.spec
     paged_too = dataclasses.replace(cs.DECODE_AXES, paged=(0, 1), archs=(90,))  # lab.ops passes no paged cache
