@@ -77,8 +77,8 @@
 #                                              study on one shape)
 #   bash scripts/device_run.sh attention-peeled attention's GPU tests (family, lab.ops), the study against each SDPA
 #                                              backend, `lab bench attention`'s sweep, compute-sanitizer on rung 05
-#   bash scripts/device_run.sh records-now     the attention and cluster-rows studies, attention's GPU tests, compute-
-#                                              sanitizer on attention rung 05 and LayerNorm rung 04, the attention sweep
+#   bash scripts/device_run.sh records-now     the attention study, attention's GPU tests, the cluster-rows study, then
+#                                              compute-sanitizer on attention rung 05 where time is left
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
@@ -632,22 +632,19 @@ for r in rs.records:
       timeout "$(box 50 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_attention_05.json" --family attention \
         --rungs 05 --tools memcheck,racecheck,synccheck --budget 45 | tail -5 ;;
     records-now)  # the records first, in one call: the attention study (rung 05 peeled by default, PEELED=0 beside
-                  # it) and the cluster-rows study (LayerNorm STATS=2 beside STATS=1), then attention's GPU tests
-                  # (family, lab.ops), compute-sanitizer on attention rung 05 and LayerNorm rung 04, the sweep
+                  # it), attention's GPU tests (family, lab.ops), the cluster-rows study (LayerNorm STATS=2 beside
+                  # STATS=1); then, where BUDGET_S leaves time, compute-sanitizer on attention rung 05 and the sweep
       carried; mkdir -p "$pack/study"
       echo "== attention study"
-      timeout "$(box 150 400)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -60
+      timeout "$(box 150 310)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -60
+      gpu_tests "$(box 160 140)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py --durations=8
       echo "== cluster-rows study"
-      timeout "$(box 130 270)" python3 -m lab.studies.cluster_rows_study "$pack/study" --rounds 3 2>&1 | tail -40
-      gpu_tests "$(box 160 110)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py --durations=8
-      echo "== compute-sanitizer on attention rung 05"
-      timeout "$(box 50 60)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_attention_05.json" --family attention \
-        --rungs 05 --tools memcheck,racecheck,synccheck --budget 45 | tail -5
-      echo "== compute-sanitizer on layernorm rung 04"
-      timeout "$(box 30 30)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_layernorm_04.json" --family layernorm \
-        --rungs 04 --tools memcheck,racecheck,synccheck --budget 25 | tail -5
-      echo "== lab bench attention (sweep)"; COLUMNS=200 timeout "$(box 45 3)" python3 -m lab bench attention \
-        --kinds sweep --json "$pack/attention_sweep.json" 2>&1 | grep -v "^│ *│" | tail -40
+      timeout "$(box 130 5)" python3 -m lab.studies.cluster_rows_study "$pack/study" --rounds 3 2>&1 | tail -40
+      if [ "$(box 60 0)" -ge 40 ]; then
+        echo "== compute-sanitizer on attention rung 05"
+        timeout "$(box 60 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_attention_05.json" --family attention \
+          --rungs 05 --tools memcheck,racecheck,synccheck --budget "$(( $(box 60 3) - 5 ))" | tail -5
+      fi
       keep_cache ;;
     rows-stats-b)  # LayerNorm rung 04 (STATS) again: the norms' GPU tests and lab.ops's rows in a longer box, the
                    # cluster-rows study (STATS=2 beside it), compute-sanitizer on LayerNorm rung 04
