@@ -260,6 +260,22 @@ def test_a_study_kept_from_an_earlier_commit_is_read_and_said_so(empty_dir):
     assert lesson.load_study()["file"].endswith("attention_study.json")
 
 
+def test_the_newest_study_of_the_reference_gpu_and_an_h100_is_read(tmp_path, monkeypatch):
+    """A study that landed on an H100 (results/h100) is read when it is newer than the reference GPU's, and not
+    when it is older; the record names its GPU either way."""
+    reference, h100 = tmp_path / "h200", tmp_path / "h100"
+    reference.mkdir(), h100.mkdir()
+    monkeypatch.setenv("LAB_REFERENCE_RESULTS", str(reference))
+    older, newer = (synthetic_study(PROVENANCE | {"date": d}) for d in
+                    ("2000-01-01T00:00:00+00:00", "2000-01-02T00:00:00+00:00"))
+    (reference / "attention_study.json").write_text(json.dumps(older))
+    (h100 / "attention_study.json").write_text(json.dumps(newer))
+    assert "h100" in lesson.load_study()["file"]
+    (reference / "attention_study.json").write_text(json.dumps(newer | {"provenance": newer["provenance"]
+                                                                         | {"date": "2000-01-03T00:00:00+00:00"}}))
+    assert "h200" in lesson.load_study()["file"]
+
+
 # --- sources and tiles (NVRTC compiles without a GPU) ----------------------------------------------------------
 
 def test_rungs_predictions_and_tiles():

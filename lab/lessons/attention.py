@@ -607,15 +607,17 @@ def _read_study(path) -> dict | None:
 
 
 def load_study() -> dict | None:
-    """The reference GPU's attention_study record (its provenance and per-shape summary): attention_study.json, else
-    the most recent attention_study_<commit>.json (a record kept from an earlier commit); None when there is none
-    shaped like one."""
+    """The newest attention_study record (its provenance and per-shape summary) of the reference GPU's folder and
+    of an H100's beside it (results/h100: the study's latest run may have landed on one; the record names its GPU),
+    else the most recent attention_study_<commit>.json of the reference GPU (a record kept from an earlier commit);
+    None when there is none shaped like one."""
     folder = records.reference_dir()
-    current = _read_study(folder / f"{STUDY}.json")
-    if current is not None:
-        return current
-    kept = [r for r in map(_read_study, sorted(folder.glob(f"{STUDY}_*.json"))) if r is not None]
-    return max(kept, key=lambda r: str(r["provenance"].get("date", "")), default=None)
+    newest = lambda found: max(found, key=lambda r: str(r["provenance"].get("date", "")), default=None)  # noqa: E731
+    current = [r for r in map(_read_study, (folder / f"{STUDY}.json", folder.parent / "h100" / f"{STUDY}.json"))
+               if r is not None]
+    if current:
+        return newest(current)
+    return newest([r for r in map(_read_study, sorted(folder.glob(f"{STUDY}_*.json"))) if r is not None])
 
 
 def study_label(study: dict) -> str:
