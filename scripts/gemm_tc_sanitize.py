@@ -115,7 +115,11 @@ TIMEOUT_S = {"memcheck": 75, "racecheck": 90, "synccheck": 60}  # one child, at 
 SMALL_FAMILY_TIMEOUT_S = 45  # the other families' children: a few small cases each
 
 
-def timeout_for(family: str, tool: str) -> float:
+def timeout_for(family: str, tool: str, child_s: float | None = None) -> float:
+    """One child's limit: `child_s` where given (--child-timeout), else the tool's for gemm_tc and 45 s for the
+    other families."""
+    if child_s:
+        return child_s
     return TIMEOUT_S[tool] if family == "gemm_tc" else SMALL_FAMILY_TIMEOUT_S
 
 
@@ -233,7 +237,7 @@ def save(path: Path, payload: dict) -> None:
 
 
 def main(out: Path, budget_s: float, tools: tuple[str, ...], rungs: tuple[str, ...] = (),
-         family: str = "gemm_tc", knobs: str = "", layouts: str = "") -> int:
+         family: str = "gemm_tc", knobs: str = "", layouts: str = "", child_s: float | None = None) -> int:
     from lab.core import device
     from lab.families import get_family
     from lab.measure import records
@@ -253,7 +257,7 @@ def main(out: Path, budget_s: float, tools: tuple[str, ...], rungs: tuple[str, .
                         "LAB_SANITIZE_FAMILY": family, "LAB_SANITIZE_KNOBS": knobs, "LAB_SANITIZE_LAYOUTS": layouts}
     for planned in rows_planned:
         left = budget_s - (time.monotonic() - start)
-        limit = timeout_for(family, planned["tool"])
+        limit = timeout_for(family, planned["tool"], child_s)
         if planned["skip"] or path is None or left < max(MIN_CHILD_S, limit):
             why = "compute-sanitizer is not installed here" if path is None else \
                 f"the time budget ({budget_s:.0f} s) had less left than one child's timeout"
@@ -279,6 +283,8 @@ def _args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--family", default="gemm_tc", choices=sorted(FAMILY_CASES), help="the ladder (default gemm_tc)")
     p.add_argument("--knobs", default="", help="NAME=VALUE,... to build the rungs with (default: their own)")
     p.add_argument("--layouts", default="", help="comma list of layouts whose cases run (default: every case's)")
+    p.add_argument("--child-timeout", type=float, default=None,
+                   help="seconds one child may run (default: the tool's for gemm_tc, 45 for the other families)")
     p.add_argument("--child", nargs=2, metavar=("TOOL", "RUNG"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.tools = tuple(t for t in args.tools.split(",") if t)
@@ -299,7 +305,7 @@ if __name__ == "__main__":
         if a.child:
             child(*a.child)
         else:
-            sys.exit(main(a.out, a.budget, a.tools, a.rungs, a.family, a.knobs, a.layouts))
+            sys.exit(main(a.out, a.budget, a.tools, a.rungs, a.family, a.knobs, a.layouts, a.child_timeout))
     except LabError as exc:  # no GPU, say: one sentence, not a traceback
         print(exc, file=sys.stderr)
         sys.exit(2)

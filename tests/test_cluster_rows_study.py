@@ -20,8 +20,8 @@ def test_cases_hold_x_of_the_same_bytes_for_every_op_type_and_length():
 @pytest.mark.parametrize("op", ["rmsnorm", "layernorm"])
 def test_norm_methods_are_rung_03_rung_04_and_its_probes(op):
     names = list(study.rung_methods(get_family(op), op))
-    two_exchanges = ["04 STATS=2"] if op == "layernorm" else []  # RMSNorm has one statistic to exchange
-    assert names == ["03_specialized", "04_cluster", "04 EXCHANGE=0", "04 BLOCK=128", "04 BLOCK=512"] + two_exchanges
+    one_exchange = ["04 STATS=1"] if op == "layernorm" else []  # RMSNorm has one statistic to exchange
+    assert names == ["03_specialized", "04_cluster", "04 EXCHANGE=0", "04 BLOCK=128", "04 BLOCK=512"] + one_exchange
     probe = study.rung_methods(get_family(op), op)["04 EXCHANGE=0"]
     assert dict(probe.spec.knobs)["EXCHANGE"] == 0
 
@@ -83,3 +83,12 @@ def test_the_record_is_the_reference_gpus_else_the_h100s_beside_it(tmp_path, mon
     assert study.record_path() == tmp_path / "h100" / study.FILENAME
     (tmp_path / "h200" / study.FILENAME).write_text("{}")
     assert study.record_path() == tmp_path / "h200" / study.FILENAME
+
+
+def test_the_cluster_method_is_the_rung_as_built_now():
+    """In a record made while LayerNorm's rung 04 defaulted to STATS = 1, the "04 STATS=2" row is the rung as built
+    now; in a record without it (RMSNorm's, or a later LayerNorm one), the rung's own row."""
+    assert study.cluster_method("layernorm", {"04_cluster", "04 STATS=2"}) == "04 STATS=2"
+    assert study.cluster_method("layernorm", {"04_cluster", "04 STATS=1"}) == "04_cluster"
+    assert study.cluster_method("rmsnorm", {"04_cluster", "04 STATS=2"}) == "04_cluster"
+    assert study.cluster_method("softmax", {"05_cluster"}) == "05_cluster"

@@ -71,3 +71,17 @@ def test_the_sass_counts_show_the_fence_in_one_exchange_and_the_mbarrier_in_the_
     assert barrier[membar] > 0 and mbarrier[membar] == 0
     assert barrier[syncs] == 0 and mbarrier[syncs] > 0
     assert barrier[arrive] > mbarrier[arrive] and barrier[ivall] > mbarrier[ivall]
+
+
+def test_a_record_made_while_layernorm_defaulted_to_one_exchange_shows_the_rung_as_built_now():
+    """LayerNorm's "04 STATS=2" row is the cluster rung (its default now) and its "04_cluster" row the STATS=1 probe;
+    RMSNorm's rows are read as before."""
+    payload = {"summary": [
+        {"shape": {"op": "layernorm", "dtype": "float16", "n": 32768}, "method": "04_cluster", "x_copy": 0.80},
+        {"shape": {"op": "layernorm", "dtype": "float16", "n": 32768}, "method": "04 STATS=2", "x_copy": 0.91},
+        {"shape": {"op": "rmsnorm", "dtype": "float16", "n": 32768}, "method": "04_cluster", "x_copy": 0.97}]}
+    by_case = clusters._by_case(payload)
+    assert by_case[("layernorm", "float16", 32768)]["cluster"]["x_copy"] == 0.91
+    assert by_case[("layernorm", "float16", 32768)]["STATS=1"]["x_copy"] == 0.80
+    assert by_case[("rmsnorm", "float16", 32768)]["cluster"]["x_copy"] == 0.97
+    assert clusters.roles(payload) == ["STATS=1", "cluster"]

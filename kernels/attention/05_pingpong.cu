@@ -18,7 +18,7 @@
 // Prediction (H200, B=2 H=16 S=4096 D=128 fp16, not causal; written before any GPU run): 1.05-1.15x rung 04, about
 //   0.9-1.0x cuDNN's kernel. What is left: the softmax of a warpgroup still waits for its own S (no overlap inside a
 //   warpgroup, which needs a second S accumulator: FlashAttention-3's intra-warpgroup pipelining).
-// Measured (results/h200/attention.json, `lab bench attention`, SDPA in the same run): correct on every check case,
+// Measured, the first build (results/h200/attention.json, `lab bench attention`, SDPA in the same run): correct,
 //   but slower than rung 04 at every headline size (0.77-0.80x of its speed at D = 128, 0.80-0.85x at D = 64),
 //   not faster: the prediction failed. ptxas says why when it builds this file: "(C7519) Potential Performance Loss:
 //   wgmma.mma_async instructions are serialized due to program dependence on compiler-inserted WG.AR in divergent
@@ -29,7 +29,13 @@
 //   P V(last) alone), which ptxas builds without the warning. PEELED = 0 keeps the first build (its SASS is the
 //   file's before the knob) for the comparison.
 // Predicted for PEELED = 1 (before its first timing): the overlap back, so at least rung 04's speed and up to the
-//   1.05-1.15x above. Measured: see lab.studies.attention_study's record (PEELED = 0 timed beside it).
+//   1.05-1.15x above.
+// Measured for PEELED = 1 (results/h100/attention_study.json, an H100, lab.studies.attention_study: SDPA's backends,
+//   rung 04 and PEELED = 0 in the same interleaved rounds): 1.02-1.06x rung 04 on every shape of the study, the low
+//   end of the prediction or under it, and 1.20-1.36x PEELED = 0;
+//   0.88x cuDNN's kernel at B=2 H=16 D = 128 fp16 (0.93x causal, 0.89x bf16; 0.79x at B=4 H=32, whose rounds spread
+//   7%), 0.85-0.86x at D = 64, 1.3-1.7x the flash backend. What is left is the overlap inside one warpgroup
+//   (above). lab.ops sends long prefills on sm_90 here.
 // Requires: as rung 04 (sm_90a; HEAD_DIM 64 or 128; Q, K, V, O 16-byte aligned). Launch: as rung 04 (grid
 //   (ceil(S_q / 128), H, B), THREADS = 384, SMEM_BYTES = (128 + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2 + 1024 of
 //   dynamic shared memory, three 3-D tensor maps).

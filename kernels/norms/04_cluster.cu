@@ -5,12 +5,13 @@
 //   runs at once on one GPC, each able to write the others' shared memory), and each block holds its slice in
 //   registers, at most THREADS * ELEMS values. A sum over the row is each block's sum (rung 03's block_sum), pushed
 //   into every block of the cluster and added there in rank order (kernels/common/lab_cluster_reduce.cuh): the
-//   same statistics, bit for bit, in every block of the row. RMSNorm exchanges once (the sum of squares). LayerNorm
-//   exchanges once too (STATS = 1): each block sends its sum and its sum of squares about its own mean, and every
-//   block merges the pairs in rank order, as Chan, Golub and LeVeque combine partial variances; STATS = 2 is the
-//   first build's two exchanges (the mean, then the sum of squares about it, as rung 03). The pushes land either behind a cluster barrier (EXCHANGE = 0) or
-//   as st.async stores counted on an mbarrier in the receiving block (EXCHANGE = 1: no fence, no cluster-wide
-//   wait). The weights (and biases) are prefetched into L1 between the last push and its wait.
+//   same statistics, bit for bit, in every block of the row. RMSNorm exchanges once (the sum of squares).
+//   LayerNorm exchanges twice (STATS = 2, the default: the mean, then the sum of squares about it, as rung 03), or
+//   once (STATS = 1): each block sends its sum and its sum of squares about its own mean, and every block merges the
+//   pairs in rank order, as Chan, Golub and LeVeque combine partial variances. The pushes land either behind a
+//   cluster barrier (EXCHANGE = 0) or as st.async stores counted on an mbarrier in the receiving block (EXCHANGE =
+//   1: no fence, no cluster-wide wait). The weights (and biases) are prefetched into L1 between the last push and
+//   its wait.
 //   The launcher picks CLUSTER, the fewest of 1, 2, 4, 8 blocks whose slices fit BLOCK * ELEMS values, and THREADS,
 //   the fewest warps that hold a slice (n = 32768: 4 blocks of 256 threads; 65536: 8 of 256; 131072: 8 of 512).
 //   Slices past 1024 * ELEMS values (n > 262144) are read again for each sum and for the output (the L2 holds them).
@@ -32,14 +33,20 @@
 // STATS = 1 against 2 (LayerNorm), predicted: one cluster round trip a row instead of two, so LayerNorm closes on
 //   RMSNorm (which already exchanges once): within 0.03 of RMSNorm's fraction of the copy at n >= 32768, from
 //   0.06-0.15 behind it with STATS = 2 (H100). The block still reduces twice (its sum, then its squares about its
-//   own mean): those are barriers inside one SM, not round trips across a GPC. compute-sanitizer (memcheck,
-//   racecheck, synccheck) is clean on the cluster shapes (results/h100/sanitize_cluster_rows/).
+//   own mean): those are barriers inside one SM, not round trips across a GPC.
+// Measured (results/h100/cluster_rows_study.json, H100, both builds in the same rounds): the prediction failed.
+//   STATS = 1 was slower than STATS = 2 at every n >= 16384: by 0.00-0.02 of the copy in fp16 and by 0.06-0.15 in
+//   bf16 (at n = 65536, 0.73 against 0.88). ptxas gives both builds the same registers (48 fp16, 59-62 bf16) and no
+//   spills, so it is not register pressure; what it is stays open (next: Nsight Compute's stall reasons of the two
+//   builds at bf16, n = 65536). So the default is STATS = 2, and STATS = 1 stays as the knob that shows it.
+//   compute-sanitizer (memcheck, racecheck, synccheck) is clean on the cluster shapes (results/h100/sanitize_*).
 // Tails and alignment: as rung 03 (VEC from n and the pointers' alignment; slices of whole packs). Any rows, any n.
 // Requires: sm_90 (clusters, distributed shared memory). Launch: grid (rows * CLUSTER), block (THREADS), clusters of
 //   CLUSTER blocks along x (__cluster_dims__): blocks CLUSTER r .. CLUSTER r + CLUSTER - 1 normalize row r.
 // Knobs: BF16 (0), VEC (8), ELEMS (32), BLOCK (256: the block size the launcher aims for), CLUSTER (1: set per n by
 //   the launcher), THREADS (256: set per n by the launcher), EXCHANGE (1: st.async on an mbarrier; 0: a cluster
-//   barrier), STATS (1: LayerNorm's statistics in one exchange, merged pairs; 2: in two, the mean then the squares).
+//   barrier), STATS (2: LayerNorm's statistics in two exchanges, the mean then the squares; 1: in one, merged
+//   pairs, slower as measured).
 #ifndef BF16
 #define BF16 0
 #endif
@@ -62,7 +69,7 @@
 #define EXCHANGE 1
 #endif
 #ifndef STATS
-#define STATS 1
+#define STATS 2
 #endif
 static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4 || CLUSTER == 8, "CLUSTER is 1, 2, 4 or 8 (portable sizes)");
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS is a multiple of 32, at most 1024");

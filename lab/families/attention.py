@@ -29,7 +29,11 @@ Every rung compiles without spills for every arch it runs on (rungs 01-03: sm_80
 rung 02's fragment index math and online-softmax bookkeeping are desk-checked in a NumPy model of mma.sync and
 ldmatrix, and the bound holds that model to half of it and rejects wrong ones (tests/test_attention_family.py).
 Rung 03 is rung 02's arithmetic with another copy schedule. On the GPU,
-tests/test_gpu_attention.py checks every rung; results/h200/attention*.json hold what the H200 measured.
+tests/test_gpu_attention.py checks every rung; results/h200/attention*.json hold what the H200 measured. Rung 05
+with its loop peeled (the default since 5b68074): the GPU tests of this family and of lab.ops.attention passed on an
+H100 there (results/h100/attention_gpu_tests_5b68074.log), compute-sanitizer memcheck and synccheck clean, racecheck
+not finished in 98 s on its smallest case (results/h100/sanitize_attention/), and results/h100/attention_study.json
+holds its timing beside SDPA's backends.
 """
 
 from __future__ import annotations

@@ -27,11 +27,14 @@ STATUS: rungs 01-03: tests/test_gpu_norms.py passed on the H200 at 5a65fcb, the 
 attempt on rung 03 was measured and reverted: its header says why); compute-sanitizer memcheck clean on every rung and
 racecheck on rung 03 (results/h200/sanitize_fusion/, run on this version). Records: results/h200/rmsnorm.json and
 layernorm.json (5a65fcb); notebook 07 holds the headers' predictions against them. Rung 04 (sm_90, clusters): its GPU
-tests (every check case, forced cluster shapes with both exchanges, the path notes) passed on an H100 at ed5f671
-(results/h100/cluster_rungs_gpu_tests_ed5f671.log); compute-sanitizer memcheck (RMSNorm), racecheck and synccheck
-(LayerNorm: the same source) clean at dc9f18b (results/h100/sanitize_cluster_rows/); measured there by
-lab.studies.cluster_rows_study (results/h100/cluster_rows_study.json) and `lab bench --kinds headline`
-(results/h100/*_headline.json, ed5f671); not yet on an H200.
+tests (every check case, forced cluster shapes with both exchanges and, for LayerNorm, both STATS builds, the path
+notes) passed on an H100 at 5b68074 (results/h100/norms_gpu_tests_5b68074.log; LayerNorm's default was STATS = 1
+then, STATS = 2 since, the same source). compute-sanitizer: memcheck (RMSNorm), racecheck and synccheck (LayerNorm)
+clean at dc9f18b, whose LayerNorm build is today's STATS = 2 (the same SASS, scripts/same_sass.py); memcheck and
+racecheck clean on LayerNorm's STATS = 1 at 5b68074 (results/h100/sanitize_cluster_rows/). Measured by
+lab.studies.cluster_rows_study (results/h100/cluster_rows_study.json, 5b68074: LayerNorm's "04_cluster" rows there
+are STATS = 1, its "04 STATS=2" rows today's default) and `lab bench --kinds headline` (results/h100/*_headline.json,
+ed5f671); not yet on an H200.
 """
 
 from __future__ import annotations
@@ -87,11 +90,11 @@ def _rungs(family: str) -> tuple[Rung, ...]:
              BF16=0, VEC=8, ELEMS=32, WARP_ROW=0, WARPS=4),
         # Launch "cluster_per_row": a row split over a cluster of CLUSTER blocks of THREADS threads (both set per n by
         # `variant`: cluster_shape), grid rows * CLUSTER.
-        # LayerNorm's STATS: its exchanges a row (1: each block's sum and squares about its own mean, merged; 2: the
-        # mean, then the squares about it). RMSNorm exchanges its squares once and has no such knob.
+        # LayerNorm's STATS: its exchanges a row (2: the mean, then the squares about it; 1: each block's sum and
+        # squares about its own mean, merged: slower as measured). RMSNorm exchanges its squares once, no such knob.
         rung("04_cluster", "a long row split over a thread-block cluster, sums through distributed shared memory",
              launch="cluster_per_row", min_arch=CLUSTER_MIN_ARCH, BF16=0, VEC=8, ELEMS=32, BLOCK=256, CLUSTER=1,
-             THREADS=256, EXCHANGE=1, **({"STATS": 1} if family == "layernorm" else {})),
+             THREADS=256, EXCHANGE=1, **({"STATS": 2} if family == "layernorm" else {})),
     )
 
 

@@ -33,13 +33,25 @@ BACKENDS = ("cudnn", "flash", "efficient")
 # Other settings of a rung beside its defaults, and the head dims they are timed at (None: every one): rung 03 at 128
 # query rows a block (8 warps of 16 rows), rung 05 as first built (PEELED = 0: its products on a divergent path,
 # which ptxas serializes), rungs 04 and 05 with 4 K/V stages where D = 64 leaves the shared memory for them (a tile
-# step is half as long as at D = 128, so a deeper ring may be what keeps the tensor cores fed).
+# step is half as long as at D = 128, so a deeper ring may be what keeps the tensor cores fed; measured at 5b68074,
+# results/h100/attention_study.json: level with 2 stages, within 1%).
 RUNG_SETTINGS = (("03", {"BLOCK_M": 128, "THREADS": 256}, None), ("05", {"PEELED": 0}, None),
                  ("04", {"STAGES": 4}, (64,)), ("05", {"STAGES": 4}, (64,)))
 SHAPES = [dict(B=2, H=16, S=4096, D=d, causal=c, dtype="float16") for d in (128, 64) for c in (0, 1)]
 SHAPES += [dict(B=2, H=16, S=4096, D=128, causal=0, dtype="bfloat16"), dict(B=4, H=32, S=4096, D=128, causal=0,
                                                                              dtype="float16")]
 QUICK_SHAPES = SHAPES[:1]
+
+
+FILENAME = "attention_study.json"
+
+
+def record_paths() -> list[Path]:
+    """Where a committed record may be: the reference GPU's folder (results/h200) and an H100's beside it
+    (results/h100), for a run that landed on one; each record's provenance names its GPU."""
+    from lab.measure.records import reference_dir
+
+    return [reference_dir() / FILENAME, reference_dir().parent / "h100" / FILENAME]
 
 
 def _problem(att, shape: dict, sets: int = 1):
@@ -165,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one shape, for a smoke run")
     args = parser.parse_args(argv)
     record = study(args.rounds, QUICK_SHAPES if args.quick else SHAPES)
-    path = write_json(Path(args.out_dir) / "attention_study.json", record)
+    path = write_json(Path(args.out_dir) / FILENAME, record)
     for s in record["summary"]:
         sh = s["shape"]
         ratio = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731

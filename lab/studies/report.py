@@ -180,7 +180,8 @@ def readme_results(rs_by_family: dict[str, RecordSet]) -> str:
             cliff = alignment_cliff_sentence(family, bests)
             if cliff:
                 sentences.append(cliff)
-    return "\n".join(lines + [""] + sentences + hopper_lines() + cluster_rows_lines() + ops_lines())
+    return "\n".join(lines + [""] + sentences + hopper_lines() + cluster_rows_lines() + attention_study_lines()
+                     + ops_lines())
 
 
 CLIFF = 0.5  # a baseline under half its own rate at the nearest aligned size has fallen off an alignment cliff
@@ -270,7 +271,7 @@ def cluster_rows_lines() -> list[str]:
     import json
 
     from lab.core.build import REPO_ROOT
-    from lab.studies.cluster_rows_study import CLUSTER_RUNG, PREVIOUS, record_path
+    from lab.studies.cluster_rows_study import PREVIOUS, cluster_method, record_path
 
     path = record_path()
     if path is None:
@@ -294,9 +295,54 @@ def cluster_rows_lines() -> list[str]:
         return "-" if not row or row.get(key) is None else f"{row[key]:.2f}{unit}"
 
     for (op, dtype, n), methods in by_case.items():
-        one, cluster = methods.get(PREVIOUS[op]), methods.get(CLUSTER_RUNG[op])
+        one, cluster = methods.get(PREVIOUS[op]), methods.get(cluster_method(op, methods))
         out.append(f"| {op}, {dtype} | {n} | {cell(one, 'x_copy')} | {cell(cluster, 'x_copy')} | "
                    f"{cell(methods.get('torch'), 'x_copy')} | {cell(cluster, 'x_torch', 'x')} |")
+    return out
+
+
+def attention_study_lines() -> list[str]:
+    """The attention ladder beside SDPA's backends in interleaved rounds (lab.studies.attention_study), from the
+    newest of its committed records: per shape, cuDNN's TFLOP/s, the two Hopper rungs' and the fastest rung
+    setting's, each against cuDNN and the flash backend in the same rounds."""
+    import json
+
+    from lab.core.build import REPO_ROOT
+    from lab.studies.attention_study import record_paths
+
+    found = [(json.loads(p.read_text()), p) for p in record_paths() if p.is_file()]
+    if not found:
+        return []
+    study, path = max(found, key=lambda f: str(f[0]["provenance"].get("date", "")))
+    p = study["provenance"]
+    shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
+    out = ["", f"Attention's forward ladder against each of PyTorch SDPA's backends (`{shown}`, {p.get('device')}, "
+               f"{str(p.get('date', ''))[:10]}, commit {str(p.get('commit', ''))[:7]}; "
+               f"`python -m lab.studies.attention_study`, {study['rounds']} interleaved rounds, cold L2): TFLOP/s "
+               "and the median same-round speed against cuDNN's kernel and the flash backend (FlashAttention-2).",
+           "", "| B x H x S x D, type | cuDNN | 04_wgmma_ws | 05_pingpong | fastest setting | x cuDNN | x flash |",
+           "|---|---:|---:|---:|---|---:|---:|"]
+    by_shape: dict[str, dict] = {}
+    for row in study["summary"]:
+        sh = row["shape"]
+        label = (f"{sh['B']} x {sh['H']} x {sh['S']} x {sh['D']}, {sh['dtype']}"
+                 + (", causal" if sh.get("causal") else ""))
+        by_shape.setdefault(label, {})[row["method"]] = row
+
+    def tflops(row: dict | None) -> str:
+        return "-" if not row else f"{row['TFLOP/s']:.0f}"
+
+    def ratio(row: dict, key: str) -> str:
+        return "-" if row.get(key) is None else f"{row[key]:.2f}"
+
+    for label, methods in by_shape.items():
+        mine = [r for name, r in methods.items() if name[:2].isdigit()]
+        if not mine:
+            continue
+        best = max(mine, key=lambda r: r["TFLOP/s"])
+        out.append(f"| {label} | {tflops(methods.get('sdpa_cudnn'))} | {tflops(methods.get('04_wgmma_ws'))} | "
+                   f"{tflops(methods.get('05_pingpong'))} | {best['method']} ({best['TFLOP/s']:.0f}) | "
+                   f"{ratio(best, 'x_sdpa_cudnn')} | {ratio(best, 'x_sdpa_flash')} |")
     return out
 
 

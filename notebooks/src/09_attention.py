@@ -433,6 +433,7 @@ print(lesson.tail_text(RECORDS["tail"]))
 # - A decode step (S_q = 1) is memory-bound again and wants the keys split across blocks, not a bigger tile: the
 #   group's query rows packed into one tile read K and V once, and the splits fill the GPU.
 # - On Hopper most of the distance is FlashAttention-3's pieces, which rungs 04-05 take: copies by the tensor memory
-#   accelerator that no warp waits for, warp specialization, `wgmma` instead of `mma.sync`. What is left is the
-#   softmax overlapped with the products: between warpgroups (rung 05's ping-pong, which the compiler serialized
-#   as built) and inside one (a second score accumulator, FlashAttention-3's intra-warpgroup pipelining).
+#   accelerator that no warp waits for, warp specialization, `wgmma` instead of `mma.sync`. Then the softmax
+#   overlapped with the products: between warpgroups (rung 05's ping-pong, which pays only once its loop is peeled:
+#   with its products under conditions the compiler serialized them), and inside one, which the ladder does not
+#   have yet (a second score accumulator, FlashAttention-3's intra-warpgroup pipelining).

@@ -86,31 +86,48 @@ def exchange_sass(arch: int = 90) -> str:
     return "\n".join(lines) + "\n(both kernels of the source: rmsnorm_cluster and layernorm_cluster)"
 
 
-def role(op: str, method: str) -> str:
+def role(op: str, method: str, methods=()) -> str:
     """What a method is, the same for every operation: "torch", "one block" (norms 03, softmax 04), "cluster" (norms
-    04, softmax 05) or a probe's knobs ("EXCHANGE=0")."""
-    from lab.studies.cluster_rows_study import CLUSTER_RUNG, PREVIOUS
+    04, softmax 05, as the family builds it now: cluster_rows_study.cluster_method of the case's `methods`) or a
+    probe's knobs ("EXCHANGE=0"; "STATS=1" for LayerNorm's rung 04 row of a record made while that was its
+    default)."""
+    from lab.studies.cluster_rows_study import BUILT_NOW_AS_PROBE, CLUSTER_RUNG, PREVIOUS, cluster_method
 
     if method == PREVIOUS[op]:
         return "one block"
-    if method == CLUSTER_RUNG[op]:
+    now = cluster_method(op, methods)
+    if method == now:
         return "cluster"
+    if method == CLUSTER_RUNG[op]:  # the default of the record's commit, no longer the family's
+        return BUILT_NOW_AS_PROBE[op][1]
     return method.split(" ", 1)[1] if "=" in method else method
+
+
+def _methods_by_case(payload: dict) -> dict[tuple, set]:
+    """(op, dtype, n) -> the names of the methods the record timed on it."""
+    out: dict[tuple, set] = {}
+    for s in payload.get("summary", []):
+        sh = s["shape"]
+        out.setdefault((sh["op"], sh["dtype"], sh["n"]), set()).add(s["method"])
+    return out
 
 
 def _by_case(payload: dict) -> dict[tuple, dict]:
     """(op, dtype, n) -> role -> the summary entry."""
-    out: dict[tuple, dict] = {}
+    names, out = _methods_by_case(payload), {}
     for s in payload.get("summary", []):
         sh = s["shape"]
-        out.setdefault((sh["op"], sh["dtype"], sh["n"]), {})[role(sh["op"], s["method"])] = s
+        case = (sh["op"], sh["dtype"], sh["n"])
+        out.setdefault(case, {})[role(sh["op"], s["method"], names[case])] = s
     return out
 
 
 def roles(payload: dict) -> list[str]:
     """The record's roles other than the copy, in the order they were timed: PyTorch, the rungs, the probes."""
-    return [r for r in dict.fromkeys(role(s["shape"]["op"], s["method"]) for s in payload.get("summary", []))
-            if r != "copy"]
+    names = _methods_by_case(payload)
+    found = (role(s["shape"]["op"], s["method"], names[(s["shape"]["op"], s["shape"]["dtype"], s["shape"]["n"])])
+             for s in payload.get("summary", []))
+    return [r for r in dict.fromkeys(found) if r != "copy"]
 
 
 def _cell(entry: dict | None, key: str) -> str:
