@@ -150,6 +150,13 @@ def cluster_table(payload: dict | None) -> str:
         lines.append(f"{op + ' ' + dtype + ' n=' + str(n):<26}{cells}   {_cell(entries.get('cluster'), 'x_torch'):>8}")
     for f in payload.get("failed", []):
         lines.append(f"not timed: {f}")
+    from lab.studies.cluster_rows_study import BUILT_NOW_AS_PROBE
+
+    for op, (probe, then) in BUILT_NOW_AS_PROBE.items():
+        if any(op == o and probe in methods for (o, _, _), methods in _methods_by_case(payload).items()):
+            lines.append(f"{op}: the record was made while its rung's default was {then}; its \"cluster\" column is "
+                         f"the row \"{probe}\" (the default now), and its other probes are the {then} build with "
+                         "that knob changed.")
     return "\n".join(lines)
 
 
