@@ -79,6 +79,8 @@
 #                                              backend, `lab bench attention`'s sweep, compute-sanitizer on rung 05
 #   bash scripts/device_run.sh records-now     the attention study, attention's GPU tests, the cluster-rows study, then
 #                                              compute-sanitizer on attention rung 05 where time is left
+#   bash scripts/device_run.sh records-next    the attention sweep, racecheck on attention rung 05 (long child),
+#                                              synccheck on LayerNorm rung 04, the attention study
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
@@ -645,6 +647,21 @@ for r in rs.records:
         timeout "$(box 60 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_attention_05.json" --family attention \
           --rungs 05 --tools memcheck,racecheck,synccheck --budget "$(( $(box 60 3) - 5 ))" | tail -5
       fi
+      keep_cache ;;
+    records-next)  # what the H100 run at 5b68074 left: the attention sweep (S = 256-16384, rungs 04 and 05 beside
+                   # each other for lab.ops's order), racecheck on attention rung 05 with a long child, synccheck on
+                   # LayerNorm rung 04 (STATS = 2), then both studies again (on an H200 when the call gets one)
+      carried; mkdir -p "$pack/study"
+      echo "== lab bench attention (sweep)"; COLUMNS=200 timeout "$(box 120 420)" python3 -m lab bench attention \
+        --kinds sweep --json "$pack/attention_sweep.json" 2>&1 | grep -v "^│ *│" | tail -40
+      echo "== compute-sanitizer racecheck on attention rung 05"
+      timeout "$(box 250 170)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_attention_05_racecheck.json" \
+        --family attention --rungs 05 --tools racecheck --budget 245 --child-timeout 240 | tail -3
+      echo "== compute-sanitizer synccheck on layernorm rung 04"
+      timeout "$(box 50 120)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_layernorm_04_synccheck.json" \
+        --family layernorm --rungs 04 --tools synccheck --budget 45 --child-timeout 44 | tail -3
+      echo "== attention study"
+      timeout "$(box 150 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -30
       keep_cache ;;
     rows-stats-b)  # LayerNorm rung 04 (STATS) again: the norms' GPU tests and lab.ops's rows in a longer box, the
                    # cluster-rows study (STATS=2 beside it), compute-sanitizer on LayerNorm rung 04

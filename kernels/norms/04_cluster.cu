@@ -37,8 +37,11 @@
 // Measured (results/h100/cluster_rows_study.json, H100, both builds in the same rounds): the prediction failed.
 //   STATS = 1 was slower than STATS = 2 at every n >= 16384: by 0.00-0.02 of the copy in fp16 and by 0.06-0.15 in
 //   bf16 (at n = 65536, 0.73 against 0.88). ptxas gives both builds the same registers (48 fp16, 59-62 bf16) and no
-//   spills, so it is not register pressure; what it is stays open (next: Nsight Compute's stall reasons of the two
-//   builds at bf16, n = 65536). So the default is STATS = 2, and STATS = 1 stays as the knob that shows it.
+//   spills, so it is not register pressure. Their SASS (sm_90, clusters of 8) differs as designed: STATS = 1 has half
+//   the mbarrier operations (6 SYNCS against 12) but about 280 more instructions, 22 MUFU against 4 (the merge's
+//   divisions, run by every thread); the same in fp16 and bf16, so that does not explain bf16's larger loss either.
+//   What does stays open (next: Nsight Compute's stall reasons of the two builds at bf16, n = 65536). So the
+//   default is STATS = 2, and STATS = 1 stays as the knob that shows it.
 //   compute-sanitizer (memcheck, racecheck, synccheck) is clean on the cluster shapes (results/h100/sanitize_*).
 // Tails and alignment: as rung 03 (VEC from n and the pointers' alignment; slices of whole packs). Any rows, any n.
 // Requires: sm_90 (clusters, distributed shared memory). Launch: grid (rows * CLUSTER), block (THREADS), clusters of
