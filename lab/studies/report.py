@@ -218,7 +218,9 @@ def alignment_cliff_sentence(family: str, bests: list) -> str:
             "the ratios at those sizes measure the library's cliff, not a faster main loop.")
 
 
-HOPPER_STUDIES = ("hopper_gemm_study",)  # the latest study of every shape (older ones stay in results/h200)
+# The latest study of every shape (older ones stay in results/h200), then rung 10's tile builds per shape (the
+# family picks one per shape: lab/families/gemm_tc_tiles.py).
+HOPPER_STUDIES = ("hopper_gemm_study", "hopper_tile_study")
 
 
 def hopper_lines() -> list[str]:
@@ -240,7 +242,7 @@ def hopper_lines() -> list[str]:
         p = study["provenance"]
         rungs = list(dict.fromkeys(r["method"] for r in study["summary"] if r["method"][:2].isdigit()))
         out += ["", f"`results/h200/{name}.json` ({p.get('device')}, {str(p.get('date', ''))[:10]}, commit "
-                    f"{str(p.get('commit', ''))[:7]}; `python -m lab.studies.hopper_gemm_study`, {study['rounds']} "
+                    f"{str(p.get('commit', ''))[:7]}; `python -m lab.studies.{name}`, {study['rounds']} "
                     "interleaved rounds, cold L2" + (f"; rebuilt from the run's console log `{study['rebuilt_from']}`, "
                                                     "figures as printed" if study.get("rebuilt_from") else "")
                 + "): median TFLOP/s, in brackets the median of the per-round ratios to the faster of torch.mm and "
