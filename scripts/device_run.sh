@@ -610,7 +610,8 @@ for r in rs.records:
       echo "== attention study (one shape)"; timeout "$(box 60 3)" python3 -m lab.studies.attention_study \
         "$pack/study" --quick 2>&1 | tail -14 ;;
     rows-stats)  # LayerNorm rung 04 with its statistics in one exchange (STATS): every GPU test of the row ladders and of
-                 # lab.ops's rows, the cluster-rows study (STATS=2 beside it), compute-sanitizer on LayerNorm rung 04,
+                 # lab.ops's rows, the cluster-rows study (the other STATS build beside it), compute-sanitizer on
+                 # LayerNorm rung 04,
                  # then attention: rung 05 PEELED=1's test and the attention study (every shape, D = 64 stage probes)
       gpu_tests "$(box 170 380)" tests/test_gpu_norms.py tests/test_gpu_softmax.py tests/test_gpu_ops.py \
         -k "not test_gpu_ops or row_ops"
@@ -634,8 +635,8 @@ for r in rs.records:
       timeout "$(box 50 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_attention_05.json" --family attention \
         --rungs 05 --tools memcheck,racecheck,synccheck --budget 45 | tail -5 ;;
     records-now)  # the records first, in one call: the attention study (rung 05 peeled by default, PEELED=0 beside
-                  # it), attention's GPU tests (family, lab.ops), the cluster-rows study (LayerNorm STATS=2 beside
-                  # STATS=1); then, where BUDGET_S leaves time, compute-sanitizer on attention rung 05 and the sweep
+                  # it), attention's GPU tests (family, lab.ops), the cluster-rows study (both LayerNorm STATS
+                  # builds); then, where BUDGET_S leaves time, compute-sanitizer on attention rung 05 and the sweep
       carried; mkdir -p "$pack/study"
       echo "== attention study"
       timeout "$(box 150 310)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -60
@@ -655,16 +656,16 @@ for r in rs.records:
       echo "== lab bench attention (sweep)"; COLUMNS=200 timeout "$(box 120 420)" python3 -m lab bench attention \
         --kinds sweep --json "$pack/attention_sweep.json" 2>&1 | grep -v "^│ *│" | tail -40
       echo "== compute-sanitizer racecheck on attention rung 05"
-      timeout "$(box 250 170)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_attention_05_racecheck.json" \
-        --family attention --rungs 05 --tools racecheck --budget 245 --child-timeout 240 | tail -3
+      timeout "$(box 260 170)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_attention_05_racecheck.json" \
+        --family attention --rungs 05 --tools racecheck --budget 255 --child-timeout 240 | tail -3
       echo "== compute-sanitizer synccheck on layernorm rung 04"
-      timeout "$(box 50 120)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_layernorm_04_synccheck.json" \
-        --family layernorm --rungs 04 --tools synccheck --budget 45 --child-timeout 44 | tail -3
+      timeout "$(box 65 120)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_layernorm_04_synccheck.json" \
+        --family layernorm --rungs 04 --tools synccheck --budget 60 --child-timeout 45 | tail -3
       echo "== attention study"
       timeout "$(box 150 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -30
       keep_cache ;;
     rows-stats-b)  # LayerNorm rung 04 (STATS) again: the norms' GPU tests and lab.ops's rows in a longer box, the
-                   # cluster-rows study (STATS=2 beside it), compute-sanitizer on LayerNorm rung 04
+                   # cluster-rows study (the other STATS build beside it), compute-sanitizer on LayerNorm rung 04
       gpu_tests "$(box 190 220)" tests/test_gpu_norms.py tests/test_gpu_ops.py -k "not test_gpu_ops or row_ops" \
         --durations=8
       echo "== cluster-rows study"; mkdir -p "$pack/study"

@@ -252,7 +252,8 @@ def main(out: Path, budget_s: float, tools: tuple[str, ...], rungs: tuple[str, .
     payload = {"provenance": records.provenance(), "family": family, "budget_s": budget_s,
                "sanitizer": {"path": path, "version": sanitizer.sanitizer_version(path) if path else None},
                "cases": {t: [describe_params(c) for c in cases_for(family, t)] for t in tools}, "rows": [],
-               **({"knobs": parse_knobs(knobs)} if knobs else {}), **({"layouts": layouts} if layouts else {})}
+               **({"knobs": parse_knobs(knobs)} if knobs else {}), **({"layouts": layouts} if layouts else {}),
+               **({"child_timeout_s": child_s} if child_s else {})}
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                         "LAB_SANITIZE_FAMILY": family, "LAB_SANITIZE_KNOBS": knobs, "LAB_SANITIZE_LAYOUTS": layouts}
     for planned in rows_planned:

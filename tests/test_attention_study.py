@@ -29,3 +29,33 @@ def test_the_summary_takes_same_round_ratios_to_cudnn_and_flash():
     assert mine["x_sdpa_cudnn"] == pytest.approx(1.0)  # the median of 0.8, 1.0, 1.0
     assert mine["x_sdpa_flash"] == pytest.approx(2.0 / 1.1)  # of 1.6, 1.818, 2.2
     assert mine["spread"] == pytest.approx(0.25)
+
+
+def _record(date: str, device: str, mine: float) -> dict:
+    shape = {"B": 2, "H": 16, "S": 4096, "D": 128, "causal": 0, "dtype": "float16"}
+    rows = [("sdpa_cudnn", 600.0, 1.0, 1.8), ("sdpa_flash", 330.0, 0.55, 1.0), ("04_wgmma_ws", 500.0, 0.83, 1.5),
+            ("05_pingpong", mine, mine / 600.0, mine / 330.0)]
+    return {"provenance": {"device": device, "date": date, "commit": "abcdef0"}, "rounds": 3,
+            "summary": [{"shape": shape, "method": m, "TFLOP/s": t, "x_sdpa_cudnn": c, "x_sdpa_flash": f}
+                        for m, t, c, f in rows]}
+
+
+def test_the_readme_lines_come_from_the_newest_well_formed_record(tmp_path, monkeypatch):
+    """The README's study table reads the newest of results/h200 and results/h100 (naming its GPU and file), skips a
+    malformed file, and is left out when there is no record."""
+    import json
+
+    from lab.studies import report
+
+    reference, h100 = tmp_path / "h200", tmp_path / "h100"
+    reference.mkdir(), h100.mkdir()
+    monkeypatch.setenv("LAB_REFERENCE_RESULTS", str(reference))
+    assert report.attention_study_lines() == []
+    (reference / study.FILENAME).write_text(json.dumps(_record("2000-01-01", "NVIDIA H200", 540.0)))
+    (h100 / study.FILENAME).write_text(json.dumps(_record("2000-01-02", "NVIDIA H100", 560.0)))
+    lines = report.attention_study_lines()
+    assert "NVIDIA H100" in lines[1] and "h100/attention_study.json" in lines[1]
+    row = next(line for line in lines if line.startswith("| 2 x 16 x 4096 x 128"))
+    assert "| 600 | 500 | 560 | 05_pingpong (560) | 0.93 | 1.70 |" in row
+    (h100 / study.FILENAME).write_text("not json")
+    assert "NVIDIA H200" in report.attention_study_lines()[1]

@@ -86,9 +86,12 @@ def test_the_record_is_the_reference_gpus_else_the_h100s_beside_it(tmp_path, mon
 
 
 def test_the_cluster_method_is_the_rung_as_built_now():
-    """In a record made while LayerNorm's rung 04 defaulted to STATS = 1, the "04 STATS=2" row is the rung as built
-    now; in a record without it (RMSNorm's, or a later LayerNorm one), the rung's own row."""
-    assert study.cluster_method("layernorm", {"04_cluster", "04 STATS=2"}) == "04 STATS=2"
-    assert study.cluster_method("layernorm", {"04_cluster", "04 STATS=1"}) == "04_cluster"
-    assert study.cluster_method("rmsnorm", {"04_cluster", "04 STATS=2"}) == "04_cluster"
+    """In a record made while LayerNorm's rung 04 defaulted to STATS = 1 (its commit in STATS_1_COMMITS), the
+    "04 STATS=2" row is the rung as built now; in any other record (RMSNorm's, an older or later LayerNorm one,
+    even one with a "04 STATS=2" probe), the rung's own row."""
+    then = study.STATS_1_COMMITS[-1] + "deadbeef"
+    assert study.cluster_method("layernorm", {"04_cluster", "04 STATS=2"}, then) == "04 STATS=2"
+    assert study.cluster_method("layernorm", {"04_cluster", "04 STATS=2"}, "abcdef0123") == "04_cluster"
+    assert study.cluster_method("layernorm", {"04_cluster", "04 STATS=1"}, then) == "04_cluster"
+    assert study.cluster_method("rmsnorm", {"04_cluster", "04 STATS=2"}, then) == "04_cluster"
     assert study.cluster_method("softmax", {"05_cluster"}) == "05_cluster"

@@ -266,11 +266,11 @@ def test_the_newest_study_of_the_reference_gpu_and_an_h100_is_read(tmp_path, mon
     reference, h100 = tmp_path / "h200", tmp_path / "h100"
     reference.mkdir(), h100.mkdir()
     monkeypatch.setenv("LAB_REFERENCE_RESULTS", str(reference))
-    older, newer = (synthetic_study(PROVENANCE | {"date": d}) for d in
-                    ("2000-01-01T00:00:00+00:00", "2000-01-02T00:00:00+00:00"))
+    older, newer = (synthetic_study(PROVENANCE | {"date": d, "device": gpu}) for d, gpu in
+                    (("2000-01-01T00:00:00+00:00", "NVIDIA H200"), ("2000-01-02T00:00:00+00:00", "NVIDIA H100")))
     (reference / "attention_study.json").write_text(json.dumps(older))
     (h100 / "attention_study.json").write_text(json.dumps(newer))
-    assert "h100" in lesson.load_study()["file"]
+    assert "h100" in lesson.load_study()["file"] and "NVIDIA H100" in lesson.study_label(lesson.load_study())
     (reference / "attention_study.json").write_text(json.dumps(newer | {"provenance": newer["provenance"]
                                                                          | {"date": "2000-01-03T00:00:00+00:00"}}))
     assert "h200" in lesson.load_study()["file"]

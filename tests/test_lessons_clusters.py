@@ -79,18 +79,24 @@ def test_a_record_made_while_layernorm_defaulted_to_one_exchange_shows_the_rung_
     payload = {"summary": [
         {"shape": {"op": "layernorm", "dtype": "float16", "n": 32768}, "method": "04_cluster", "x_copy": 0.80},
         {"shape": {"op": "layernorm", "dtype": "float16", "n": 32768}, "method": "04 STATS=2", "x_copy": 0.91},
-        {"shape": {"op": "rmsnorm", "dtype": "float16", "n": 32768}, "method": "04_cluster", "x_copy": 0.97}]}
+        {"shape": {"op": "rmsnorm", "dtype": "float16", "n": 32768}, "method": "04_cluster", "x_copy": 0.97}],
+        "provenance": {"commit": study.STATS_1_COMMITS[-1]}}
     by_case = clusters._by_case(payload)
     assert by_case[("layernorm", "float16", 32768)]["cluster"]["x_copy"] == 0.91
     assert by_case[("layernorm", "float16", 32768)]["STATS=1"]["x_copy"] == 0.80
     assert by_case[("rmsnorm", "float16", 32768)]["cluster"]["x_copy"] == 0.97
     assert clusters.roles(payload) == ["STATS=1", "cluster"]
+    later = payload | {"provenance": {"commit": "abcdef0"}}  # a record made after the default went back to STATS=2
+    assert clusters._by_case(later)[("layernorm", "float16", 32768)]["cluster"]["x_copy"] == 0.80
+    assert clusters.roles(later) == ["cluster", "STATS=2"]
 
 
 def test_the_table_says_when_layernorm_s_probes_are_built_on_the_default_of_their_day():
     payload = {"summary": [
         {"shape": {"op": "layernorm", "dtype": "float16", "n": 32768}, "method": m, "x_copy": x}
         for m, x in (("04_cluster", 0.80), ("04 STATS=2", 0.91), ("04 EXCHANGE=0", 0.85))],
-        "provenance": {"device": "NVIDIA H100", "commit": "abcdef0", "date": "2026-12-06"}}
+        "provenance": {"device": "NVIDIA H100", "commit": study.STATS_1_COMMITS[-1], "date": "2026-12-06"}}
     text = clusters.cluster_table(payload)
     assert 'the row "04 STATS=2"' in text and "the STATS=1 build with that knob changed" in text
+    payload["provenance"]["commit"] = "abcdef0"
+    assert "the STATS=1 build" not in clusters.cluster_table(payload)

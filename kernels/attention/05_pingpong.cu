@@ -25,7 +25,7 @@
 //   path". The batch's two products sit under `if (p < n_tiles)` and `if (p > 0)`, so ptxas cannot prove that no
 //   register they use is touched between issue and wait, and makes every wgmma wait for the one before: the
 //   asynchrony that rung 04 has, and the overlap this rung exists for, are both gone. The fix is the knob PEELED,
-//   now 1 by default: the loop peeled (the first batch S(0) alone, then S(j) with P V(j-1) under no condition, then
+//   1 by default: the loop peeled (the first batch S(0) alone, then S(j) with P V(j-1) under no condition, then
 //   P V(last) alone), which ptxas builds without the warning. PEELED = 0 keeps the first build (its SASS is the
 //   file's before the knob) for the comparison.
 // Predicted for PEELED = 1 (before its first timing): the overlap back, so at least rung 04's speed and up to the

@@ -25,24 +25,26 @@
 //   rung 03's block path: within 5% of it. Each exchange costs a cluster barrier (~1 us of latency, predicted from
 //   its being a GPC-wide round trip), hidden while other blocks on the SM load. EXCHANGE = 1 against 0: 0-5%
 //   faster (no MEMBAR before the arrive, no L1 invalidation after the wait, no waiting for the slowest block).
-// Measured: lab.studies.cluster_rows_study (notebook 07 replays its record beside this prediction; so far from an
-//   H100, whose slower memory needs fewer bytes in flight than the H200's, so rung 03 stands higher there). Past rung
-//   03's registers (n >= 65536) the split wins in every case; at n = 32768 it wins for RMSNorm fp16 and is level or
-//   behind for LayerNorm, whose two exchanges are two round trips a row. EXCHANGE = 1 beat 0 in every case, as
-//   predicted.
+// Measured: lab.studies.cluster_rows_study (results/h100/cluster_rows_study_dc9f18b.json, an H100, whose slower
+//   memory needs fewer bytes in flight than the H200's, so rung 03 stands higher there). Past rung 03's registers
+//   (n >= 65536) the split wins in every case; at n = 32768 it wins for RMSNorm fp16 and is level or behind for
+//   LayerNorm, whose two exchanges are two round trips a row. EXCHANGE = 1 beat 0 in every case, as predicted.
 // STATS = 1 against 2 (LayerNorm), predicted: one cluster round trip a row instead of two, so LayerNorm closes on
 //   RMSNorm (which already exchanges once): within 0.03 of RMSNorm's fraction of the copy at n >= 32768, from
 //   0.06-0.15 behind it with STATS = 2 (H100). The block still reduces twice (its sum, then its squares about its
 //   own mean): those are barriers inside one SM, not round trips across a GPC.
-// Measured (results/h100/cluster_rows_study.json, H100, both builds in the same rounds): the prediction failed.
-//   STATS = 1 was slower than STATS = 2 at every n >= 16384: by 0.00-0.02 of the copy in fp16 and by 0.06-0.15 in
-//   bf16 (at n = 65536, 0.73 against 0.88). ptxas gives both builds the same registers (48 fp16, 59-62 bf16) and no
-//   spills, so it is not register pressure. Their SASS (sm_90, clusters of 8) differs as designed: STATS = 1 has half
-//   the mbarrier operations (6 SYNCS against 12) but about 280 more instructions, 22 MUFU against 4 (the merge's
-//   divisions, run by every thread); the same in fp16 and bf16, so that does not explain bf16's larger loss either.
-//   What does stays open (next: Nsight Compute's stall reasons of the two builds at bf16, n = 65536). So the
-//   default is STATS = 2, and STATS = 1 stays as the knob that shows it.
-//   compute-sanitizer (memcheck, racecheck, synccheck) is clean on the cluster shapes (results/h100/sanitize_*).
+// Measured (results/h100/cluster_rows_study.json, H100, both builds in the same rounds; notebook 07 replays it): the
+//   prediction failed. STATS = 1 was slower than STATS = 2 at every n >= 16384: by 0.00-0.02 of the copy in fp16 and
+//   by 0.06-0.15 in bf16 (at n = 65536, 0.73 against 0.88). ptxas gives both builds the same registers (48 fp16,
+//   59-62 bf16) and no spills, so it is not register pressure. Their SASS (sm_90, clusters of 8) differs as
+//   designed: STATS = 1 has half the mbarrier operations (6 SYNCS against 12) but about 280 more instructions, 22
+//   MUFU against 4 (the merge's divisions, run by every thread); the same in fp16 and bf16, so that does not explain
+//   bf16's larger loss either. One lead: with STATS = 1 in bf16, the cluster barrier (EXCHANGE = 0) beat the
+//   st.async exchange at n >= 32768 (0.82 against 0.79 of the copy at 32768), the only cases in either record where
+//   it did. The cause is not known. So the default is STATS = 2, and STATS = 1 stays as the knob that shows it.
+// compute-sanitizer (results/h100/sanitize_cluster_rows/): memcheck clean on RMSNorm, racecheck and synccheck on
+//   LayerNorm's STATS = 2 build (dc9f18b, the same SASS as this file's default); memcheck and racecheck clean on
+//   LayerNorm's STATS = 1 build (5b68074).
 // Tails and alignment: as rung 03 (VEC from n and the pointers' alignment; slices of whole packs). Any rows, any n.
 // Requires: sm_90 (clusters, distributed shared memory). Launch: grid (rows * CLUSTER), block (THREADS), clusters of
 //   CLUSTER blocks along x (__cluster_dims__): blocks CLUSTER r .. CLUSTER r + CLUSTER - 1 normalize row r.

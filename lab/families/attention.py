@@ -30,10 +30,10 @@ rung 02's fragment index math and online-softmax bookkeeping are desk-checked in
 ldmatrix, and the bound holds that model to half of it and rejects wrong ones (tests/test_attention_family.py).
 Rung 03 is rung 02's arithmetic with another copy schedule. On the GPU,
 tests/test_gpu_attention.py checks every rung; results/h200/attention*.json hold what the H200 measured. Rung 05
-with its loop peeled (the default since 5b68074): the GPU tests of this family and of lab.ops.attention passed on an
-H100 there (results/h100/attention_gpu_tests_5b68074.log), compute-sanitizer memcheck and synccheck clean, racecheck
-not finished in 98 s on its smallest case (results/h100/sanitize_attention/), and results/h100/attention_study.json
-holds its timing beside SDPA's backends.
+with its loop peeled (PEELED = 1, the default since aa2b89c): the GPU tests of this family and of lab.ops.attention
+passed on an H100 at 5b68074 (results/h100/attention_gpu_tests_5b68074.log); compute-sanitizer memcheck and
+synccheck clean there, racecheck not finished in 98 s on its one case (S_q = 65, S_k = 600; results/h100/
+sanitize_attention/); results/h100/attention_study.json holds its timing beside SDPA's backends.
 """
 
 from __future__ import annotations

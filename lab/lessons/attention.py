@@ -592,18 +592,10 @@ def study_missing() -> str:
 
 
 def _read_study(path) -> dict | None:
-    import json
+    from lab.studies.attention_study import read_record
 
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    summary = record.get("summary") if isinstance(record, dict) else None
-    if not isinstance(summary, list) or not isinstance(record.get("provenance"), dict):
-        return None
-    if not all(isinstance(s, dict) and {"shape", "method", "TFLOP/s"} <= s.keys() for s in summary):
-        return None
-    return record | {"file": shown_path(path)}
+    record = read_record(path)
+    return None if record is None else record | {"file": shown_path(path)}
 
 
 def load_study() -> dict | None:

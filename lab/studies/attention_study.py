@@ -54,6 +54,29 @@ def record_paths() -> list[Path]:
     return [reference_dir() / FILENAME, reference_dir().parent / "h100" / FILENAME]
 
 
+def read_record(path: Path) -> dict | None:
+    """A committed record at `path` if it is one (a provenance and a summary of shape, method and TFLOP/s rows);
+    None for a missing, unreadable or malformed file."""
+    import json
+
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    summary = record.get("summary") if isinstance(record, dict) else None
+    if not isinstance(summary, list) or not isinstance(record.get("provenance"), dict):
+        return None
+    if not all(isinstance(s, dict) and {"shape", "method", "TFLOP/s"} <= s.keys() for s in summary):
+        return None
+    return record
+
+
+def newest_record() -> tuple[dict, Path] | None:
+    """The newest (by its provenance's date) of the committed records in record_paths(), with its path."""
+    found = [(r, p) for p in record_paths() if (r := read_record(p)) is not None]
+    return max(found, key=lambda f: str(f[0]["provenance"].get("date", "")), default=None)
+
+
 def _problem(att, shape: dict, sets: int = 1):
     return att.make_problem(seed=5, B=shape["B"], H=shape["H"], S_q=shape["S"], S_k=shape["S"], D=shape["D"],
                             dtype=shape["dtype"], causal=shape["causal"], sets=sets)

@@ -10,7 +10,7 @@ the L2). Methods (every one once a round on each case, the order rotated from ro
     <cluster rung>                as the family builds it (cluster size and block from n)
     <cluster rung> KNOB=V         knob probes: the other exchange (EXCHANGE=0, a cluster barrier), other block
                                   targets (BLOCK=128, BLOCK=512: more or fewer blocks a row) and LayerNorm's
-                                  statistics in two exchanges (STATS=2) where the rung takes one
+                                  statistics in one exchange (STATS=1) where the rung takes the knob
 
 Each rung method is checked once against float64 (lab.measure.verify.check_case, on a few rows of the same n and
 type, which builds the same kernel) before it is timed; a method that fails is left out and named in `failed`.
@@ -41,19 +41,27 @@ TYPES = {"rmsnorm": ("float16", "bfloat16"), "layernorm": ("float16", "bfloat16"
 PREVIOUS = {"rmsnorm": "03_specialized", "layernorm": "03_specialized", "softmax": "04_specialized"}
 CLUSTER_RUNG = {"rmsnorm": "04_cluster", "layernorm": "04_cluster", "softmax": "05_cluster"}
 PROBES = ({"EXCHANGE": 0}, {"BLOCK": 128}, {"BLOCK": 512}, {"STATS": 1})
-# LayerNorm's rung 04 defaulted to STATS = 1 when the record at 5b68074 was made, and STATS = 2 (its default since)
-# was timed there as the probe "04 STATS=2": in a record that holds that row, it is the cluster rung as built now,
-# and the "04_cluster" row is the knob named here.
-BUILT_NOW_AS_PROBE = {"layernorm": ("04 STATS=2", "STATS=1")}
+# LayerNorm's rung 04 defaulted to STATS = 1 at these commits (585f423 up to the one before d46a632), and a record
+# made at one of them timed STATS = 2, the default before and since, as the probe "04 STATS=2": in such a record that
+# row is the cluster rung as built now, and the "04_cluster" row is the knob named here.
+STATS_1_COMMITS = ("585f423", "ee06ea4", "aa2b89c", "250b42d", "b988799", "4a077aa", "6a893e3", "32a8735", "5b68074")
+BUILT_NOW_AS_PROBE = {"layernorm": ("04 STATS=2", "STATS=1", STATS_1_COMMITS)}
 CHECK_ROWS = 3
 EPS = 1e-5
 
 
-def cluster_method(op: str, methods) -> str:
-    """Which of a record's methods for one case (`methods`: their names) is the cluster rung as the family builds
-    it now: CLUSTER_RUNG[op], or the probe row BUILT_NOW_AS_PROBE names where the record holds it."""
-    probe, _ = BUILT_NOW_AS_PROBE.get(op, (None, None))
-    return probe if probe is not None and probe in methods else CLUSTER_RUNG[op]
+def swapped(op: str, commit: str) -> tuple[str, str] | None:
+    """(the probe row that is the cluster rung as built now, what the rung's own row was) for a record of `op` made
+    at `commit` while its default differed (BUILT_NOW_AS_PROBE); None for every other record."""
+    probe, then, commits = BUILT_NOW_AS_PROBE.get(op, (None, None, ()))
+    return (probe, then) if commit and str(commit)[:7] in commits else None
+
+
+def cluster_method(op: str, methods, commit: str = "") -> str:
+    """Which of a record's methods for one case (`methods`: their names; `commit`: the record's) is the cluster
+    rung as the family builds it now: CLUSTER_RUNG[op], or the probe row `swapped` names where the record has it."""
+    swap = swapped(op, commit)
+    return swap[0] if swap is not None and swap[0] in methods else CLUSTER_RUNG[op]
 
 
 def record_path() -> Path | None:

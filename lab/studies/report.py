@@ -297,7 +297,8 @@ def cluster_rows_lines() -> list[str]:
         return "-" if not row or row.get(key) is None else f"{row[key]:.2f}{unit}"
 
     for (op, dtype, n), methods in by_case.items():
-        one, cluster = methods.get(PREVIOUS[op]), methods.get(cluster_method(op, methods))
+        one = methods.get(PREVIOUS[op])
+        cluster = methods.get(cluster_method(op, methods, p.get("commit", "")))
         out.append(f"| {op}, {dtype} | {n} | {cell(one, 'x_copy')} | {cell(cluster, 'x_copy')} | "
                    f"{cell(methods.get('torch'), 'x_copy')} | {cell(cluster, 'x_torch', 'x')} |")
     return out
@@ -307,21 +308,20 @@ def attention_study_lines() -> list[str]:
     """The attention ladder beside SDPA's backends in interleaved rounds (lab.studies.attention_study), from the
     newest of its committed records: per shape, cuDNN's TFLOP/s, the two Hopper rungs' and the fastest rung
     setting's, each against cuDNN and the flash backend in the same rounds."""
-    import json
-
     from lab.core.build import REPO_ROOT
-    from lab.studies.attention_study import record_paths
+    from lab.studies.attention_study import newest_record
 
-    found = [(json.loads(p.read_text()), p) for p in record_paths() if p.is_file()]
-    if not found:
+    newest = newest_record()
+    if newest is None:
         return []
-    study, path = max(found, key=lambda f: str(f[0]["provenance"].get("date", "")))
+    study, path = newest
     p = study["provenance"]
     shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
     out = ["", f"Attention's forward ladder against each of PyTorch SDPA's backends (`{shown}`, {p.get('device')}, "
                f"{str(p.get('date', ''))[:10]}, commit {str(p.get('commit', ''))[:7]}; "
-               f"`python -m lab.studies.attention_study`, {study['rounds']} interleaved rounds, cold L2): TFLOP/s "
-               "and the median same-round speed against cuDNN's kernel and the flash backend (FlashAttention-2).",
+               f"`python -m lab.studies.attention_study`, {study.get('rounds', '?')} interleaved rounds, cold L2): "
+               "TFLOP/s and the median same-round speed against cuDNN's kernel and the flash backend "
+               "(FlashAttention-2).",
            "", "| B x H x S x D, type | cuDNN | 04_wgmma_ws | 05_pingpong | fastest setting | x cuDNN | x flash |",
            "|---|---:|---:|---:|---|---:|---:|"]
     by_shape: dict[str, dict] = {}

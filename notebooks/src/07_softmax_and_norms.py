@@ -528,8 +528,9 @@ for name, key in (("rmsnorm", "04"), ("softmax", "05")):
 # %% [markdown]
 # The study (`python -m lab.studies.cluster_rows_study`) times, in interleaved rounds on cold L2, the one-block rung,
 # the cluster rung as the family builds it, the cluster rung with one knob changed (the other exchange; blocks
-# aiming at 128 or 512 threads, so more or fewer blocks a row) and PyTorch's own kernels on the same arrays, each
-# against the device copy timed in the same round:
+# aiming at 128 or 512 threads, so more or fewer blocks a row; for LayerNorm, its two statistics in one exchange or
+# two, the STATS knob) and PyTorch's own kernels on the same arrays, each against the device copy timed in the same
+# round:
 
 # %%
 CLUSTER_STUDY = clusters.load()

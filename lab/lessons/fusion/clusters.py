@@ -86,21 +86,25 @@ def exchange_sass(arch: int = 90) -> str:
     return "\n".join(lines) + "\n(both kernels of the source: rmsnorm_cluster and layernorm_cluster)"
 
 
-def role(op: str, method: str, methods=()) -> str:
+def role(op: str, method: str, methods=(), commit: str = "") -> str:
     """What a method is, the same for every operation: "torch", "one block" (norms 03, softmax 04), "cluster" (norms
-    04, softmax 05, as the family builds it now: cluster_rows_study.cluster_method of the case's `methods`) or a
-    probe's knobs ("EXCHANGE=0"; "STATS=1" for LayerNorm's rung 04 row of a record made while that was its
-    default)."""
-    from lab.studies.cluster_rows_study import BUILT_NOW_AS_PROBE, CLUSTER_RUNG, PREVIOUS, cluster_method
+    04, softmax 05, as the family builds it: cluster_rows_study.cluster_method of the case's `methods` in a record
+    made at `commit`) or a probe's knobs ("EXCHANGE=0"; "STATS=1" for LayerNorm's rung 04 row of a record made
+    while that was its default)."""
+    from lab.studies.cluster_rows_study import CLUSTER_RUNG, PREVIOUS, cluster_method, swapped
 
     if method == PREVIOUS[op]:
         return "one block"
-    now = cluster_method(op, methods)
-    if method == now:
+    if method == cluster_method(op, methods, commit):
         return "cluster"
-    if method == CLUSTER_RUNG[op]:  # the default of the record's commit, no longer the family's
-        return BUILT_NOW_AS_PROBE[op][1]
+    swap = swapped(op, commit)
+    if method == CLUSTER_RUNG[op] and swap is not None:  # the default of the record's commit, not the family's
+        return swap[1]
     return method.split(" ", 1)[1] if "=" in method else method
+
+
+def _commit(payload: dict) -> str:
+    return str((payload.get("provenance") or {}).get("commit", ""))
 
 
 def _methods_by_case(payload: dict) -> dict[tuple, set]:
@@ -114,19 +118,19 @@ def _methods_by_case(payload: dict) -> dict[tuple, set]:
 
 def _by_case(payload: dict) -> dict[tuple, dict]:
     """(op, dtype, n) -> role -> the summary entry."""
-    names, out = _methods_by_case(payload), {}
+    names, commit, out = _methods_by_case(payload), _commit(payload), {}
     for s in payload.get("summary", []):
         sh = s["shape"]
         case = (sh["op"], sh["dtype"], sh["n"])
-        out.setdefault(case, {})[role(sh["op"], s["method"], names[case])] = s
+        out.setdefault(case, {})[role(sh["op"], s["method"], names[case], commit)] = s
     return out
 
 
 def roles(payload: dict) -> list[str]:
     """The record's roles other than the copy, in the order they were timed: PyTorch, the rungs, the probes."""
-    names = _methods_by_case(payload)
-    found = (role(s["shape"]["op"], s["method"], names[(s["shape"]["op"], s["shape"]["dtype"], s["shape"]["n"])])
-             for s in payload.get("summary", []))
+    names, commit = _methods_by_case(payload), _commit(payload)
+    found = (role(s["shape"]["op"], s["method"], names[(s["shape"]["op"], s["shape"]["dtype"], s["shape"]["n"])],
+                  commit) for s in payload.get("summary", []))
     return [r for r in dict.fromkeys(found) if r != "copy"]
 
 
@@ -140,7 +144,7 @@ def cluster_table(payload: dict | None) -> str:
     if payload is None:
         return missing()
     names = roles(payload)
-    width = max(9, *(len(r) for r in names))
+    width = max([9, *(len(r) for r in names)])
     head = "".join(f"{r:>{width + 1}}" for r in names)
     lines = [replayed_from(payload), "fraction of the device copy (same round, median over rounds); the probes "
              "are the cluster rung with one knob changed; the last column: the cluster rung's speed over PyTorch's",
@@ -150,13 +154,14 @@ def cluster_table(payload: dict | None) -> str:
         lines.append(f"{op + ' ' + dtype + ' n=' + str(n):<26}{cells}   {_cell(entries.get('cluster'), 'x_torch'):>8}")
     for f in payload.get("failed", []):
         lines.append(f"not timed: {f}")
-    from lab.studies.cluster_rows_study import BUILT_NOW_AS_PROBE
+    from lab.studies.cluster_rows_study import swapped
 
-    for op, (probe, then) in BUILT_NOW_AS_PROBE.items():
-        if any(op == o and probe in methods for (o, _, _), methods in _methods_by_case(payload).items()):
-            lines.append(f"{op}: the record was made while its rung's default was {then}; its \"cluster\" column is "
-                         f"the row \"{probe}\" (the default now), and its other probes are the {then} build with "
-                         "that knob changed.")
+    for op in sorted({o for (o, _, _) in _methods_by_case(payload)}):
+        swap = swapped(op, _commit(payload))
+        if swap is not None:
+            lines.append(f"{op}: the record was made while its rung's default was {swap[1]}; its \"cluster\" column is "
+                         f"the row \"{swap[0]}\" (the family's default), and its other probes are the {swap[1]} build "
+                         "with that knob changed.")
     return "\n".join(lines)
 
 
