@@ -79,8 +79,9 @@
 #                                              backend, `lab bench attention`'s sweep, compute-sanitizer on rung 05
 #   bash scripts/device_run.sh records-now     the attention study, attention's GPU tests, the cluster-rows study, then
 #                                              compute-sanitizer on attention rung 05 where time is left
-#   bash scripts/device_run.sh records-next    the attention sweep, racecheck on attention rung 05 (long child),
-#                                              synccheck on LayerNorm rung 04, the attention study
+#   bash scripts/device_run.sh records-next    rung 05's other builds' GPU tests, the attention sweep, racecheck on
+#                                              attention rung 05 (long child), synccheck on LayerNorm rung 04, the
+#                                              attention study (LONGEST_FIRST among its probes)
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
@@ -649,10 +650,12 @@ for r in rs.records:
           --rungs 05 --tools memcheck,racecheck,synccheck --budget "$(( $(box 60 3) - 5 ))" | tail -5
       fi
       keep_cache ;;
-    records-next)  # what the H100 run at 5b68074 left: the attention sweep (S = 256-16384, rungs 04 and 05 beside
-                   # each other for lab.ops's order), racecheck on attention rung 05 with a long child, synccheck on
-                   # LayerNorm rung 04 (STATS = 2), then both studies again (on an H200 when the call gets one)
+    records-next)  # what the H100 run at 5b68074 left: rung 05's other builds' GPU tests (PEELED=0, LONGEST_FIRST=1),
+                   # the attention sweep (S = 256-16384, rungs 04 and 05 beside each other for lab.ops's order),
+                   # racecheck on attention rung 05 with a long child, synccheck on LayerNorm rung 04 (STATS = 2),
+                   # then the attention study again (on an H200 when the call gets one)
       carried; mkdir -p "$pack/study"
+      gpu_tests "$(box 60 480)" tests/test_gpu_attention.py -k other_builds
       echo "== lab bench attention (sweep)"; COLUMNS=200 timeout "$(box 120 420)" python3 -m lab bench attention \
         --kinds sweep --json "$pack/attention_sweep.json" 2>&1 | grep -v "^│ *│" | tail -40
       echo "== compute-sanitizer racecheck on attention rung 05"

@@ -59,16 +59,17 @@ def test_large_logits_stay_finite_and_rows_without_keys_are_zero(rung, dtype):
 FLASH_RUNGS = [r for r in ATTENTION.rungs if r.number >= 2]
 
 
-def test_rung_05_unpeeled_build_is_correct_on_every_case():
-    """PEELED = 0 (the first build, its products under conditions; the study times it beside the default): every
-    check case, as the rungs themselves."""
+@pytest.mark.parametrize("knobs", [{"PEELED": 0}, {"LONGEST_FIRST": 1}], ids=["unpeeled", "longest_first"])
+def test_rung_05_other_builds_are_correct_on_every_case(knobs):
+    """The builds the study times beside the default: PEELED = 0 (the first build, its products under conditions)
+    and LONGEST_FIRST = 1 (causal query blocks in reverse launch order): every check case, as the rungs themselves."""
     import dataclasses
 
     from lab.measure.verify import check_rung
 
     base = ATTENTION.rung("05")
-    unpeeled = dataclasses.replace(base, spec=base.spec.with_knobs(PEELED=0))
-    failures = [r.line() for r in check_rung(ATTENTION, unpeeled, seed=38) if not r.passed]
+    build = dataclasses.replace(base, spec=base.spec.with_knobs(**knobs))
+    failures = [r.line() for r in check_rung(ATTENTION, build, seed=38) if not r.passed]
     assert not failures, "\n".join(failures)
 
 

@@ -33,7 +33,9 @@ tests/test_gpu_attention.py checks every rung; results/h200/attention*.json hold
 with its loop peeled (PEELED = 1, the default since aa2b89c): the GPU tests of this family and of lab.ops.attention
 passed on an H100 at 5b68074 (results/h100/attention_gpu_tests_5b68074.log); compute-sanitizer memcheck and
 synccheck clean there, racecheck not finished in 98 s on its one case (S_q = 65, S_k = 600; results/h100/
-sanitize_attention/); results/h100/attention_study.json holds its timing beside SDPA's backends.
+sanitize_attention/); results/h100/attention_study.json holds its timing beside SDPA's backends. Its knob
+LONGEST_FIRST (causal query blocks in reverse order; 0 by default, which leaves every attention build's SASS as it
+was: scripts/same_sass.py, 36 variants) has not run on a GPU yet.
 """
 
 from __future__ import annotations
