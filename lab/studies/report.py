@@ -266,13 +266,22 @@ def hopper_lines() -> list[str]:
 CLUSTER_ROWS = "cluster_rows_study"
 
 
+def _study_source(path: Path, study: dict, module: str) -> str:
+    """Where a study's figures come from, for the README: the file, GPU, date, commit, command and rounds."""
+    from lab.core.build import REPO_ROOT
+
+    p = study["provenance"]
+    shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
+    return (f"`{shown}`, {p.get('device')}, {str(p.get('date', ''))[:10]}, commit {str(p.get('commit', ''))[:7]}; "
+            f"`python -m lab.studies.{module}`, {study.get('rounds', '?')} interleaved rounds, cold L2")
+
+
 def cluster_rows_lines() -> list[str]:
     """Long rows split over a thread-block cluster (lab.studies.cluster_rows_study), when its record exists: per
     operation, type and row length, the one-block rung, the cluster rung and PyTorch as fractions of the device copy
     in the same round, and the cluster rung's speed over PyTorch's."""
     import json
 
-    from lab.core.build import REPO_ROOT
     from lab.studies.cluster_rows_study import PREVIOUS, cluster_method, record_path
 
     path = record_path()
@@ -280,12 +289,10 @@ def cluster_rows_lines() -> list[str]:
         return []
     study = json.loads(path.read_text())
     p = study["provenance"]
-    shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
-    out = ["", f"Long rows split over a thread-block cluster (RMSNorm and LayerNorm rung 04, softmax rung 05) against "
-               f"the one-block rung before them and PyTorch (`{shown}`, {p.get('device')}, "
-               f"{str(p.get('date', ''))[:10]}, commit {str(p.get('commit', ''))[:7]}; "
-               f"`python -m lab.studies.cluster_rows_study`, {study['rounds']} interleaved rounds, cold L2): the "
-               "median of the same-round fractions of the device copy, and the cluster rung's speed over PyTorch's.",
+    out = ["", "Long rows split over a thread-block cluster (RMSNorm and LayerNorm rung 04, softmax rung 05) against "
+               f"the one-block rung before them and PyTorch ({_study_source(path, study, 'cluster_rows_study')}): "
+               "the median of the same-round fractions of the device copy, and the cluster rung's speed over "
+               "PyTorch's.",
            "", "| operation, type | n | one block | cluster | PyTorch | cluster / PyTorch |",
            "|---|---:|---:|---:|---:|---:|"]
     by_case: dict[tuple, dict] = {}
@@ -308,20 +315,15 @@ def attention_study_lines() -> list[str]:
     """The attention ladder beside SDPA's backends in interleaved rounds (lab.studies.attention_study), from the
     newest of its committed records: per shape, cuDNN's TFLOP/s, the two Hopper rungs' and the fastest rung
     setting's, each against cuDNN and the flash backend in the same rounds."""
-    from lab.core.build import REPO_ROOT
     from lab.studies.attention_study import newest_record
 
     newest = newest_record()
     if newest is None:
         return []
     study, path = newest
-    p = study["provenance"]
-    shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
-    out = ["", f"Attention's forward ladder against each of PyTorch SDPA's backends (`{shown}`, {p.get('device')}, "
-               f"{str(p.get('date', ''))[:10]}, commit {str(p.get('commit', ''))[:7]}; "
-               f"`python -m lab.studies.attention_study`, {study.get('rounds', '?')} interleaved rounds, cold L2): "
-               "TFLOP/s and the median same-round speed against cuDNN's kernel and the flash backend "
-               "(FlashAttention-2).",
+    out = ["", "Attention's forward ladder against each of PyTorch SDPA's backends "
+               f"({_study_source(path, study, 'attention_study')}): TFLOP/s and the median same-round speed against "
+               "cuDNN's kernel and the flash backend (FlashAttention-2).",
            "", "| B x H x S x D, type | cuDNN | 04_wgmma_ws | 05_pingpong | fastest setting | x cuDNN | x flash |",
            "|---|---:|---:|---:|---|---:|---:|"]
     by_shape: dict[str, dict] = {}
