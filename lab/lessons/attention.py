@@ -603,14 +603,14 @@ def load_study() -> dict | None:
     of an H100's beside it (results/h100: the study's latest run may have landed on one; the record names its GPU),
     else the most recent attention_study_<commit>.json of the reference GPU (a record kept from an earlier commit);
     None when there is none shaped like one."""
-    from lab.studies.attention_study import record_paths
+    from lab.studies.attention_study import newest_record
 
-    folder = records.reference_dir()
-    newest = lambda found: max(found, key=lambda r: str(r["provenance"].get("date", "")), default=None)  # noqa: E731
-    current = [r for r in map(_read_study, record_paths()) if r is not None]
-    if current:
-        return newest(current)
-    return newest([r for r in map(_read_study, sorted(folder.glob(f"{STUDY}_*.json"))) if r is not None])
+    current = newest_record()
+    if current is not None:
+        record, path = current
+        return record | {"file": shown_path(path)}
+    kept = [r for r in map(_read_study, sorted(records.reference_dir().glob(f"{STUDY}_*.json"))) if r is not None]
+    return max(kept, key=lambda r: str(r["provenance"].get("date", "")), default=None)
 
 
 def study_label(study: dict) -> str:
