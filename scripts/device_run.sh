@@ -82,6 +82,8 @@
 #   bash scripts/device_run.sh records-next    rung 05's other builds' GPU tests, the attention sweep, racecheck on
 #                                              attention rung 05 (long child), synccheck on LayerNorm rung 04, the
 #                                              attention study (LONGEST_FIRST among its probes)
+#   bash scripts/device_run.sh varlen-a        packed (varlen) attention's GPU tests, attention rung 05's, the varlen
+#                                              study against padding, the attention study
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
@@ -666,6 +668,17 @@ for r in rs.records:
         --family layernorm --rungs 04 --tools synccheck --budget 60 --child-timeout 45 | tail -3
       echo "== attention study"
       timeout "$(box 150 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -30
+      keep_cache ;;
+    varlen-a)  # packed (varlen) attention: its GPU tests, attention rung 05's (its source took the VARLEN knob; the
+               # dense builds' SASS is unchanged), the varlen study against padding, then the attention study
+               # (LONGEST_FIRST among its probes) with what is left
+      carried; mkdir -p "$pack/study"
+      gpu_tests "$(box 200 330)" tests/test_gpu_attention_varlen.py --durations=5
+      gpu_tests "$(box 130 200)" tests/test_gpu_attention.py -k "05" --durations=5
+      echo "== varlen attention study"
+      timeout "$(box 160 40)" python3 -m lab.studies.varlen_attention_study "$pack/study" --rounds 3 2>&1 | tail -45
+      echo "== attention study"
+      timeout "$(box 200 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -30
       keep_cache ;;
     rows-stats-b)  # LayerNorm rung 04 (STATS) again: the norms' GPU tests and lab.ops's rows in a longer box, the
                    # cluster-rows study (the other STATS build beside it), compute-sanitizer on LayerNorm rung 04

@@ -50,7 +50,17 @@
 //   or 128; the launcher sets these three per problem), BLOCK_N (128 keys a tile), STAGES (2 K/V stages),
 //   THREADS (384: one producer and two consumer warpgroups), PEELED (1: the loop peeled; 0: the loop with
 //   conditional products, the first build, slower: see Measured), LONGEST_FIRST (0: query blocks in launch order;
-//   1: reversed when causal, above).
+//   1: reversed when causal, above), VARLEN (0: (B, heads, S, D) arrays; 1: packed sequences, below).
+// VARLEN = 1 (lab.families.attention_varlen): Q and O are (T_q, H, D), K and V (T_k, H_kv, D), every sequence's tokens
+//   one after another, and two more arguments, cu_seqlens_q and cu_seqlens_k (B + 1 int32 offsets), say where each
+//   starts. The tensor maps take tokens as rows and heads as planes; a block adds its sequence's start to the rows
+//   it asks for and takes the sequence's own S_q and S_k (the grid is sized by the longest); a block past its
+//   sequence's last query row returns before it touches a barrier. A tile past the sequence's end reads the next
+//   sequence's tokens (TMA zero-fills only past T): its keys are masked as any key past S_k, its query rows not
+//   written. VARLEN = 0 builds the same instructions as before the knob (scripts/same_sass.py, 36 variants).
+//   Prediction (before any run, H200, 16 prompts log-uniform over 1..8192, H = 32 on 8, D = 128, causal): 8.4% of
+//   the padded batch's work is real, so 7-11x the dense build on the padded batch (short sequences waste most of
+//   their 128-row block) and about 1.5x PyTorch's varlen function (FlashAttention-2), as rung 05 against FA2 dense.
 // Ideas: FlashAttention-3 and CUTLASS's ping-pong kernels, as rung 04; named barriers: NVIDIA's PTX ISA (bar.sync,
 //   bar.arrive). Code is this lab's own.
 #include "lab_cp_async.cuh"  // smem_u32addr, dynamic_smem_size
@@ -81,6 +91,9 @@
 #ifndef LONGEST_FIRST
 #define LONGEST_FIRST 0
 #endif
+#ifndef VARLEN
+#define VARLEN 0
+#endif
 
 #define BLOCK_M 128                               // two consumer warpgroups of 64 rows
 #define ROW_BYTES 128                             // one swizzled row: 64 two-byte elements
@@ -98,6 +111,7 @@ static_assert(BF16 == 0 || BF16 == 1, "BF16 is 0 (fp16) or 1 (bf16)");
 static_assert(CAUSAL == 0 || CAUSAL == 1, "CAUSAL is 0 or 1");
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "HEAD_DIM is 64 or 128");
 static_assert(LONGEST_FIRST == 0 || LONGEST_FIRST == 1, "LONGEST_FIRST is 0 or 1");
+static_assert(VARLEN == 0 || VARLEN == 1, "VARLEN is 0 or 1");
 static_assert(BLOCK_N == 128, "S = Q K^T is one m64n128k16 per k-step");
 static_assert(THREADS == 384, "one producer and two consumer warpgroups");
 static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 K/V stages");
@@ -243,8 +257,11 @@ __device__ __forceinline__ void softmax_tile(float (&sc)[BLOCK_N / 2], unsigned 
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constant__ TensorMap map_k,
-                   const __grid_constant__ TensorMap map_v, half_bits* __restrict__ O, int H, int H_kv, int S_q,
-                   int S_k, float scale_log2) {
+                   const __grid_constant__ TensorMap map_v, half_bits* __restrict__ O,
+#if VARLEN
+                   const int* __restrict__ cu_seqlens_q, const int* __restrict__ cu_seqlens_k,
+#endif
+                   int H, int H_kv, int S_q, int S_k, float scale_log2) {
     extern __shared__ __align__(1024) unsigned char smem[];
     __shared__ __align__(8) unsigned long long q_bar, k_bars[STAGES], v_bars[STAGES], k_empty_bars[STAGES],
         v_empty_bars[STAGES];
@@ -256,7 +273,23 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
     const unsigned qb = smem_u32addr(&q_bar), kb = smem_u32addr(k_bars), vb = smem_u32addr(v_bars);
     const unsigned keb = smem_u32addr(k_empty_bars), veb = smem_u32addr(v_empty_bars);
     const int b = blockIdx.z, h = blockIdx.y, kvh = h / (H / H_kv);
-    const int m_block = (CAUSAL && LONGEST_FIRST) ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+#if VARLEN
+    // Packed sequences: sequence b's rows start at row cu_seqlens[b] of (total, heads, D) arrays, and S_q, S_k (the
+    // longest, which sized the grid) become this sequence's own. A block past its sequence's last query row leaves
+    // before it touches a barrier (the whole block: no thread is left waiting).
+    const int q_start = cu_seqlens_q[b], k_start = cu_seqlens_k[b];
+    S_q = cu_seqlens_q[b + 1] - q_start;
+    S_k = cu_seqlens_k[b + 1] - k_start;
+    const int m_blocks = (S_q + BLOCK_M - 1) / BLOCK_M;
+    if ((int)blockIdx.x >= m_blocks) return;
+#define Q_PLANE h    // the maps' planes are heads; their rows, tokens
+#define KV_PLANE kvh
+#else
+    const int q_start = 0, k_start = 0, m_blocks = gridDim.x;
+#define Q_PLANE (b * H + h)  // one plane per batch and head (written at each use, where ptxas schedules it)
+#define KV_PLANE (b * H_kv + kvh)
+#endif
+    const int m_block = (CAUSAL && LONGEST_FIRST) ? m_blocks - 1 - (int)blockIdx.x : (int)blockIdx.x;
     const int m0 = m_block * BLOCK_M;
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int n_end = CAUSAL ? min(S_k, m0 + BLOCK_M + S_k - S_q) : S_k;
@@ -283,19 +316,21 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
             mbar_arrive_expect_tx(qb, Q_BYTES);
             for (int c = 0; c < 2; ++c)
                 for (int x = 0; x < BOXES; ++x)
-                    tma_load_3d(sQ + c * 64 * HEAD_DIM * 2 + x * 64 * ROW_BYTES, &map_q, 64 * x, m0 + 64 * c, b * H + h,
-                                qb);
+                    tma_load_3d(sQ + c * 64 * HEAD_DIM * 2 + x * 64 * ROW_BYTES, &map_q, 64 * x, q_start + m0 + 64 * c,
+                                Q_PLANE, qb);
             for (int j = 0; j < n_tiles; ++j) {
                 const int s = j % STAGES;
                 const unsigned k_dst = sKV + s * 2 * KV_BYTES, v_dst = k_dst + KV_BYTES, phase = ((j / STAGES) - 1) & 1;
                 if (j >= STAGES) mbar_wait(keb + 8 * s, phase);  // S(j - STAGES) has read K's stage
                 mbar_arrive_expect_tx(kb + 8 * s, KV_BYTES);
                 for (int x = 0; x < BOXES; ++x)
-                    tma_load_3d(k_dst + x * BLOCK_N * ROW_BYTES, &map_k, 64 * x, j * BLOCK_N, b * H_kv + kvh, kb + 8 * s);
+                    tma_load_3d(k_dst + x * BLOCK_N * ROW_BYTES, &map_k, 64 * x, k_start + j * BLOCK_N, KV_PLANE,
+                                kb + 8 * s);
                 if (j >= STAGES) mbar_wait(veb + 8 * s, phase);  // P V(j - STAGES) has read V's
                 mbar_arrive_expect_tx(vb + 8 * s, KV_BYTES);
                 for (int x = 0; x < BOXES; ++x)
-                    tma_load_3d(v_dst + x * BLOCK_N * ROW_BYTES, &map_v, 64 * x, j * BLOCK_N, b * H_kv + kvh, vb + 8 * s);
+                    tma_load_3d(v_dst + x * BLOCK_N * ROW_BYTES, &map_v, 64 * x, k_start + j * BLOCK_N, KV_PLANE,
+                                vb + 8 * s);
             }
         }
         return;
@@ -391,14 +426,20 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
 #endif
 
     // --- O / l, rounded once; rows past S_q are not written (rung 02's end) -------------------------------------
+#if VARLEN
+    half_bits* Oh = O + ((long long)q_start * H + h) * HEAD_DIM;  // (total, H, D): a row is H * D elements
+    const int o_row_stride = H * HEAD_DIM;
+#else
     half_bits* Oh = O + (long long)(b * H + h) * S_q * HEAD_DIM;
+    const int o_row_stride = HEAD_DIM;
+#endif
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const float total = quad_sum(l[r]);
         const bool seen = total > 0.0f;
         const float inv = seen ? 1.0f / total : 0.0f;
         if (row[r] >= S_q) continue;
-        half_bits* out = Oh + (long long)row[r] * HEAD_DIM + 2 * t;
+        half_bits* out = Oh + (long long)row[r] * o_row_stride + 2 * t;
 #pragma unroll
         for (int dn = 0; dn < HEAD_DIM / 8; ++dn) {
             const float x0 = seen ? o[4 * dn + 2 * r] * inv : 0.0f, x1 = seen ? o[4 * dn + 2 * r + 1] * inv : 0.0f;
