@@ -227,11 +227,11 @@ def _real(D, offset=0, S_k=128):
 
 
 @pytest.mark.parametrize("D, S_k, expected", [(64, 1024, "05_pingpong"), (128, 1024, "03_flash_pipelined"),
-                                               (128, 256, "02_flash_mma"), (64, 17, "02_flash_mma")])
+                                               (128, 256, "03_flash_pipelined"), (64, 17, "05_pingpong")])
 def test_the_family_serves_aligned_specialized_calls_with_a_flash_rung(D, S_k, expected):
-    """The fastest rung as measured that takes the call: rung 05 from a few hundred keys on, where it takes it (with
-    no GPU to ask, its shared memory is held against the smallest opt-in limit of the sm_80+ GPUs, 97 KiB: its
-    165 KiB at D = 128 do not fit, its 81 KiB at D = 64 do); rung 02 with SHORT_KEYS keys or fewer."""
+    """The fastest rung as measured that takes the call, whatever its key count: rung 05 where it takes it (with no
+    GPU to ask, its shared memory is held against the smallest opt-in limit of the sm_80+ GPUs, 97 KiB: its 165 KiB
+    at D = 128 do not fit, its 81 KiB at D = 64 do), else rung 03."""
     fam, s, refusal = _real(D, S_k=S_k)
     assert decide(s, [r.key for r in fam.rungs], refusal).path == expected
 

@@ -13,8 +13,8 @@ The path: a decode call goes to the split-KV kernel of lab.families.attention_de
 (D in SPECIALIZED_HEAD_DIMS, aligned operands): in results/h200/attention.json the flash rungs ran a decode step
 (B = 8, 32 query heads on 8, 8192 keys) at about a third of SDPA's rate, the split-KV kernel at about its rate
 (results/h200/attention_decode.json). Otherwise, for D in SPECIALIZED_HEAD_DIMS, the fastest flash rung
-(FlashAttention's tiling: wgmma on sm_90, mma.sync before) that does not refuse the call, in FLASH_ORDER
-(SHORT_FLASH_ORDER with SHORT_KEYS keys or fewer) among the rungs the family has; otherwise, or when every flash
+(FlashAttention's tiling: wgmma on sm_90, mma.sync before) that does not refuse the call, in FLASH_ORDER among the
+rungs the family has; otherwise, or when every flash
 rung refuses (operands off 16-byte boundaries, say), the generic rung 01, counted as a fallback. An autotuned entry
 for the bucket, where the store holds one, comes first (after the decode kernel).
 Causal masks are bottom-right aligned as FlashAttention 2 aligns them when S_q != S_k (the family's convention). The
@@ -37,18 +37,14 @@ from lab.ops.dispatch import MAX_RECORDINGS, Decision, Replay, as_address
 from lab.ops.shapes import m_bucket
 
 DECODE_MAX_S_Q = 16  # at most this many query rows: a decode step
-# Fastest first as measured: rung 05 (ping-pong, its loop peeled) at 1.02-1.06x rung 04 on every shape of
-# results/h100/attention_study.json (S = 4096, an H100; not yet timed on the H200, nor at other key counts, where
-# the order is assumed: the two rungs share tiles and pipeline), rung 04 ahead of 03 and 02 (results/h200/
-# attention.json). Rungs the family lacks are skipped, and a rung that refuses a call (04 and 05 off sm_90) passes
-# it on.
+# Fastest first as measured: rung 05 (ping-pong, its loop peeled) ahead of rung 04 at every key count of `lab bench
+# attention`'s sweep (S_q = S_k = 256 .. 16384, B=2 H=16 D=128 fp16, cold L2; results/h100/attention_sweep.json, an
+# H100 at 40aa909): 1.02-1.06x rung 04, and at 256 keys level with rungs 02-04 (within 6%), so one order serves every
+# length. (An earlier short-key order put rungs 02-03 first up to 256 keys from an H200 sweep of the first rung 05
+# build, whose warm timings were bound by the family launcher's host path, not by the kernels: lab.ops replays its
+# launches.) Rungs 04 and 05 refuse calls off sm_90 and pass them on to 03, then 02 (level with 03 at 256 keys,
+# results/h200/attention.json). Rungs the family lacks are skipped.
 FLASH_ORDER = ("05_pingpong", "04_wgmma_ws", "03_flash_pipelined", "02_flash_mma")
-# With few keys the order turns: at S_q = S_k = 256 (the sweep's shortest, B=2 H=16 D=128 fp16) rungs 02-03 took
-# under half of rung 04's time: rung 04's ring of 128-key stages never fills, and its 128-row blocks are half as many.
-# Rung 05 comes after 04 there: its only timings at 256 keys are its first build's (0.91x rung 04 on cold L2, 0.64x
-# warm, results/h200/attention.json).
-SHORT_KEYS = 256
-SHORT_FLASH_ORDER = ("02_flash_mma", "03_flash_pipelined", "04_wgmma_ws", "05_pingpong")
 GENERIC = "01_naive"
 DECODE_FAMILY = "attention_decode"
 DECODE_RUNG = "02_split_kv"
@@ -96,10 +92,9 @@ def bucket(shape: AttentionShape) -> str:
 
 # --- deciding (no GPU needed: the family's rungs and a refusal function are handed in) --------------------------
 
-def flash_rungs(rung_keys, S_k: int | None = None) -> list[str]:
-    """The flash rungs the family has, fastest first for a call with S_k keys (SHORT_FLASH_ORDER up to SHORT_KEYS)."""
-    order = SHORT_FLASH_ORDER if S_k is not None and S_k <= SHORT_KEYS else FLASH_ORDER
-    return [key for key in order if key in rung_keys]
+def flash_rungs(rung_keys) -> list[str]:
+    """The flash rungs the family has, fastest first (FLASH_ORDER)."""
+    return [key for key in FLASH_ORDER if key in rung_keys]
 
 
 def fallback_reason(shape: AttentionShape, sentence: str | None) -> str:
@@ -124,7 +119,7 @@ def decide(shape: AttentionShape, rung_keys, refusal: Callable[[str], str | None
         return Decision(tuned, (), "tuned")
     first_refusal = None
     if shape.D in SPECIALIZED_HEAD_DIMS:
-        for key in flash_rungs(rung_keys, shape.S_k):
+        for key in flash_rungs(rung_keys):
             why = refusal(key)
             if why is None:
                 return Decision(key, (), f"flash: D={shape.D}")

@@ -489,9 +489,8 @@ lesson.show_compile(COMPILE, ("gemm_tc",), strip=True)
 
 # %% [markdown]
 # Attention multiplies its own axes. `lab.ops.attention` compiles one kernel per head dim it specializes (64, 128),
-# causal flag and type, for each rung it may send a call to: the wgmma rung for long prefills on sm_90, the mma.sync
-# rung for short ones (256 keys or fewer), the cp.async rung (long prefills before sm_90, or where the wgmma rung
-# refuses a call), and the split-KV decode rung. The same study built each of those variants as the attention
+# causal flag and type, for each rung it may send a call to: the wgmma rung for prefills on sm_90, the cp.async rung
+# (prefills before sm_90, or where the wgmma rung refuses a call), and the split-KV decode rung. The same study built each of those variants as the attention
 # families themselves configure them (their shared memory sized for the arch), so the count below is at most what
 # `lab.ops.attention` adds to a Hopper process's cache (a process compiles only the variants its calls reach),
 # beside the GEMM variants above:
