@@ -92,10 +92,20 @@ DECODE_ATTENTION_CASES = [
     {"B": 1, "H": 16, "H_kv": 1, "S_q": 2, "S_k": 200, "D": 64, "dtype": "bfloat16", "causal": 1},
     {"B": 3, "H": 8, "H_kv": 2, "S_q": 4, "S_k": 150, "D": 64, "dtype": "float16", "causal": 1, "page_size": 7,
      "varlen": 1, "split_keys": 64}]
+# Packed (varlen) attention: an empty sequence, one token, lengths across the 128-row blocks, more keys than queries,
+# GQA, both head dims and types; racecheck's batch holds a sequence of 600 keys (the ring refilled while read).
+ATTENTION_VARLEN_CASES = [
+    {"H": 4, "H_kv": 2, "seq_lens": [1, 17, 0, 129], "D": 64, "dtype": "float16", "causal": 1},
+    {"H": 2, "seq_lens": [130, 5], "seq_lens_k": [257, 40], "D": 128, "dtype": "bfloat16", "causal": 0},
+    {"H": 2, "H_kv": 1, "seq_lens": [300, 1], "seq_lens_k": [100, 1], "D": 64, "dtype": "float16", "causal": 1}]
+ATTENTION_VARLEN_RACE_CASES = [{"H": 1, "seq_lens": [65, 3], "seq_lens_k": [600, 70], "D": 64, "dtype": "bfloat16",
+                                "causal": 0}]
 FAMILY_CASES = {
     "gemm_tc": CASES,
     "attention_decode": {tool: DECODE_ATTENTION_CASES for tool in sanitizer.TOOLS},
     "attention": {"memcheck": ATTENTION_CASES, "racecheck": ATTENTION_RACE_CASES, "synccheck": ATTENTION_RACE_CASES},
+    "attention_varlen": {"memcheck": ATTENTION_VARLEN_CASES, "racecheck": ATTENTION_VARLEN_RACE_CASES,
+                         "synccheck": ATTENTION_VARLEN_RACE_CASES},
     "gemm_split_k": {tool: SPLIT_K_CASES for tool in sanitizer.TOOLS},
     "decode": {tool: DECODE_CASES for tool in sanitizer.TOOLS},
     "grouped_gemm": {tool: GROUPED_CASES for tool in sanitizer.TOOLS},

@@ -34,7 +34,7 @@ CONSTANTS = ("VEC_RUNGS", "PERSISTENT_RUNGS", "STREAM_K_RUNGS", "PLUGIN_RUNG", "
 MODULE_CONSTANTS = {"gemm_split_k": ("SPLIT_MODES", "MODE_NAMES", "REDUCE_ENTRY"), "decode": ("SPLIT_K_RUNG",)}
 FAMILIES = ("copy", "transpose", "gemm_fp32", "gemm_tc", "gemm_fp32_epilogue", "gemm_tc_epilogue", "softmax",
             "rmsnorm", "layernorm", "gemm_split_k", "decode", "grouped_gemm", "attention",
-            "attention_decode")
+            "attention_decode", "attention_varlen")
 CEILING_LAUNCHES_A_RUNG = ("gemm_fp32_epilogue", "gemm_tc_epilogue")  # their ceiling is the rung without the chain
 
 
@@ -109,7 +109,8 @@ class FakeMap:
 
     def text(self, alloc: Allocator) -> str:
         s = self.spec
-        return (f"map({alloc.symbol(s.address)},{s.width}x{s.height},ld={s.row_stride_bytes}B,"
+        planes = f",planes={s.depth}@{s.plane_stride_bytes}B" if hasattr(s, "depth") else ""
+        return (f"map({alloc.symbol(s.address)},{s.width}x{s.height},ld={s.row_stride_bytes}B{planes},"
                 f"box={s.box_width}x{s.box_height})")
 
 
@@ -264,7 +265,29 @@ def problem(family, case: dict, alloc: Allocator):
             alloc("O", (B, H, S_q, D), storage)
     if name == "attention_decode":
         return _decode_attention_problem(family, case, alloc)
+    if name == "attention_varlen":
+        return _varlen_attention_problem(family, case, alloc)
     raise KeyError(name)
+
+
+def _varlen_attention_problem(family, case: dict, alloc: Allocator):
+    """Packed Q and O (T_q, H, D), K and V (T_k, H_kv, D) and the two offset arrays."""
+    from lab.core.ladder import Problem
+    from lab.families.gemm_tc import STORAGE
+
+    lens_q = list(case["seq_lens"])
+    lens_k = list(case.get("seq_lens_k", lens_q))
+    H, D = case["H"], case["D"]
+    H_kv, storage = case.get("H_kv", H), STORAGE[case["dtype"]]
+    params = {"B": len(lens_q), "H": H, "H_kv": H_kv, "S_q": max(lens_q), "S_k": max(lens_k), "D": D,
+              "dtype": case["dtype"], "causal": int(case.get("causal", 0)), "seq_lens": lens_q}
+    params |= {"seq_lens_k": lens_k} if "seq_lens_k" in case else {}
+    q_shape, kv_shape = (sum(lens_q), H, D), (sum(lens_k), H_kv, D)
+    inputs = {"Q": [alloc("Q", q_shape, storage)], "K": [alloc("K", kv_shape, storage)],
+              "V": [alloc("V", kv_shape, storage)], "cu_seqlens_q": [alloc("cu_seqlens_q", (len(lens_q) + 1,),
+                                                                          np.int32)],
+              "cu_seqlens_k": [alloc("cu_seqlens_k", (len(lens_k) + 1,), np.int32)]}
+    return Problem("", inputs, q_shape, 0, params=params, dtype=storage), alloc("O", q_shape, storage)
 
 
 def _decode_attention_problem(family, case: dict, alloc: Allocator):
@@ -556,6 +579,10 @@ def test_attention_launches_match_the_golden_table(no_gpu):
 
 def test_attention_decode_launches_match_the_golden_table(no_gpu):
     _check_family("attention_decode", no_gpu)
+
+
+def test_attention_varlen_launches_match_the_golden_table(no_gpu):
+    _check_family("attention_varlen", no_gpu)
 
 
 def test_every_rung_names_one_of_its_familys_launch_schemes():

@@ -8,6 +8,7 @@ from lab.core.errors import LabError
 from lab.core.ladder import Family, Rung
 from lab.families.attention import AttentionFamily
 from lab.families.attention_decode import AttentionDecodeFamily
+from lab.families.attention_varlen import AttentionVarlenFamily
 from lab.families.copy import CopyFamily
 from lab.families.decode import DecodeFamily
 from lab.families.gemm import GemmFp32Family
@@ -26,7 +27,7 @@ def families() -> dict[str, Family]:
                                             GemmFp32EpilogueFamily(), GemmTcEpilogueFamily(), SoftmaxFamily(),
                                             RMSNormFamily(), LayerNormFamily(), GemmSplitKFamily(),
                                             DecodeFamily(), GroupedGemmFamily(), AttentionFamily(),
-                                            AttentionDecodeFamily())}
+                                            AttentionDecodeFamily(), AttentionVarlenFamily())}
 
 
 def get_family(name: str) -> Family:
