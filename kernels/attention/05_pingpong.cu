@@ -42,7 +42,11 @@
 //   each: 384 threads, 160 KB of shared memory), about 7.8 waves; in launch order a head's longest block (32 tiles)
 //   starts last, so the last wave can hold a block that runs as long as a quarter of an SM's share. Prediction
 //   (before any timing): causal 1.03-1.08x the default build, non-causal level (every block has the same work:
-//   the control).
+//   the control) Measured (results/h100/attention_study.json, an H100 at 40aa909, same rounds):
+//   causal 1.01x (D = 128: 485 against 480 TFLOP/s; D = 64: 317 against 314), non-causal level but for one shape
+//   (B=4 H=32: 1.00x by median TFLOP/s, whose rounds spread 3-7%). The prediction failed: the last wave's tail is
+//   smaller than the model above says, or the block scheduler does not start blocks in launch order. The default
+//   stays 0.
 // Requires: as rung 04 (sm_90a; HEAD_DIM 64 or 128; Q, K, V, O 16-byte aligned). Launch: as rung 04 (grid
 //   (ceil(S_q / 128), H, B), THREADS = 384, SMEM_BYTES = (128 + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2 + 1024 of
 //   dynamic shared memory, three 3-D tensor maps).
@@ -61,6 +65,12 @@
 //   Prediction (before any run, H200, 16 prompts log-uniform over 1..8192, H = 32 on 8, D = 128, causal): 8.4% of
 //   the padded batch's work is real, so 7-11x the dense build on the padded batch (short sequences waste most of
 //   their 128-row block) and about 1.5x PyTorch's varlen function (FlashAttention-2), as rung 05 against FA2 dense.
+//   Measured (results/h100/varlen_attention_study.json, an H100 at 40aa909, 3 interleaved rounds, cold L2): that
+//   batch at 517 useful TFLOP/s (the dense build at B=2 H=16 S=4096 causal: 480), 10.2x the dense build on it
+//   padded, 9.4x cuDNN's SDPA on it padded, 1.60x PyTorch's varlen_attn; 8 and 32 prompts 6.3-11.0x padding,
+//   1.51-1.71x varlen_attn; a batch with little padding (8 prompts of 4096-8192, 74% of the padded work real)
+//   1.23-1.29x the padded methods (lowest round 1.18x, SDPA's own backend choice). Inside the prediction for the
+//   dense build, at its top for varlen_attn.
 // Ideas: FlashAttention-3 and CUTLASS's ping-pong kernels, as rung 04; named barriers: NVIDIA's PTX ISA (bar.sync,
 //   bar.arrive). Code is this lab's own.
 #include "lab_cp_async.cuh"  // smem_u32addr, dynamic_smem_size

@@ -204,3 +204,31 @@ def reference_records(family: str) -> RecordSet:
 def reference_dir() -> Path:
     """Where replayed records are read from; LAB_REFERENCE_RESULTS overrides it (tests, other GPUs)."""
     return Path(os.environ.get("LAB_REFERENCE_RESULTS", REFERENCE_GPU_DIR))
+
+
+def study_record_paths(filename: str) -> list[Path]:
+    """Where a committed study record may be: the reference GPU's folder (results/h200) and an H100's beside it
+    (results/h100), for a run that landed on one; each record's provenance names its GPU."""
+    return [reference_dir() / filename, reference_dir().parent / "h100" / filename]
+
+
+def read_study_record(path: Path, row_keys: set) -> dict | None:
+    """A committed study record at `path` if it is one (a provenance, and a summary of rows that each hold
+    `row_keys`); None for a missing, unreadable or malformed file."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    summary = record.get("summary") if isinstance(record, dict) else None
+    if not isinstance(summary, list) or not isinstance(record.get("provenance"), dict):
+        return None
+    if not all(isinstance(s, dict) and set(row_keys) <= s.keys() for s in summary):
+        return None
+    return record
+
+
+def newest_study_record(filename: str, row_keys: set) -> tuple[dict, Path] | None:
+    """The newest (by its provenance's date) of the committed records in study_record_paths(filename), with its
+    path."""
+    found = [(r, p) for p in study_record_paths(filename) if (r := read_study_record(p, row_keys)) is not None]
+    return max(found, key=lambda f: str(f[0]["provenance"].get("date", "")), default=None)

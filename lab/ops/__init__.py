@@ -5,12 +5,13 @@ and its launch prepared once per shape and operands, and everything that was dec
     import lab.ops as ops
     y = ops.matmul(x, w, layout="TN", residual=h)      # fp16/bf16 GEMM with a fused epilogue
     o = ops.attention(q, k, v, causal=True)            # fp16/bf16 attention, GQA, bottom-right causal
+    o = ops.attention_varlen(q, k, v, cu_q, cu_k, causal=True)  # packed sequences of different lengths
     ops.stats()                                           # hits, misses, fallbacks, compiles, per path
 
 Submodules: rules (the dispatch table's format), shapes (classification and buckets), paths (the kernels a
 rule can name), dispatch (decisions and prepared launches), store (the on-disk autotune cache), tune (the
-search), api (matmul, softmax, rmsnorm, layernorm), attn (attention), graphs (capture: lab.ops calls as one CUDA
-graph), counters.
+search), api (matmul, softmax, rmsnorm, layernorm), attn (attention), attn_varlen (attention_varlen), graphs
+(capture: lab.ops calls as one CUDA graph), counters.
 The names below load lazily, so importing a submodule (the store from a test, say) never imports CuPy.
 """
 
@@ -21,6 +22,7 @@ _MANIFEST = ("warmup",)
 _COUNTERS = ("stats", "reset_stats")
 _GRAPHS = ("capture",)
 _ATTENTION = ("attention",)  # in lab.ops.attn: a submodule named attention would shadow the function
+_ATTENTION_VARLEN = ("attention_varlen",)  # in lab.ops.attn_varlen, likewise
 
 
 def __getattr__(name: str):
@@ -40,6 +42,10 @@ def __getattr__(name: str):
         from lab.ops import attn
 
         return attn.attention
+    if name in _ATTENTION_VARLEN:
+        from lab.ops import attn_varlen
+
+        return attn_varlen.attention_varlen
     if name in _GRAPHS:
         from lab.ops import graphs
 
@@ -47,4 +53,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'lab.ops' has no attribute {name!r}")
 
 
-__all__ = [*_API, *_ATTENTION, *_MANIFEST, *_COUNTERS, *_GRAPHS]
+__all__ = [*_API, *_ATTENTION, *_ATTENTION_VARLEN, *_MANIFEST, *_COUNTERS, *_GRAPHS]

@@ -27,7 +27,13 @@ import sys
 from pathlib import Path
 
 from lab.families import get_family
-from lab.measure.records import provenance, write_json
+from lab.measure.records import (
+    newest_study_record,
+    provenance,
+    read_study_record,
+    study_record_paths,
+    write_json,
+)
 
 BACKENDS = ("cudnn", "flash", "efficient")
 # Other settings of a rung beside its defaults, and the head dims they are timed at (None: every one): rung 03 at 128
@@ -47,35 +53,23 @@ QUICK_SHAPES = SHAPES[:1]
 FILENAME = "attention_study.json"
 
 
-def record_paths() -> list[Path]:
-    """Where a committed record may be: the reference GPU's folder (results/h200) and an H100's beside it
-    (results/h100), for a run that landed on one; each record's provenance names its GPU."""
-    from lab.measure.records import reference_dir
+ROW_KEYS = {"shape", "method", "TFLOP/s"}
 
-    return [reference_dir() / FILENAME, reference_dir().parent / "h100" / FILENAME]
+
+def record_paths() -> list[Path]:
+    """Where a committed record may be (lab.measure.records.study_record_paths)."""
+    return study_record_paths(FILENAME)
 
 
 def read_record(path: Path) -> dict | None:
     """A committed record at `path` if it is one (a provenance and a summary of shape, method and TFLOP/s rows);
     None for a missing, unreadable or malformed file."""
-    import json
-
-    try:
-        record = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    summary = record.get("summary") if isinstance(record, dict) else None
-    if not isinstance(summary, list) or not isinstance(record.get("provenance"), dict):
-        return None
-    if not all(isinstance(s, dict) and {"shape", "method", "TFLOP/s"} <= s.keys() for s in summary):
-        return None
-    return record
+    return read_study_record(path, ROW_KEYS)
 
 
 def newest_record() -> tuple[dict, Path] | None:
     """The newest (by its provenance's date) of the committed records in record_paths(), with its path."""
-    found = [(r, p) for p in record_paths() if (r := read_record(p)) is not None]
-    return max(found, key=lambda f: str(f[0]["provenance"].get("date", "")), default=None)
+    return newest_study_record(FILENAME, ROW_KEYS)
 
 
 def _problem(att, shape: dict, sets: int = 1):

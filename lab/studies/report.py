@@ -181,7 +181,7 @@ def readme_results(rs_by_family: dict[str, RecordSet]) -> str:
             if cliff:
                 sentences.append(cliff)
     return "\n".join(lines + [""] + sentences + hopper_lines() + cluster_rows_lines() + attention_study_lines()
-                     + ops_lines())
+                     + varlen_study_lines() + ops_lines())
 
 
 CLIFF = 0.5  # a baseline under half its own rate at the nearest aligned size has fallen off an alignment cliff
@@ -347,6 +347,37 @@ def attention_study_lines() -> list[str]:
         out.append(f"| {label} | {tflops(methods.get('sdpa_cudnn'))} | {tflops(methods.get('04_wgmma_ws'))} | "
                    f"{tflops(methods.get('05_pingpong'))} | {best['method']} ({best['TFLOP/s']:.0f}) | "
                    f"{ratio(best, 'x_sdpa_cudnn')} | {ratio(best, 'x_sdpa_flash')} |")
+    return out
+
+
+def varlen_study_lines() -> list[str]:
+    """Packed (varlen) attention against padding (lab.studies.varlen_attention_study), from the newest committed
+    record: per batch, the share of the padded work that is real, the packed kernel's TFLOP/s, and how many times
+    its time each other method takes in the same rounds."""
+    from lab.studies.varlen_attention_study import newest_record
+
+    newest = newest_record()
+    if newest is None:
+        return []
+    study, path = newest
+    peers = ("lab_dense_padded", "sdpa_padded", "sdpa_cudnn_padded", "torch_varlen")
+    out = ["", "Prefill batches of prompts of different lengths, packed, against padding them to the longest "
+               f"({_study_source(path, study, 'varlen_attention_study')}; H = 32 on 8, D = 128, causal): the "
+               "packed kernel's useful TFLOP/s and each other method's time over its time in the same rounds.",
+           "", "| batch | real share of padded work | packed TFLOP/s | " + " | ".join(f"{p} x" for p in peers) + " |",
+           "|---|---:|---:|" + "---:|" * len(peers)]
+    shares = {tuple(sorted(b["batch"].items())): b["real_share_of_padded_work"] for b in study.get("batches", [])}
+    rows: dict[tuple, dict] = {}
+    for row in study["summary"]:
+        rows.setdefault(tuple(sorted(row["batch"].items())), {})[row["method"]] = row
+    for key, methods in rows.items():
+        batch, mine = dict(key), methods.get("lab_varlen")
+        if mine is None:
+            continue
+        cells = ["-" if p not in methods else f"{methods[p]['time_x_lab_varlen']:.2f}" for p in peers]
+        share = shares.get(key)
+        out.append(f"| {batch['mix']} B={batch['B']} {batch['dtype']} | {'-' if share is None else f'{share:.3f}'} | "
+                   f"{mine['TFLOP/s']:.0f} | " + " | ".join(cells) + " |")
     return out
 
 

@@ -34,9 +34,10 @@ import numpy as np
 from lab.core.ladder import Problem
 from lab.families import get_family
 from lab.families.attention_varlen import AttentionVarlenFamily, padded_work_share, serving_lengths
-from lab.measure.records import provenance, write_json
+from lab.measure.records import newest_study_record, provenance, write_json
 
 FILENAME = "varlen_attention_study.json"
+ROW_KEYS = {"batch", "method", "TFLOP/s", "time_x_lab_varlen"}
 LONGEST = 8192
 HEADS = {"H": 32, "H_kv": 8, "D": 128}
 
@@ -184,6 +185,11 @@ def summarize(rows: list[dict]) -> list[dict]:
                     "time_x_lab_varlen": statistics.median(ratios) if ratios else None,
                     "time_x_lab_varlen_min": min(ratios) if ratios else None})
     return out
+
+
+def newest_record() -> tuple[dict, Path] | None:
+    """The newest committed record (results/h200, else an H100's in results/h100), with its path."""
+    return newest_study_record(FILENAME, ROW_KEYS)
 
 
 def main(argv: list[str] | None = None) -> int:
