@@ -84,6 +84,7 @@
 #                                              attention study (LONGEST_FIRST among its probes)
 #   bash scripts/device_run.sh varlen-a        packed (varlen) attention's GPU tests, attention rung 05's, the varlen
 #                                              study against padding, the attention study
+#   bash scripts/device_run.sh varlen-b        varlen-a with lab.ops.attention_varlen's and lab.ops.attention's GPU tests
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
@@ -677,6 +678,18 @@ for r in rs.records:
       gpu_tests "$(box 130 200)" tests/test_gpu_attention.py -k "05" --durations=5
       echo "== varlen attention study"
       timeout "$(box 160 40)" python3 -m lab.studies.varlen_attention_study "$pack/study" --rounds 3 2>&1 | tail -45
+      echo "== attention study"
+      timeout "$(box 200 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -30
+      keep_cache ;;
+    varlen-b)  # packed attention after lab.ops.attention_varlen: the varlen family's and lab.ops's varlen GPU tests,
+               # attention rung 05's and lab.ops.attention's, the varlen study, the attention study
+      carried; mkdir -p "$pack/study"
+      gpu_tests "$(box 150 380)" tests/test_gpu_attention_varlen.py tests/test_gpu_ops_attention_varlen.py \
+        --durations=5
+      gpu_tests "$(box 160 230)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py -k "05 or ops" \
+        --durations=5
+      echo "== varlen attention study"
+      timeout "$(box 110 120)" python3 -m lab.studies.varlen_attention_study "$pack/study" --rounds 3 2>&1 | tail -40
       echo "== attention study"
       timeout "$(box 200 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -30
       keep_cache ;;

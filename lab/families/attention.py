@@ -31,11 +31,13 @@ ldmatrix, and the bound holds that model to half of it and rejects wrong ones (t
 Rung 03 is rung 02's arithmetic with another copy schedule. On the GPU,
 tests/test_gpu_attention.py checks every rung; results/h200/attention*.json hold what the H200 measured. Rung 05
 with its loop peeled (PEELED = 1, the default since aa2b89c): the GPU tests of this family and of lab.ops.attention
-passed on an H100 at 5b68074 (results/h100/attention_gpu_tests_5b68074.log); compute-sanitizer memcheck and
-synccheck clean there, racecheck not finished in 98 s on its one case (S_q = 65, S_k = 600; results/h100/
-sanitize_attention/); results/h100/attention_study.json holds its timing beside SDPA's backends. Its knob
-LONGEST_FIRST (causal query blocks in reverse order; 0 by default, which leaves every attention build's SASS as it
-was: scripts/same_sass.py, 36 variants) has not run on a GPU yet.
+passed on an H100 at 5b68074 (results/h100/attention_gpu_tests_5b68074.log), rung 05's again at 40aa909 with its
+other builds (PEELED = 0, LONGEST_FIRST = 1; results/h100/varlen_run_40aa909.log); compute-sanitizer memcheck and
+synccheck clean at 5b68074, racecheck clean at 40aa909 (results/h100/sanitize_attention/);
+results/h100/attention_study.json holds its timing beside SDPA's backends (with LONGEST_FIRST = 1: 1.01x on causal
+shapes, the default stays 0), results/h100/attention_sweep.json its sweep. Its knobs LONGEST_FIRST and VARLEN (the
+packed sequences of lab.families.attention_varlen) at 0 leave every attention build's SASS as it was
+(scripts/same_sass.py, 36 variants).
 """
 
 from __future__ import annotations

@@ -26,6 +26,13 @@ has as many keys as queries: a padded key then follows every real query and the 
 mask), its real rows gathered into the packed output inside the timing. lab.studies.varlen_attention_study times
 that beside the lab's own dense rung on the padded batch and PyTorch's varlen function
 (torch.nn.attention.varlen.varlen_attn, FlashAttention-2's varlen kernel) where the installed PyTorch has one.
+
+Evidence, an H100 at 40aa909 (results/h100/): the GPU tests (tests/test_gpu_attention_varlen.py: every check case,
+half the bound, each sequence the bits of the dense rung 05 on it alone, the padded baseline) passed
+(varlen_run_40aa909.log); compute-sanitizer memcheck, racecheck and synccheck clean on 10, 3 and 3 check cases
+(sanitize_attention_varlen/: the first log's 34 memcheck "errors" are CUDA API calls that probe for driver entry
+points, gone with --report-api-errors no in the second); varlen_attention_study.json holds the study. Not yet on
+an H200.
 """
 
 from __future__ import annotations

@@ -652,6 +652,63 @@ def study_table(study: dict | None) -> Markdown:
     return md("\n".join(lines + ([""] + notes if notes else [])))
 
 
+VARLEN_STUDY = "varlen_attention_study"
+
+
+def load_varlen_study() -> dict | None:
+    """The newest varlen_attention_study record (results/h200, or an H100's in results/h100), or None."""
+    from lab.studies.varlen_attention_study import newest_record
+
+    found = newest_record()
+    return None if found is None else found[0] | {"file": shown_path(found[1])}
+
+
+def varlen_missing() -> str:
+    where = shown_path(records.reference_dir())
+    return (f"NO RECORDS for {VARLEN_STUDY}: no {VARLEN_STUDY}.json in {where} or beside it in results/h100, so this "
+            f"cell shows nothing. On an sm_90 GPU with PyTorch, `python -m lab.studies.{VARLEN_STUDY} {where}` "
+            "records it.")
+
+
+def varlen_table(study: dict | None) -> Markdown:
+    """Per batch: the share of the padded work that is real, then each method's useful TFLOP/s and its time over the
+    packed kernel's in the same round."""
+    if study is None:
+        return md(varlen_missing())
+    label = f"REPLAYED on {describe_provenance(study['provenance'])}, {study.get('file', VARLEN_STUDY)}"
+    shares = {tuple(sorted(b["batch"].items())): b["real_share_of_padded_work"] for b in study.get("batches", [])}
+    lines = [f"useful TFLOP/s (each sequence's own work over the time) and time over the packed kernel's ({label})",
+             "", "| batch | real share of padded work | method | TFLOP/s | time x packed |", "|---|---:|---|---:|---:|"]
+    for s in study["summary"]:
+        b = s["batch"]
+        share = shares.get(tuple(sorted(b.items())))
+        lines.append(f"| {b['mix']} B={b['B']} {b['dtype']} | {'-' if share is None else f'{share:.3f}'} | "
+                     f"{s['method']} | {s['TFLOP/s']:.1f} | {s['time_x_lab_varlen']:.2f} |")
+    notes = [f"not timed: {r}" for r in study.get("refused") or []]
+    return md("\n".join(lines + ([""] + notes if notes else [])))
+
+
+def varlen_reading(study: dict | None) -> str:
+    """Per batch, the packed kernel against the best padded method and against PyTorch's varlen function."""
+    if study is None:
+        return varlen_missing()
+    out = ["the packed kernel against the fastest padded method and PyTorch's varlen_attn, same rounds:"]
+    batches = list({tuple(sorted(s["batch"].items())): s["batch"] for s in study["summary"]}.values())
+    for batch in batches:
+        rows = {s["method"]: s for s in study["summary"] if s["batch"] == batch}
+        padded = [s for name, s in rows.items() if name.endswith("_padded")]
+        if "lab_varlen" not in rows or not padded:
+            continue
+        best = min(padded, key=lambda s: s["time_x_lab_varlen"])
+        text = (f"  {batch['mix']} B={batch['B']} {batch['dtype']}: {rows['lab_varlen']['TFLOP/s']:.0f} useful "
+                f"TFLOP/s; {best['method']} takes {best['time_x_lab_varlen']:.2f}x its time (lowest round "
+                f"{best['time_x_lab_varlen_min']:.2f}x)")
+        if "torch_varlen" in rows:
+            text += f", varlen_attn {rows['torch_varlen']['time_x_lab_varlen']:.2f}x"
+        out.append(text)
+    return "\n".join(out)
+
+
 def study_reading(study: dict | None) -> str:
     """Per shape, the fastest rung setting in the study and its speed against the flash backend and cuDNN."""
     if study is None:

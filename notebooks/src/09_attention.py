@@ -396,6 +396,25 @@ print(decode.study_text(decode.load_study()))
 # pays most: SDPA, padded to the longest sequence and masked, reads every padded key.
 
 # %% [markdown]
+# ### A batch of prompts of different lengths
+#
+# A prefill batch in a server holds prompts of very different lengths. Padded to the longest, every sequence costs
+# the longest one's work: with lengths spread over 1 .. 8192 most of a padded launch computes masked or padded
+# scores. Packed end to end, (T, H, D) arrays with offsets `cu_seqlens` (as FlashAttention's varlen functions and
+# serving engines keep them), each sequence costs its own work. `lab.families.attention_varlen` is rung 05 built with
+# `VARLEN = 1`: its tensor maps take tokens as rows and heads as planes, each block adds its sequence's start to the
+# rows it loads, and blocks past a short sequence's rows leave at once. The figure that matters is useful TFLOP/s:
+# each sequence's own (query, key) pairs over the time, so padding counts as waste.
+# `lab.ops.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=True)` calls it.
+
+# %%
+VARLEN = lesson.load_varlen_study()
+lesson.varlen_table(VARLEN)
+
+# %%
+print(lesson.varlen_reading(VARLEN))
+
+# %% [markdown]
 # ---
 # ## 7. Sequence length and tails
 #
@@ -437,3 +456,5 @@ print(lesson.tail_text(RECORDS["tail"]))
 #   overlapped with the products: between warpgroups (rung 05's ping-pong, which pays only once its loop is peeled:
 #   with its products under conditions the compiler serialized them), and inside one, which the ladder does not
 #   have yet (a second score accumulator, FlashAttention-3's intra-warpgroup pipelining).
+# - A batch of different lengths wants them packed, not padded: the same kernel with per-sequence offsets does only
+#   the real work, which on a serving-like mix is a small share of the padded batch's (the table gives it).
