@@ -29,10 +29,11 @@ that beside the lab's own dense rung on the padded batch and PyTorch's varlen fu
 
 Evidence, an H100 at 40aa909 (results/h100/): the GPU tests (tests/test_gpu_attention_varlen.py: every check case,
 half the bound, each sequence the bits of the dense rung 05 on it alone, the padded baseline) passed
-(varlen_run_40aa909.log); compute-sanitizer memcheck, racecheck and synccheck clean on 10, 3 and 3 check cases
-(sanitize_attention_varlen/: the first log's 34 memcheck "errors" are CUDA API calls that probe for driver entry
-points, gone with --report-api-errors no in the second); varlen_attention_study.json holds the study. Not yet on
-an H200.
+(varlen_run_40aa909.log), again at 420908f with lab.ops.attention_varlen's (varlen_gpu_tests_420908f.log);
+compute-sanitizer memcheck, racecheck and synccheck clean (sanitize_attention_varlen/: scripts/gemm_tc_sanitize.py's
+cases at 420908f, and by hand at 40aa909 on 10, 3 and 3 check cases, where the first log's 34 memcheck "errors" are
+CUDA API calls that probe for driver entry points, gone with --report-api-errors no in the second);
+varlen_attention_study.json holds the study (a repeat at ae3f4d2 beside it). Not yet on an H200.
 """
 
 from __future__ import annotations
