@@ -85,6 +85,8 @@
 #   bash scripts/device_run.sh varlen-a        packed (varlen) attention's GPU tests, attention rung 05's, the varlen
 #                                              study against padding, the attention study
 #   bash scripts/device_run.sh varlen-b        varlen-a with lab.ops.attention_varlen's and lab.ops.attention's GPU tests
+#   bash scripts/device_run.sh wide-heads      attention's and lab.ops.attention's GPU tests and the study, after rung 05's
+#                                              D = 256 build; the row ladders' GPU tests on an H200
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
@@ -692,6 +694,19 @@ for r in rs.records:
       timeout "$(box 110 120)" python3 -m lab.studies.varlen_attention_study "$pack/study" --rounds 3 2>&1 | tail -40
       echo "== attention study"
       timeout "$(box 200 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -30
+      keep_cache ;;
+    wide-heads)  # attention rung 05's D = 256 build (64-key tiles): every attention rung's GPU tests (the check cases
+                 # hold D = 256 now), lab.ops.attention's, the attention study (D = 256 among its shapes); on an H200,
+                 # the row ladders' GPU tests with what is left
+      carried; mkdir -p "$pack/study"
+      gpu_tests "$(box 220 300)" tests/test_gpu_attention.py --durations=5
+      gpu_tests "$(box 120 180)" tests/test_gpu_ops_attention.py --durations=3
+      echo "== attention study"
+      timeout "$(box 170 10)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -40
+      if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ "$(box 60 0)" -ge 50 ]; then
+        gpu_tests "$(box 400 3)" tests/test_gpu_norms.py tests/test_gpu_softmax.py tests/test_gpu_ops.py \
+          -k "not test_gpu_ops or row_ops"
+      fi
       keep_cache ;;
     rows-stats-b)  # LayerNorm rung 04 (STATS) again: the norms' GPU tests and lab.ops's rows in a longer box, the
                    # cluster-rows study (the other STATS build beside it), compute-sanitizer on LayerNorm rung 04

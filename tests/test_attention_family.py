@@ -22,6 +22,7 @@ from lab.families.attention import (
     LARGE_LOGIT_FACTOR,
     LOG2E,
     AttentionFamily,
+    head_dims,
     visible_keys,
     visible_mask,
 )
@@ -287,11 +288,13 @@ def test_headers_state_the_knobs_the_family_runs(fam):
 
 
 def _variants(fam) -> list:
+    """Every build the family launches: each type, causal flag and head dim a rung compiles in (rung 05's D = 256
+    with its 64-key tiles), as variant_for builds it."""
     specs = []
     for rung in fam.rungs:
-        dims = (64, 128) if "HEAD_DIM" in dict(rung.spec.knobs) else (64,)
-        specs += [rung.spec.with_knobs(BF16=b, CAUSAL=c, **({"HEAD_DIM": d} if len(dims) > 1 else {}))
-                  for b in (0, 1) for c in (0, 1) for d in dims]
+        dims = head_dims(rung) or (64,)
+        specs += [fam.variant_for(rung, {"dtype": t, "causal": c, "D": d}).spec
+                  for t in ("float16", "bfloat16") for c in (0, 1) for d in dims]
     return list(dict.fromkeys(specs))
 
 

@@ -47,11 +47,12 @@
 //   (B=4 H=32: 1.00x by median TFLOP/s, whose rounds spread 3-7%). The prediction failed: the last wave's tail is
 //   smaller than the model above says, or the block scheduler does not start blocks in launch order. The default
 //   stays 0.
-// Requires: as rung 04 (sm_90a; HEAD_DIM 64 or 128; Q, K, V, O 16-byte aligned). Launch: as rung 04 (grid
+// Requires: as rung 04 (sm_90a; Q, K, V, O 16-byte aligned), HEAD_DIM 64, 128 or 256 (256 with BLOCK_N = 64). Launch: as rung 04 (grid
 //   (ceil(S_q / 128), H, B), THREADS = 384, SMEM_BYTES = (128 + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2 + 1024 of
 //   dynamic shared memory, three 3-D tensor maps).
-// Knobs: BF16 (0: fp16, 1: bf16), CAUSAL (0: full attention, 1: causal, bottom-right aligned), HEAD_DIM (64: D, 64
-//   or 128; the launcher sets these three per problem), BLOCK_N (128 keys a tile), STAGES (2 K/V stages),
+// Knobs: BF16 (0: fp16, 1: bf16), CAUSAL (0: full attention, 1: causal, bottom-right aligned), HEAD_DIM (64: D, 64,
+//   128 or 256; the launcher sets these three per problem), BLOCK_N (128 keys a tile; 64, which the launcher sets at
+//   HEAD_DIM = 256, below), STAGES (2 K/V stages),
 //   THREADS (384: one producer and two consumer warpgroups), PEELED (1: the loop peeled; 0: the loop with
 //   conditional products, the first build, slower: see Measured), LONGEST_FIRST (0: query blocks in launch order;
 //   1: reversed when causal, above), VARLEN (0: (B, heads, S, D) arrays; 1: packed sequences, below).
@@ -71,6 +72,12 @@
 //   1.51-1.71x varlen_attn; a batch with little padding (8 prompts of 4096-8192, 74% of the padded work real)
 //   1.23-1.29x the padded methods (lowest round 1.18x, SDPA's own backend choice). Inside the prediction for the
 //   dense build, at its top for varlen_attn.
+// HEAD_DIM = 256 (a build, not a knob of its own): Q's 128 rows are 64 KB, a 128-key K or V tile 64 KB, so two
+//   stages of both do not fit 227 KB; with 64-key tiles (BLOCK_N = 64) they take 128 KB. S is then one m64n64k16 a
+//   k-step (32 accumulators), O += P V one m64n256k16 (128 accumulators a thread: O's 64 x 256 per warpgroup), with
+//   the same turns, stages and softmax. Prediction (before any run; B=2 H=16 S=4096 fp16, SDPA in the same rounds):
+//   0.75-0.90x cuDNN's kernel: twice the turns and softmax passes a key of the D = 128 build, whose products per turn
+//   are as long; the flash backend (FlashAttention-2) at D = 256 about half cuDNN, so >= 1.5x it.
 // Ideas: FlashAttention-3 and CUTLASS's ping-pong kernels, as rung 04; named barriers: NVIDIA's PTX ISA (bar.sync,
 //   bar.arrive). Code is this lab's own.
 #include "lab_cp_async.cuh"  // smem_u32addr, dynamic_smem_size
@@ -119,10 +126,12 @@
 #endif
 static_assert(BF16 == 0 || BF16 == 1, "BF16 is 0 (fp16) or 1 (bf16)");
 static_assert(CAUSAL == 0 || CAUSAL == 1, "CAUSAL is 0 or 1");
-static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "HEAD_DIM is 64 or 128");
+static_assert(HEAD_DIM == 64 || HEAD_DIM == 128 || HEAD_DIM == 256, "HEAD_DIM is 64, 128 or 256");
 static_assert(LONGEST_FIRST == 0 || LONGEST_FIRST == 1, "LONGEST_FIRST is 0 or 1");
 static_assert(VARLEN == 0 || VARLEN == 1, "VARLEN is 0 or 1");
-static_assert(BLOCK_N == 128, "S = Q K^T is one m64n128k16 per k-step");
+static_assert(BLOCK_N == 128 || BLOCK_N == 64, "S = Q K^T is one m64n128k16 (or m64n64k16) per k-step");
+static_assert(SMEM_BYTES <= 227 * 1024, "Q and the K/V stages must fit sm_90's 227 KB a block: at HEAD_DIM = 256, "
+                                        "BLOCK_N = 64 with 2 stages");
 static_assert(THREADS == 384, "one producer and two consumer warpgroups");
 static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 K/V stages");
 
@@ -202,6 +211,29 @@ __device__ __forceinline__ void wgmma_rs_step(float (&d)[64], const unsigned (&a
         LAB_WGMMA_RS("m64n128k16", "f16", LAB_WGMMA_REGS_64, LAB_WGMMA_ACC_64, "{%64, %65, %66, %67}, %68");
 }
 
+// HEAD_DIM = 256: O += P V as one m64n256k16 a k-step (128 accumulators a thread).
+__device__ __forceinline__ void wgmma_rs_step(float (&d)[128], const unsigned (&a)[4], unsigned long long desc_b) {
+    if (BF16)
+        LAB_WGMMA_RS("m64n256k16", "bf16", LAB_WGMMA_REGS_128, LAB_WGMMA_ACC_128, "{%128, %129, %130, %131}, %132");
+    else
+        LAB_WGMMA_RS("m64n256k16", "f16", LAB_WGMMA_REGS_128, LAB_WGMMA_ACC_128, "{%128, %129, %130, %131}, %132");
+}
+
+// S += Q K^T for one k-step, both operands from shared memory: m64n128k16 (lab_hopper.cuh), or m64n64k16 for the
+// 64-key tiles that HEAD_DIM = 256 needs to fit its stages.
+__device__ __forceinline__ void scores_step(float (&d)[64], unsigned long long desc_a, unsigned long long desc_b,
+                                            int scale_d) {
+    wgmma_m64n128k16<BF16, 0>(d, desc_a, desc_b, scale_d);
+}
+__device__ __forceinline__ void scores_step(float (&d)[32], unsigned long long desc_a, unsigned long long desc_b,
+                                            int scale_d) {
+    constexpr int TRANS_B = 0;  // K is K-major, as Q (LAB_WGMMA's immediate)
+    if (BF16)
+        LAB_WGMMA("m64n64k16", "bf16", LAB_WGMMA_REGS_32, LAB_WGMMA_ACC_32, "%34", "%32, %33, p, 1, 1, 0, %35");
+    else
+        LAB_WGMMA("m64n64k16", "f16", LAB_WGMMA_REGS_32, LAB_WGMMA_ACC_32, "%34", "%32, %33, p, 1, 1, 0, %35");
+}
+
 #define TURN_BARRIER 1  // named barriers 1 and 2: consumer warpgroup c's turn (0 is __syncthreads)
 
 __device__ __forceinline__ void turn_wait(int c) {  // this warpgroup's 128 threads and the other's 128 arrivals
@@ -211,14 +243,15 @@ __device__ __forceinline__ void turn_pass(int c) {  // let warpgroup c go (an ar
     asm volatile("bar.arrive %0, 256;\n" ::"r"(TURN_BARRIER + c) : "memory");
 }
 
-// S = Q K^T for one tile: HEAD_DIM / 16 steps of m64n128k16, both operands K-major (D contiguous). Not committed.
+// S = Q K^T for one tile: HEAD_DIM / 16 steps of m64n{BLOCK_N}k16, both operands K-major (D contiguous). Not
+// committed.
 __device__ __forceinline__ void issue_scores(float (&sc)[BLOCK_N / 2], unsigned q_slab, unsigned k_tile) {
 #pragma unroll
     for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
         const unsigned off = 32 * (kk % 4);  // 16 elements along the swizzled 128-byte row
         const unsigned long long da = wgmma_desc(q_slab + (kk / 4) * 64 * ROW_BYTES + off, 16, 8 * ROW_BYTES);
         const unsigned long long db = wgmma_desc(k_tile + (kk / 4) * BLOCK_N * ROW_BYTES + off, 16, 8 * ROW_BYTES);
-        wgmma_m64n128k16<BF16, 0>(sc, da, db, kk > 0);
+        scores_step(sc, da, db, kk > 0);
     }
 }
 

@@ -62,6 +62,9 @@ from lab.measure.bounds import (
 DTYPES = ("float16", BFLOAT16)
 MIN_ARCH = 80  # bf16 conversions; mma.sync m16n8k16, ldmatrix and cp.async for rungs 02-03
 MMA_HEAD_DIMS = (64, 128)  # rungs 02-05's HEAD_DIM
+WIDE_HEAD_DIM = 256  # rung 05 also builds HEAD_DIM = 256, with 64-key tiles (WIDE_BLOCK_N) to fit its K/V stages
+WIDE_BLOCK_N = 64
+WIDE_RUNGS = ("05_pingpong",)
 HOPPER_ARCH = 90  # rungs 04-05: wgmma, setmaxnreg and TMA (sm_90a)
 TMA_BLOCK_M = 128  # rungs 04-05's query rows a block: two consumer warpgroups of 64
 MAX_HEAD_DIM = 256  # rung 01's MAX_D
@@ -85,6 +88,13 @@ def _rung(key: str, entry: str, title: str, *, launch: str, min_arch: int = MIN_
 
 def _knobs(rung: Rung) -> dict:
     return dict(rung.spec.knobs)
+
+
+def head_dims(rung: Rung) -> tuple[int, ...] | None:
+    """The head dims a rung compiles in (None: rung 01, which takes D at run time, up to MAX_HEAD_DIM)."""
+    if "HEAD_DIM" not in _knobs(rung):
+        return None
+    return MMA_HEAD_DIMS + ((WIDE_HEAD_DIM,) if rung.key in WIDE_RUNGS else ())
 
 
 def _validate(B: int, H: int, H_kv: int, S_q: int, S_k: int, D: int, dtype: str, causal: int) -> None:
@@ -389,6 +399,8 @@ class AttentionFamily(Family):
         knobs = {"BF16": int(p["dtype"] == BFLOAT16), "CAUSAL": int(p["causal"])}
         if "HEAD_DIM" in _knobs(rung):
             knobs["HEAD_DIM"] = p["D"]
+        if p["D"] == WIDE_HEAD_DIM and rung.key in WIDE_RUNGS:
+            knobs["BLOCK_N"] = WIDE_BLOCK_N
         return dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs))
 
     def rows_per_block(self, rung: Rung) -> int:
@@ -404,7 +416,7 @@ class AttentionFamily(Family):
         04's Q tile and K/V stages (tma_smem_bytes)."""
         scheme = self.launch_scheme(rung)
         if scheme == "flash_tma":
-            return tma_smem_bytes(_knobs(rung), params["D"])
+            return tma_smem_bytes(_knobs(self.variant_for(rung, params)), params["D"])
         return 4 * params["S_k"] if scheme == "row_per_step" else 0
 
     def refusal(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> str | None:
@@ -415,9 +427,10 @@ class AttentionFamily(Family):
             if why:
                 return why
         if self.launch_scheme(rung) in ("flash_tiles", "flash_tma"):
-            if p["D"] not in MMA_HEAD_DIMS:
-                return (f"attention rung {rung.key} compiles D as HEAD_DIM in {MMA_HEAD_DIMS}; D={p['D']} needs rung "
-                        "01.")
+            if p["D"] not in head_dims(rung):
+                other = "rung 05 on sm_90, else rung 01" if p["D"] == WIDE_HEAD_DIM else "rung 01"
+                return (f"attention rung {rung.key} compiles D as HEAD_DIM in {head_dims(rung)}; D={p['D']} needs "
+                        f"{other}.")
             if self.launch_scheme(rung) == "flash_tma" and self._smem_optin() < self.launch_smem(rung, p):
                 return (f"attention rung {rung.key} needs {self.launch_smem(rung, p)} bytes of shared memory a block "
                         f"at D={p['D']}, past this GPU's {self._smem_optin()}; use rung 03.")
@@ -459,7 +472,7 @@ class AttentionFamily(Family):
         ints = [np.int32(p[n]) for n in ("H", "H_kv", "S_q", "S_k")]
         if self.launch_scheme(rung) == "row_per_step":
             ints.append(np.int32(p["D"]))
-        operands = (q, k, v) if self.launch_scheme(rung) != "flash_tma" else self._tensor_maps(rung, p, q, k, v)
+        operands = (q, k, v) if self.launch_scheme(rung) != "flash_tma" else self._tensor_maps(built, p, q, k, v)
         kernel(self.grid(rung, p), (_knobs(rung)["THREADS"],), (*operands, out, *ints, scale_log2), shared_mem=smem)
 
     @staticmethod
@@ -550,8 +563,9 @@ class AttentionFamily(Family):
     def check_cases(self) -> list[dict]:
         """S in {1, 17, 128, 1000} with S_q = S_k, decode-like (S_q = 1) and S_q < S_k, and S_q > S_k (causal rows
         with no key); D 64 and 128; causal and not; fp16 and bf16; B = 2, H = 4 on H_kv = 2 (GQA 2:1) for the short
-        sequences, B = 1, H = 2 (no grouping) at 1000, and GQA H = 8 on H_kv = 2 on a few; large logits on some.
-        B * H keeps the float64 reference and bound under a second a case."""
+        sequences, B = 1, H = 2 (no grouping) at 1000, and GQA H = 8 on H_kv = 2 on a few; large logits on some;
+        D = 256 on a few (rungs 01 and 05: cases_for). B * H keeps the float64 reference and bound under a second a
+        case."""
         lengths = [(s, s) for s in (1, 17, 128, 1000)] + [(1, s) for s in (17, 128, 1000)]
         lengths += [(17, 128), (128, 1000), (100, 1000)]
         base = []
@@ -567,7 +581,19 @@ class AttentionFamily(Family):
         # Large logits (standard deviation 15): the max must be subtracted before the exp.
         base += [{"B": 1, "H": 2, "H_kv": 2, "S_q": S_q, "S_k": S_k, "D": d, "causal": c, "large_logits": 1}
                  for S_q, S_k in ((128, 128), (1, 1000), (65, 333)) for d in MMA_HEAD_DIMS for c in (0, 1)]
+        # D = 256 (rung 05's wide build with 64-key tiles, and rung 01): tails across the 64-key tiles, causal rows
+        # with no key, GQA 2:1, large logits.
+        base += [{"B": 1, "H": 2, "H_kv": 1, "S_q": S_q, "S_k": S_k, "D": WIDE_HEAD_DIM, "causal": c}
+                 for S_q, S_k in ((1, 1), (17, 17), (130, 130), (65, 333), (200, 129)) for c in (0, 1)]
+        base += [{"B": 1, "H": 2, "H_kv": 2, "S_q": 128, "S_k": 300, "D": WIDE_HEAD_DIM, "causal": c,
+                  "large_logits": 1} for c in (0, 1)]
         return [case | {"dtype": dtype} for case in base for dtype in DTYPES]
+
+    def cases_for(self, rung: Rung, cases: list[dict] | None = None) -> list[dict]:
+        """The check cases a rung serves: those of a head dim it compiles in (rung 01: every one)."""
+        cases = self.check_cases() if cases is None else cases
+        dims = head_dims(rung)
+        return [c for c in cases if dims is None or c["D"] in dims]
 
     def headline_params(self) -> list[dict]:
         """B = 2, H = 16, S = 4096 (D 128 and 64, causal and not) and a GQA decode step (B = 8, H = 32 on H_kv = 8,

@@ -85,7 +85,10 @@ def _synchronize(array) -> None:
 
 
 def check_rung(family: Family, rung: Rung, cases: Iterable[dict] | None = None, seed: int = 0) -> list[CheckResult]:
-    return [check_case(family, rung, case, seed) for case in (cases if cases is not None else family.check_cases())]
+    cases = list(cases if cases is not None else family.check_cases())
+    if hasattr(family, "cases_for"):  # rungs that serve different cases (attention's head dims, decode's layouts)
+        cases = family.cases_for(rung, cases)
+    return [check_case(family, rung, case, seed) for case in cases]
 
 
 def bound_margins(family: Family, rung: Rung, seeds: Iterable[int], cases: Iterable[dict] | None = None) -> dict:

@@ -10,7 +10,7 @@ boundary. Its class is decode (S_q <= DECODE_MAX_S_Q: one or a few new tokens ag
 bucket rounds S_q and S_k up to powers of two (the counters and the autotune cache file calls under it).
 
 The path: a decode call goes to the split-KV kernel of lab.families.attention_decode (DECODE_PATH) where it serves
-(D in SPECIALIZED_HEAD_DIMS, aligned operands): in results/h200/attention.json the flash rungs ran a decode step
+(D 64 or 128, aligned operands): in results/h200/attention.json the flash rungs ran a decode step
 (B = 8, 32 query heads on 8, 8192 keys) at about a third of SDPA's rate, the split-KV kernel at about its rate
 (results/h200/attention_decode.json). Otherwise, for D in SPECIALIZED_HEAD_DIMS, the fastest flash rung
 (FlashAttention's tiling: wgmma on sm_90, mma.sync before) that does not refuse the call, in FLASH_ORDER among the
@@ -49,7 +49,7 @@ GENERIC = "01_naive"
 DECODE_FAMILY = "attention_decode"
 DECODE_RUNG = "02_split_kv"
 DECODE_PATH = f"{DECODE_FAMILY}:{DECODE_RUNG}"  # a Decision's path for the decode kernel
-SPECIALIZED_HEAD_DIMS = (64, 128)  # the head dims the flash rungs compile in
+SPECIALIZED_HEAD_DIMS = (64, 128, 256)  # the head dims the flash rungs compile in (256: rung 05 alone, on sm_90)
 MAX_HEAD_DIM = 256  # the generic rung's limit
 MIN_ARCH = 80
 _CHECKED: dict = {}  # call key -> AttentionShape, for calls already validated
@@ -128,7 +128,7 @@ def decide(shape: AttentionShape, rung_keys, refusal: Callable[[str], str | None
     if why_not_generic is not None:
         raise LabError(f"lab.ops.attention has no kernel for this call (B={shape.B} H={shape.H}/{shape.H_kv} "
                        f"S_q={shape.S_q} S_k={shape.S_k} D={shape.D}): {why_not_generic.rstrip('.')}; use D 64 or "
-                       "128 on 16-byte-aligned operands, or fewer keys per call.")
+                       "128 (or 256 on sm_90) on 16-byte-aligned operands, or fewer keys per call.")
     return Decision(GENERIC, (), "fallback: " + fallback_reason(shape, first_refusal))
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from lab.core.errors import LabError
 from lab.ops import api, counters
-from lab.ops.attn import MAX_HEAD_DIM, MIN_ARCH, SPECIALIZED_HEAD_DIMS, _attention_type, _check_flag_types
+from lab.ops.attn import MAX_HEAD_DIM, MIN_ARCH, _attention_type, _check_flag_types
 from lab.ops.dispatch import Decision
 
 FAMILY = "attention_varlen"
@@ -147,7 +147,9 @@ def _refusal(fam, problem, out) -> str | None:
     arch = device.current().arch
     if arch < MIN_ARCH:
         raise LabError(f"lab.ops.attention_varlen's kernels need sm_{MIN_ARCH} or newer; this GPU is sm_{arch}.")
-    if problem.params["D"] not in SPECIALIZED_HEAD_DIMS:
+    from lab.families.attention import MMA_HEAD_DIMS
+
+    if problem.params["D"] not in MMA_HEAD_DIMS:
         return f"D={problem.params['D']} has no packed kernel"
     return fam.refusal(fam.rungs[0], problem, out)
 

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from lab.families import get_family
+from lab.families.attention import head_dims
 from lab.measure.records import (
     newest_study_record,
     provenance,
@@ -48,6 +49,7 @@ RUNG_SETTINGS = (("03", {"BLOCK_M": 128, "THREADS": 256}, None), ("05", {"PEELED
 SHAPES = [dict(B=2, H=16, S=4096, D=d, causal=c, dtype="float16") for d in (128, 64) for c in (0, 1)]
 SHAPES += [dict(B=2, H=16, S=4096, D=128, causal=0, dtype="bfloat16"), dict(B=4, H=32, S=4096, D=128, causal=0,
                                                                              dtype="float16")]
+SHAPES += [dict(B=2, H=16, S=4096, D=256, causal=c, dtype="float16") for c in (0, 1)]  # rung 05's wide build
 QUICK_SHAPES = SHAPES[:1]
 
 
@@ -105,9 +107,9 @@ def _sdpa(att, backend: str, problem):
 def rung_settings(att, shape: dict) -> dict:
     """name -> rung: the tiled rungs (02 on) as the family builds them, and the RUNG_SETTINGS meant for this shape's
     head dim."""
-    rungs = {r.key: r for r in att.rungs if r.number >= 2}
-    for key, knobs, head_dims in RUNG_SETTINGS:
-        if head_dims is not None and shape["D"] not in head_dims:
+    rungs = {r.key: r for r in att.rungs if r.number >= 2 and shape["D"] in head_dims(r)}
+    for key, knobs, dims in RUNG_SETTINGS:
+        if dims is not None and shape["D"] not in dims or shape["D"] not in head_dims(att.rung(key)):
             continue
         base = att.rung(key)
         name = f"{key} " + " ".join(f"{k}={v}" for k, v in knobs.items() if k != "THREADS")

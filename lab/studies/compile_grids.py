@@ -139,15 +139,16 @@ class AttentionAxes:
         return list(getattr(self, axis))
 
     def check(self) -> None:
-        from lab.families.attention import DTYPES, MMA_HEAD_DIMS
+        from lab.families.attention import DTYPES, MMA_HEAD_DIMS, WIDE_HEAD_DIM, WIDE_RUNGS
 
         if self.family not in ATTENTION_FAMILIES:
             raise LabError(f"AttentionAxes takes the families {', '.join(ATTENTION_FAMILIES)}; got {self.family!r}.")
-        bad = ([d for d in self.dtypes if d not in DTYPES] + [d for d in self.head_dims if d not in MMA_HEAD_DIMS]
+        dims = MMA_HEAD_DIMS + ((WIDE_HEAD_DIM,) if self.family == "attention" and self.rung in WIDE_RUNGS else ())
+        bad = ([d for d in self.dtypes if d not in DTYPES] + [d for d in self.head_dims if d not in dims]
                + [c for c in self.causal + self.paged if c not in (0, 1)])
         if bad:
-            raise LabError(f"{bad[0]!r} is not an attention dtype ({', '.join(DTYPES)}), a specialized head dim "
-                           f"({', '.join(map(str, MMA_HEAD_DIMS))}) or a 0/1 flag (causal, paged).")
+            raise LabError(f"{bad[0]!r} is not an attention dtype ({', '.join(DTYPES)}), a head dim {self.rung} "
+                           f"specializes ({', '.join(map(str, dims))}) or a 0/1 flag (causal, paged).")
         if any(self.paged) and "PAGED" not in dict(self.base_spec().knobs):
             raise LabError(f"{self.family} {self.rung} has no paged cache (no PAGED knob): keep paged=(0,).")
 
