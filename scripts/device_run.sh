@@ -699,8 +699,8 @@ for r in rs.records:
                  # hold D = 256 now), lab.ops.attention's, the attention study (D = 256 among its shapes); on an H200,
                  # the row ladders' GPU tests with what is left
       carried; mkdir -p "$pack/study"
-      gpu_tests "$(box 220 300)" tests/test_gpu_attention.py --durations=5
-      gpu_tests "$(box 120 180)" tests/test_gpu_ops_attention.py --durations=3
+      gpu_tests "$(box 220 300)" tests/test_gpu_attention.py -k "${ATTENTION_TESTS:-not nothing}" --durations=5
+      gpu_tests "$(box 120 180)" tests/test_gpu_ops_attention.py -k "${OPS_TESTS:-not nothing}" --durations=3
       echo "== attention study"
       timeout "$(box 170 10)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -40
       if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ "$(box 60 0)" -ge 50 ]; then

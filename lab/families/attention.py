@@ -455,7 +455,10 @@ class AttentionFamily(Family):
         except Exception:  # noqa: BLE001 - no GPU to ask (compile-only use)
             return DEFAULT_SMEM_OPTIN - 2048
 
-    def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
+    def prepare_launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> tuple:
+        """What every attention launch starts with: the refusal (one sentence, raised), then the input set's Q, K and
+        V, the rung built for the problem, its kernel (opted in to the launch's dynamic shared memory past 48 KiB),
+        that memory, and scale_log2 and the four sizes (H, H_kv, S_q, S_k) as the kernels take them."""
         from lab.core.build import get_kernel
 
         p = problem.params
@@ -469,7 +472,11 @@ class AttentionFamily(Family):
         if smem > DEFAULT_SMEM_LIMIT:
             kernel.max_dynamic_shared_size_bytes = smem
         scale_log2 = np.float32(LOG2E * softmax_scale(p["D"]))
-        ints = [np.int32(p[n]) for n in ("H", "H_kv", "S_q", "S_k")]
+        return q, k, v, built, kernel, smem, scale_log2, [np.int32(p[n]) for n in ("H", "H_kv", "S_q", "S_k")]
+
+    def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
+        p = problem.params
+        q, k, v, built, kernel, smem, scale_log2, ints = self.prepare_launch(rung, problem, out, set_index)
         if self.launch_scheme(rung) == "row_per_step":
             ints.append(np.int32(p["D"]))
         operands = (q, k, v) if self.launch_scheme(rung) != "flash_tma" else self._tensor_maps(built, p, q, k, v)

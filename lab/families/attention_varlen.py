@@ -46,11 +46,9 @@ from lab.core.build import KernelSpec
 from lab.core.errors import LabError
 from lab.core.ladder import Problem, Rung
 from lab.families.attention import (
-    DEFAULT_SMEM_LIMIT,
     DTYPES,
     HOPPER_ARCH,
     LARGE_LOGIT_FACTOR,
-    LOG2E,
     MMA_HEAD_DIMS,
     TMA_BLOCK_M,
     AttentionFamily,
@@ -262,21 +260,9 @@ class AttentionVarlenFamily(AttentionFamily):
         return None
 
     def launch(self, rung: Rung, problem: Problem, out, set_index: int = 0) -> None:
-        from lab.core.build import get_kernel
-
         p = problem.params
-        why = self.refusal(rung, problem, out, set_index)
-        if why:
-            raise LabError(why)
-        q, k, v = (problem.inputs[n][set_index % len(problem.inputs[n])] for n in ("Q", "K", "V"))
+        q, k, v, _, kernel, smem, scale_log2, ints = self.prepare_launch(rung, problem, out, set_index)
         cu_q, cu_k = problem.inputs["cu_seqlens_q"][0], problem.inputs["cu_seqlens_k"][0]
-        built = self.variant(rung, problem)
-        kernel = get_kernel(built.spec)
-        smem = self.launch_smem(rung, p)
-        if smem > DEFAULT_SMEM_LIMIT:
-            kernel.max_dynamic_shared_size_bytes = smem
-        scale_log2 = np.float32(LOG2E * softmax_scale(p["D"]))
-        ints = [np.int32(p[n]) for n in ("H", "H_kv", "S_q", "S_k")]
         maps = self._packed_maps(rung, p, q, k, v)
         kernel(self.grid(rung, p), (dict(rung.spec.knobs)["THREADS"],), (*maps, out, cu_q, cu_k, *ints, scale_log2),
                shared_mem=smem)
