@@ -702,7 +702,8 @@ for r in rs.records:
       gpu_tests "$(box 220 300)" tests/test_gpu_attention.py -k "${ATTENTION_TESTS:-not nothing}" --durations=5
       gpu_tests "$(box 120 180)" tests/test_gpu_ops_attention.py -k "${OPS_TESTS:-not nothing}" --durations=3
       echo "== attention study"
-      timeout "$(box 170 10)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -40
+      timeout "$(box 170 10)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 \
+        ${STUDY_HEAD_DIM:+--head-dim "$STUDY_HEAD_DIM"} 2>&1 | tail -40
       if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ "$(box 60 0)" -ge 50 ]; then
         gpu_tests "$(box 400 3)" tests/test_gpu_norms.py tests/test_gpu_softmax.py tests/test_gpu_ops.py \
           -k "not test_gpu_ops or row_ops"

@@ -196,9 +196,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out_dir")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="one shape, for a smoke run")
+    parser.add_argument("--head-dim", type=int, default=0,
+                        help="only the shapes of this head dim, written to attention_study_d<D>.json beside the "
+                             "full study's record (which it leaves alone)")
     args = parser.parse_args(argv)
-    record = study(args.rounds, QUICK_SHAPES if args.quick else SHAPES)
-    path = write_json(Path(args.out_dir) / FILENAME, record)
+    shapes = QUICK_SHAPES if args.quick else SHAPES
+    if args.head_dim:
+        shapes = [s for s in SHAPES if s["D"] == args.head_dim]
+    record = study(args.rounds, shapes)
+    name = FILENAME.replace(".json", f"_d{args.head_dim}.json") if args.head_dim else FILENAME
+    path = write_json(Path(args.out_dir) / name, record)
     for s in record["summary"]:
         sh = s["shape"]
         ratio = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
