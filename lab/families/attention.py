@@ -20,8 +20,8 @@ Rungs 01-03 have one signature:
 on a grid (ceil(S_q / rows per block), H, B). Rungs 04-05 (sm_90a) take three TMA tensor maps in place of Q, K and V
 (`_tensor_maps`). The launcher passes BF16, CAUSAL and (rungs 02-05) HEAD_DIM as knobs. Rung 01 keeps one query
 row's scores in dynamic shared memory (S_k * 4 bytes); rungs 02-05 need 16-byte-aligned Q, K, V and O and D in
-(64, 128) (rung 05 also 256, with 64-key tiles: `head_dims`, and its check cases by `cases_for`), rungs 04-05 an
-sm_90 GPU, and each refuses other problems with one sentence (`refusal`).
+(64, 128) (rung 05 also 256, with 64-key tiles: `head_dims`, and its check cases by `cases_for`; that build has not
+run on a GPU yet), rungs 04-05 an sm_90 GPU, and each refuses other problems with one sentence (`refusal`).
 
 Measured against PyTorch's torch.nn.functional.scaled_dot_product_attention on the same memory (DLPack,
 zero-copy; `launch_ceiling`): a library baseline, not a hardware ceiling. Error bound: `error_bound`.
