@@ -196,3 +196,41 @@ def test_the_varlen_builds_run_on_warpgroup_mmas_from_tensor_copies(fam):
 def test_the_dense_family_is_unchanged_by_the_knob():
     """The dense family's rung 05 does not set VARLEN (its default, 0, is the dense layout)."""
     assert "VARLEN" not in dict(AttentionFamily().rung("05").spec.knobs)
+
+
+def test_the_study_summary_takes_same_round_ratios_to_the_packed_kernel():
+    from lab.studies.varlen_attention_study import summarize
+
+    batch = {"mix": "serving", "B": 2, "dtype": "float16"}
+    rows = [{"batch": batch, "method": m, "round": r, "median_ms": ms, "TFLOP/s": 1.0 / ms}
+            for r, (a, b) in enumerate(((1.0, 5.0), (2.0, 8.0))) for m, ms in (("lab_varlen", a), ("sdpa_padded", b))]
+    out = {s["method"]: s for s in summarize(rows)}
+    assert out["lab_varlen"]["time_x_lab_varlen"] == 1.0
+    assert out["sdpa_padded"]["time_x_lab_varlen"] == 4.5 and out["sdpa_padded"]["time_x_lab_varlen_min"] == 4.0
+
+
+def test_the_committed_study_feeds_the_readme_and_the_notebook():
+    from lab.lessons import attention as lesson
+    from lab.studies.report import varlen_study_lines
+
+    lines = varlen_study_lines()
+    assert lines and any(line.startswith("| serving B=16 float16 |") for line in lines), lines
+    study = lesson.load_varlen_study()
+    reading = lesson.varlen_reading(study)
+    assert "serving B=16 float16" in reading and "varlen_attn" in reading
+    assert "lab_dense_padded" in lesson.varlen_table(study).text
+
+
+def test_the_newest_study_record_is_picked_by_date(tmp_path, monkeypatch):
+    import json
+
+    from lab.measure.records import newest_study_record
+
+    for folder, date in (("h200", "2026-12-01"), ("h100", "2026-12-05")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "s.json").write_text(json.dumps(
+            {"provenance": {"date": date}, "summary": [{"method": "m", "TFLOP/s": 1.0}]}))
+    monkeypatch.setenv("LAB_REFERENCE_RESULTS", str(tmp_path / "h200"))
+    record, path = newest_study_record("s.json", {"method", "TFLOP/s"})
+    assert path == tmp_path / "h100" / "s.json" and record["provenance"]["date"] == "2026-12-05"
+    assert newest_study_record("s.json", {"method", "missing"}) is None

@@ -2,8 +2,7 @@
 sequences, lengths across the 128-row blocks, more and fewer keys than queries, a sequence with no keys, GQA, causal,
 large logits; NaN-poisoned outputs, guard zones and repeat runs through lab.measure.verify.check_rung); the same at
 half the bound's model part; each sequence's rows the same bits as the dense rung 05 on that sequence alone; the
-padded PyTorch baseline computes the same attention; a timing smoke test. The family is built directly: it joins
-lab.families.families() once these pass on the H200."""
+padded PyTorch baseline computes the same attention; a timing smoke test."""
 
 import pytest
 

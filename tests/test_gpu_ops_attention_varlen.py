@@ -100,3 +100,21 @@ def test_offsets_that_do_not_fit_the_arrays_are_one_sentence():
     with pytest.raises(LabError, match="int32"):
         ops.attention_varlen(q, k, v, cp.asarray(cu_seqlens([5, 7]).astype(np.int64)),
                              problem.inputs["cu_seqlens_k"][0])
+
+
+def test_the_kernel_reads_the_offsets_that_were_checked():
+    """A strided view of offsets: the check reads its values (0, 5, 12), the kernel must get those same values, not
+    the memory under the view's start (0, 99, 5, 99, 12)."""
+    import cupy as cp
+
+    from lab.measure.check import compare
+
+    problem = FAM.make_problem(seed=75, H=2, seq_lens=[5, 7], D=64, causal=1)
+    q, k, v = (problem.inputs[n][0] for n in ("Q", "K", "V"))
+    strided = cp.asarray(np.array([0, 99, 5, 99, 12], np.int32))[::2]
+    import lab.ops as ops
+
+    out = ops.attention_varlen(q, k, v, strided, strided, causal=True, runtime=_fresh())
+    ref = FAM.reference(problem)
+    cmp = compare(FAM.output_values(out), ref, FAM.error_bound(problem, ref))
+    assert cmp.passed, cmp.describe()

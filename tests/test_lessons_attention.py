@@ -71,7 +71,18 @@ def write_synthetic_attention(directory: Path, provenance: dict = PROVENANCE) ->
     payload = {"schema": 1, "provenance": provenance, "records": synthetic_attention_records(random.Random(9))}
     (Path(directory) / "attention.json").write_text(json.dumps(payload))
     (Path(directory) / f"{lesson.STUDY}.json").write_text(json.dumps(synthetic_study(provenance)))
-    return ["attention", lesson.STUDY]
+    (Path(directory) / f"{lesson.VARLEN_STUDY}.json").write_text(json.dumps(synthetic_varlen_study(provenance)))
+    return ["attention", lesson.STUDY, lesson.VARLEN_STUDY]
+
+
+def synthetic_varlen_study(provenance: dict) -> dict:
+    """varlen_attention_study.json's twin: one serving batch, the packed kernel and three padded peers (test data)."""
+    batch = {"mix": "serving", "B": 16, "dtype": "float16"}
+    times = {"lab_varlen": 1.0, "lab_dense_padded": 10.0, "sdpa_padded": 9.0, "torch_varlen": 1.6}
+    summary = [{"batch": batch, "method": m, "TFLOP/s": 500.0 / t, "spread": 0.01, "time_x_lab_varlen": t,
+                "time_x_lab_varlen_min": t * 0.98} for m, t in times.items()]
+    return {"provenance": provenance, "rounds": 3, "batches": [{"batch": batch, "real_share_of_padded_work": 0.084}],
+            "rows": [], "summary": summary, "refused": []}
 
 
 @pytest.fixture

@@ -358,3 +358,13 @@ def test_a_prefill_call_never_asks_the_decode_kernel():
     asked = []
     d = decide(shape(S_q=17, S_k=5000), THREE, refusing(), decode_refusal=lambda: asked.append(1))
     assert d.path == "03_flash_pipelined" and not asked
+
+
+def test_lab_ops_keeps_unspecialized_head_dims_off_the_flash_rungs_even_when_the_family_builds_them():
+    """Rung 05 builds D = 256, which lab.ops does not dispatch, tune or replay from a tuned entry until it is
+    specialized (SPECIALIZED_HEAD_DIMS): every flash rung gets a sentence, the generic rung none."""
+    from lab.ops.attn import specialized_refusal
+
+    assert "generic rung" in specialized_refusal(shape(D=256), "05_pingpong")
+    assert specialized_refusal(shape(D=256), "01_naive") is None
+    assert specialized_refusal(shape(D=128), "05_pingpong") is None

@@ -30,19 +30,20 @@
 //   file's before the knob) for the comparison.
 // Predicted for PEELED = 1 (before its first timing): the overlap back, so at least rung 04's speed and up to the
 //   1.05-1.15x above.
-// Measured for PEELED = 1 (results/h100/attention_study.json, an H100, lab.studies.attention_study: SDPA's backends,
-//   rung 04 and PEELED = 0 in the same interleaved rounds): 1.02-1.06x rung 04 on every shape of the study, the low
-//   end of the prediction or under it, and 1.20-1.36x PEELED = 0;
-//   0.88x cuDNN's kernel at B=2 H=16 D = 128 fp16 (0.93x causal, 0.89x bf16; 0.79x at B=4 H=32, whose rounds spread
-//   7%), 0.85-0.86x at D = 64, 1.3-1.7x the flash backend. What is left is the overlap inside one warpgroup
-//   (above). lab.ops sends long prefills on sm_90 here.
+// Measured for PEELED = 1 (results/h100/attention_study_5b68074.json, an H100 at 5b68074, lab.studies.attention_study:
+//   SDPA's backends, rung 04 and PEELED = 0 in the same interleaved rounds): 1.02-1.06x rung 04 on every shape of
+//   the study, the low end of the prediction or under it, and 1.20-1.36x PEELED = 0; 0.88x cuDNN's kernel at B=2
+//   H=16 D = 128 fp16 (0.93x causal, 0.89x bf16; 0.79x at B=4 H=32, whose rounds spread 7%), 0.85-0.86x at D = 64,
+//   1.3-1.7x the flash backend. Again at 40aa909 (results/h100/attention_study.json): 1.04-1.08x rung 04, 0.89x
+//   cuDNN (0.93x causal, 0.89x bf16, 0.91x at B=4 H=32), 0.85x at D = 64, 1.33-1.86x the flash backend. What is
+//   left is the overlap inside one warpgroup (above). lab.ops sends prefills on sm_90 here.
 // LONGEST_FIRST = 1 (a knob, 0 by default): with a causal mask, block x of a head takes query block
 //   gridDim.x - 1 - x, so the blocks with the most key tiles start first and the short ones fill the last wave
 //   (FlashAttention-2 orders causal blocks this way). At B=2 H=16 S=4096 there are 1024 blocks for 132 SMs (one
 //   each: 384 threads, 160 KB of shared memory), about 7.8 waves; in launch order a head's longest block (32 tiles)
 //   starts last, so the last wave can hold a block that runs as long as a quarter of an SM's share. Prediction
 //   (before any timing): causal 1.03-1.08x the default build, non-causal level (every block has the same work:
-//   the control) Measured (results/h100/attention_study.json, an H100 at 40aa909, same rounds):
+//   the control). Measured (results/h100/attention_study.json, an H100 at 40aa909, same rounds):
 //   causal 1.01x (D = 128: 485 against 480 TFLOP/s; D = 64: 317 against 314), non-causal level but for one shape
 //   (B=4 H=32: 1.00x by median TFLOP/s, whose rounds spread 3-7%). The prediction failed: the last wave's tail is
 //   smaller than the model above says, or the block scheduler does not start blocks in launch order. The default
@@ -68,10 +69,10 @@
 //   their 128-row block) and about 1.5x PyTorch's varlen function (FlashAttention-2), as rung 05 against FA2 dense.
 //   Measured (results/h100/varlen_attention_study.json, an H100 at 40aa909, 3 interleaved rounds, cold L2): that
 //   batch at 517 useful TFLOP/s (the dense build at B=2 H=16 S=4096 causal: 480), 10.2x the dense build on it
-//   padded, 9.4x cuDNN's SDPA on it padded, 1.60x PyTorch's varlen_attn; 8 and 32 prompts 6.3-11.0x padding,
-//   1.51-1.71x varlen_attn; a batch with little padding (8 prompts of 4096-8192, 74% of the padded work real)
-//   1.23-1.29x the padded methods (lowest round 1.18x, SDPA's own backend choice). Inside the prediction for the
-//   dense build, at its top for varlen_attn.
+//   padded, 9.4x cuDNN's SDPA on it padded, 1.60x PyTorch's varlen_attn; 8 and 32 prompts 6.3-11.0x the dense build
+//   and SDPA (cuDNN, or its own choice) on them padded, 1.51-1.71x varlen_attn; a batch with little padding (8
+//   prompts of 4096-8192, 74% of the padded work real) 1.23-1.29x those (lowest round 1.18x, SDPA's own choice). The
+//   flash backend, padded, was slower still. Inside the prediction for the dense build, at its top for varlen_attn.
 // HEAD_DIM = 256 (a build, not a knob of its own): Q's 128 rows are 64 KB, a 128-key K or V tile 64 KB, so two
 //   stages of both do not fit 227 KB; with 64-key tiles (BLOCK_N = 64) they take 128 KB. S is then one m64n64k16 a
 //   k-step (32 accumulators), O += P V one m64n256k16 (128 accumulators a thread: O's 64 x 256 per warpgroup), with
@@ -79,8 +80,8 @@
 //   0.75-0.90x cuDNN's kernel: twice the turns and softmax passes a key of the D = 128 build, whose products per turn
 //   are as long; the flash backend (FlashAttention-2) at D = 256 about half cuDNN, so >= 1.5x it. Not yet run on a
 //   GPU: it compiles without spills and the ptxas warning above, and its check cases and study shapes wait in
-//   tests/test_gpu_attention.py and lab.studies.attention_study (--head-dim 256); lab.ops.attention does not send
-//   D = 256 here until they pass.
+//   tests/test_gpu_attention.py and lab.studies.attention_study (--head-dim 256); lab.ops.attention serves D = 256
+//   with rung 01.
 // Ideas: FlashAttention-3 and CUTLASS's ping-pong kernels, as rung 04; named barriers: NVIDIA's PTX ISA (bar.sync,
 //   bar.arrive). Code is this lab's own.
 #include "lab_cp_async.cuh"  // smem_u32addr, dynamic_smem_size

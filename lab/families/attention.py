@@ -98,7 +98,7 @@ def head_dims(rung: Rung) -> tuple[int, ...] | None:
     return MMA_HEAD_DIMS + ((WIDE_HEAD_DIM,) if rung.key in WIDE_RUNGS else ())
 
 
-def _validate(B: int, H: int, H_kv: int, S_q: int, S_k: int, D: int, dtype: str, causal: int) -> None:
+def validate_sizes(B: int, H: int, H_kv: int, S_q: int, S_k: int, D: int, dtype: str, causal: int) -> None:
     if min(B, H, H_kv, S_q, S_k, D) < 1:
         raise LabError(f"attention needs B, H, H_kv, S_q, S_k, D >= 1; got B={B} H={H} H_kv={H_kv} S_q={S_q} "
                        f"S_k={S_k} D={D}.")
@@ -199,7 +199,7 @@ class AttentionFamily(Family):
         H_kv = H if H_kv is None else H_kv
         S_k = S_q if S_k is None else S_k
         causal = int(causal)
-        _validate(B, H, H_kv, S_q, S_k, D, dtype, causal)
+        validate_sizes(B, H, H_kv, S_q, S_k, D, dtype, causal)
         large = bool(large_logits) or dist == "large_logits"
         base = "normal" if dist == "large_logits" else dist
         factor = np.float32(LARGE_LOGIT_FACTOR if large else 1.0)

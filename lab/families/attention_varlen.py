@@ -52,9 +52,9 @@ from lab.families.attention import (
     MMA_HEAD_DIMS,
     TMA_BLOCK_M,
     AttentionFamily,
-    _validate,
     softmax_scale,
     tma_smem_bytes,
+    validate_sizes,
     visible_keys,
 )
 from lab.families.gemm_tc import STORAGE, to_storage
@@ -122,7 +122,7 @@ class AttentionVarlenFamily(AttentionFamily):
         self._validate_lengths(lens_q, lens_k)
         causal = int(causal)
         longest_q, longest_k = max(lens_q), max(lens_k)
-        _validate(1, H, H_kv, max(longest_q, 1), max(longest_k, 1), D, dtype, causal)  # one sequence's sizes
+        validate_sizes(1, H, H_kv, max(longest_q, 1), max(longest_k, 1), D, dtype, causal)  # one sequence's sizes
         if len(lens_q) >= 2**16 or max(sum(lens_q) * H, sum(lens_k) * H_kv) * D >= 2**31:
             raise LabError(f"attention_varlen takes fewer than 2^16 sequences and packed arrays below 2^31 elements; "
                            f"got {len(lens_q)} sequences, {sum(lens_q)} query and {sum(lens_k)} key tokens of "

@@ -37,13 +37,13 @@ from lab.ops.dispatch import MAX_RECORDINGS, Decision, Replay, as_address
 from lab.ops.shapes import m_bucket
 
 DECODE_MAX_S_Q = 16  # at most this many query rows: a decode step
-# Fastest first as measured: rung 05 (ping-pong, its loop peeled) ahead of rung 04 at every key count of `lab bench
-# attention`'s sweep (S_q = S_k = 256 .. 16384, B=2 H=16 D=128 fp16, cold L2; results/h100/attention_sweep.json, an
-# H100 at 40aa909): 1.02-1.06x rung 04, and at 256 keys level with rungs 02-04 (within 6%), so one order serves every
-# length. (An earlier short-key order put rungs 02-03 first up to 256 keys from an H200 sweep of the first rung 05
-# build, whose warm timings were bound by the family launcher's host path, not by the kernels: lab.ops replays its
-# launches.) Rungs 04 and 05 refuse calls off sm_90 and pass them on to 03, then 02 (level with 03 at 256 keys,
-# results/h200/attention.json). Rungs the family lacks are skipped.
+# Fastest first as measured: `lab bench attention`'s sweep (S_q = S_k = 256 .. 16384, B=2 H=16 D=128 fp16;
+# results/h100/attention_sweep.json, an H100 at 40aa909), cold L2: rung 05 (ping-pong, its loop peeled) level with
+# rung 04 at 256 and 512 keys (rung 04 0.5% and 0.1% ahead) and ahead of it from 1024 on (1.01-1.08x); both Hopper rungs
+# ahead of rungs 02-03 at every length (by 19% at 256 keys), so one order serves every length. (An earlier short-key
+# order put rungs 02-03 first up to 256 keys from an H200 sweep of the first rung 05 build, on warm timings bound by
+# the family launcher's host path, which lab.ops's replayed launches do not pay.) Rungs 04 and 05 refuse calls off
+# sm_90 and pass them on to 03, then 02. Rungs the family lacks are skipped.
 FLASH_ORDER = ("05_pingpong", "04_wgmma_ws", "03_flash_pipelined", "02_flash_mma")
 GENERIC = "01_naive"
 DECODE_FAMILY = "attention_decode"
@@ -136,7 +136,7 @@ def decide(shape: AttentionShape, rung_keys, refusal: Callable[[str], str | None
 
 # --- validation ----------------------------------------------------------------------------------------------
 
-def _attention_type(q, k, v, input_type: str | None) -> str:
+def attention_type(q, k, v, input_type: str | None) -> str:
     if input_type not in (None, "float16", "bfloat16"):
         raise LabError(f"input_type is None, \"float16\" or \"bfloat16\"; got {input_type!r}.")
     if not q.dtype == k.dtype == v.dtype:
@@ -156,7 +156,7 @@ def _attention_type(q, k, v, input_type: str | None) -> str:
                    f"{q.dtype}: cast with .astype(cupy.float16).")
 
 
-def _check_flag_types(causal, scale) -> None:
+def check_flag_types(causal, scale) -> None:
     """causal and scale as the call's keys can hold them (hashable, one value each)."""
     if not (isinstance(causal, (bool, np.bool_)) or isinstance(causal, (int, np.integer)) and causal in (0, 1)):
         raise LabError(f"causal is True or False; got {causal!r}.")
@@ -173,7 +173,7 @@ def check_values(q, k, v, causal, scale, out, input_type) -> AttentionShape:
     if not q.ndim == k.ndim == v.ndim == 4:
         raise LabError(f"q, k and v must be 4-dimensional, (B, H, S, D); got shapes {q.shape}, {k.shape} and "
                        f"{v.shape}: add the missing axes with x[None] or x.reshape(B, H, S, D).")
-    dtype = _attention_type(q, k, v, input_type)
+    dtype = attention_type(q, k, v, input_type)
     B, H, S_q, D = q.shape
     if k.shape != v.shape:
         raise LabError(f"k and v must have one shape (B, H_kv, S_k, D); got {k.shape} and {v.shape}.")
@@ -194,7 +194,7 @@ def check_values(q, k, v, causal, scale, out, input_type) -> AttentionShape:
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not x.flags.c_contiguous:
             raise LabError(f"{name} must be C-contiguous (B, H, S, D); pass cupy.ascontiguousarray({name}).")
-    _check_flag_types(causal, scale)
+    check_flag_types(causal, scale)
     causal = int(causal)
     if scale is not None:
         default = 1.0 / math.sqrt(D)
@@ -230,7 +230,7 @@ def _check_call(q, k, v, causal, scale, out, input_type) -> AttentionShape:
     return dataclasses.replace(shape, aligned=aligned)
 
 
-def _not_on_gpu() -> LabError:
+def not_on_gpu() -> LabError:
     """The sentence for arrays that are not CuPy arrays, once their values passed (lab.ops.matmul's wording): on a
     machine without a GPU, that lab.ops needs one; on a machine with one, how to move them there."""
     from lab.core import device
@@ -261,7 +261,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=
     key are 0). scale: 1/sqrt(D), the only one the kernels take (None means it). Returns out (allocated when None)."""
     rt = runtime or api.default_runtime()
     if type(causal) is not bool or scale is not None:
-        _check_flag_types(causal, scale)  # before they go into a key (an array there would not hash)
+        check_flag_types(causal, scale)  # before they go into a key (an array there would not hash)
     if out is not None:
         try:  # the fast path: one flat key of addresses, shapes and strides, one lookup, the recorded launch
             # The devices too: the current one (the launch goes there) and each array's, so that a call under another
@@ -290,7 +290,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, out=
                v.data.device_id, None if out is None else out.data.device_id)
     except (AttributeError, TypeError):
         check_values(q, k, v, causal, scale, out, input_type)
-        raise _not_on_gpu() from None
+        raise not_on_gpu() from None
     counters.COUNTS["calls"] += 1
     return _attention_slow(rt, key, q, k, v, causal, scale, out, input_type, fkey)
 
@@ -350,11 +350,19 @@ def _problem(shape: AttentionShape, q, k, v):
     return fam, problem
 
 
+def specialized_refusal(shape: AttentionShape, key: str) -> str | None:
+    """Why lab.ops keeps rung `key` off a call whose head dim it does not specialize, though the family may build it
+    (rung 05's D = 256, which has not run on a GPU yet): dispatch, tuning and the tuned entry all ask this first."""
+    if key != GENERIC and shape.D not in SPECIALIZED_HEAD_DIMS:
+        return f"lab.ops.attention serves D={shape.D} with the generic rung"
+    return None
+
+
 def _decide_on_gpu(rt, shape: AttentionShape, fam, problem, out) -> Decision:
     keys = [r.key for r in fam.rungs]
 
     def refusal(key: str) -> str | None:
-        return fam.refusal(fam.rung(key), problem, out)
+        return specialized_refusal(shape, key) or fam.refusal(fam.rung(key), problem, out)
 
     def decode_refusal() -> str | None:
         dfam, dproblem = _decode_problem(shape, problem)
@@ -478,7 +486,7 @@ def tune_bucket(rt, shape: AttentionShape, seed: int = 20261202) -> dict:
              "S_k": min(top.S_k, TUNE_CHECK_MAX_S[1])}
     rows = []
     for rung in fam.rungs:
-        if fam.refusal(rung, problem, out) is not None:
+        if specialized_refusal(shape, rung.key) or fam.refusal(rung, problem, out) is not None:
             continue
         row: dict = {"path": rung.key, "config": {}}
         result = check_case(fam, rung, check, seed=seed, repeats=1)

@@ -23,7 +23,7 @@ import numpy as np
 
 from lab.core.errors import LabError
 from lab.ops import api, counters
-from lab.ops.attn import MAX_HEAD_DIM, MIN_ARCH, _attention_type, _check_flag_types
+from lab.ops.attn import MAX_HEAD_DIM, MIN_ARCH, attention_type, check_flag_types
 from lab.ops.dispatch import Decision
 
 FAMILY = "attention_varlen"
@@ -39,7 +39,7 @@ def check_shapes(q, k, v, causal, scale, out, input_type) -> tuple[str, int]:
     if not q.ndim == k.ndim == v.ndim == 3:
         raise LabError(f"q, k and v must be 3-dimensional, packed (T, H, D); got shapes {q.shape}, {k.shape} and "
                        f"{v.shape}: for (B, H, S, D) arrays of one length use lab.ops.attention.")
-    dtype = _attention_type(q, k, v, input_type)
+    dtype = attention_type(q, k, v, input_type)
     T_q, H, D = q.shape
     if k.shape != v.shape:
         raise LabError(f"k and v must have one shape (T_k, H_kv, D); got {k.shape} and {v.shape}.")
@@ -53,10 +53,13 @@ def check_shapes(q, k, v, causal, scale, out, input_type) -> tuple[str, int]:
         raise LabError(f"q's heads H={H} must be a multiple of k and v's H_kv={H_kv} (grouped-query attention).")
     if D > MAX_HEAD_DIM:
         raise LabError(f"lab.ops.attention_varlen takes head dimensions up to {MAX_HEAD_DIM}; got D={D}.")
+    if H >= 2**16 or max(T_q * H, T_k * H_kv) * D >= 2**31:
+        raise LabError(f"lab.ops.attention_varlen takes H below 2^16 and packed arrays below 2^31 elements; got q "
+                       f"{q.shape} and k, v {k.shape}: split the batch into several calls.")
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not x.flags.c_contiguous:
             raise LabError(f"{name} must be C-contiguous (T, H, D); pass cupy.ascontiguousarray({name}).")
-    _check_flag_types(causal, scale)
+    check_flag_types(causal, scale)
     if scale is not None and not math.isclose(float(scale), 1.0 / math.sqrt(D), rel_tol=1e-6):
         raise LabError(f"lab.ops.attention_varlen's kernels use the scale 1/sqrt(D) = {1 / math.sqrt(D):.6g} only; "
                        f"got {scale!r}: leave scale out and multiply q by scale * sqrt(D) beforehand instead.")
@@ -70,9 +73,9 @@ def check_shapes(q, k, v, causal, scale, out, input_type) -> tuple[str, int]:
 def check_offsets(name: str, offsets: np.ndarray, total: int, batch: int | None = None) -> list[int]:
     """The lengths the offsets hold, or one LabError sentence: int32, B + 1 entries from 0, never decreasing,
     ending at `total` (the packed array's rows), B the other offsets' where given."""
-    if offsets.dtype != np.int32 or offsets.ndim != 1 or offsets.size < 2:
-        raise LabError(f"{name} must be a 1-D int32 array of B + 1 offsets (B >= 1); got {offsets.dtype} of shape "
-                       f"{offsets.shape}: build it with cumsum over the lengths, a 0 in front, .astype(int32).")
+    if offsets.dtype != np.int32 or offsets.ndim != 1 or not 2 <= offsets.size <= 2**16:
+        raise LabError(f"{name} must be a 1-D int32 array of B + 1 offsets (1 <= B < 2^16); got {offsets.dtype} of "
+                       f"shape {offsets.shape}: build it with cumsum over the lengths, a 0 in front, .astype(int32).")
     if batch is not None and offsets.size - 1 != batch:
         raise LabError(f"cu_seqlens_q and cu_seqlens_k must describe as many sequences; got {batch} and "
                        f"{offsets.size - 1}.")
@@ -100,15 +103,18 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal: bool = Fals
     except ImportError:
         cp = None
     if cp is None or not all(isinstance(x, cp.ndarray) for x in (q, k, v)):
-        from lab.ops.attn import _not_on_gpu
+        from lab.ops.attn import not_on_gpu
 
-        raise _not_on_gpu()
-    lens_q = check_offsets("cu_seqlens_q", _host(cu_seqlens_q), q.shape[0])
-    lens_k = check_offsets("cu_seqlens_k", _host(cu_seqlens_k), k.shape[0], len(lens_q))
+        raise not_on_gpu()
+    host_q, host_k = _host(cu_seqlens_q), _host(cu_seqlens_k)
+    lens_q = check_offsets("cu_seqlens_q", host_q, q.shape[0])
+    lens_k = check_offsets("cu_seqlens_k", host_k, k.shape[0], len(lens_q))
     if out is None:
         out = cp.empty(q.shape, dtype=q.dtype)
     counters.COUNTS["calls"] += 1
-    fam, problem = _problem(q, k, v, cu_seqlens_q, cu_seqlens_k, lens_q, lens_k, dtype, causal)
+    # The kernel reads the values just checked, uploaded again: the caller's array may be a strided view whose
+    # memory holds other values, or may change after the check.
+    fam, problem = _problem(q, k, v, host_q, host_k, lens_q, lens_k, dtype, causal)
     why = _refusal(fam, problem, out)
     if why is None:
         fam.launch(fam.rungs[0], problem, out)
@@ -135,7 +141,8 @@ def _problem(q, k, v, cu_q, cu_k, lens_q, lens_k, dtype, causal):
     H, D, H_kv = q.shape[1], q.shape[2], k.shape[1]
     params = {"B": len(lens_q), "H": H, "H_kv": H_kv, "S_q": max(lens_q), "S_k": max(lens_k), "D": D,
               "dtype": dtype, "causal": causal, "seq_lens": lens_q, "seq_lens_k": lens_k}
-    offsets = {"cu_seqlens_q": [cp.asarray(cu_q, dtype=cp.int32)], "cu_seqlens_k": [cp.asarray(cu_k, dtype=cp.int32)]}
+    offsets = {"cu_seqlens_q": [cp.asarray(np.ascontiguousarray(cu_q))],
+               "cu_seqlens_k": [cp.asarray(np.ascontiguousarray(cu_k))]}
     return fam, Problem("ops attention_varlen", {"Q": [q], "K": [k], "V": [v]} | offsets, q.shape, 0, params=params,
                         dtype=STORAGE[dtype])
 

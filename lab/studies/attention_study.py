@@ -41,7 +41,7 @@ BACKENDS = ("cudnn", "flash", "efficient")
 # query rows a block (8 warps of 16 rows), rung 05 as first built (PEELED = 0: its products on a divergent path,
 # which ptxas serializes), rungs 04 and 05 with 4 K/V stages where D = 64 leaves the shared memory for them (a tile
 # step is half as long as at D = 128, so a deeper ring may be what keeps the tensor cores fed; measured at 5b68074,
-# results/h100/attention_study.json: level with 2 stages, within 1%).
+# results/h100/attention_study_5b68074.json: level with 2 stages, within 1%; again at 40aa909).
 # Rung 05 with its causal query blocks longest first (LONGEST_FIRST; on a full mask it changes nothing: the control;
 # measured at 40aa909 on an H100: 1.01x on causal shapes).
 RUNG_SETTINGS = (("03", {"BLOCK_M": 128, "THREADS": 256}, None), ("05", {"PEELED": 0}, None),

@@ -13,9 +13,11 @@ round. The methods:
     torch_varlen            torch.nn.attention.varlen.varlen_attn on the packed batch (FlashAttention-2's varlen
                             kernel), where the installed PyTorch has it
 
-Padding, unpadding and (for a backend without grouped-query support) repeating K and V per query head are done once,
-before the timing: the padded methods are timed at their best, as a caller who keeps the batch padded would run
-them. The batches: lab.families.attention_varlen.serving_lengths (log-uniform over 1 .. 8192, the first 8192) and,
+Padding and, where a call does not take grouped-query heads, repeating K and V per query head are done once, before
+the timing, and the padded outputs are not unpacked: the padded methods are timed at their best, as a caller who
+keeps the batch padded would run them. SDPA and varlen_attn get enable_gqa where they take it (the records of
+40aa909 and ae3f4d2 gave the forced backends and varlen_attn K and V repeated instead; `gqa` in each record says
+which). The batches: lab.families.attention_varlen.serving_lengths (log-uniform over 1 .. 8192, the first 8192) and,
 as the case where padding wastes least, lengths uniform over 4096 .. 8192. The packed kernel passes a check on a
 small odd batch (check_case) before it is timed. Nothing here asserts a speed.
 
@@ -25,6 +27,7 @@ small odd batch (check_case) before it is timed. Nothing here asserts a speed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 from pathlib import Path
@@ -59,7 +62,8 @@ def lengths_of(batch: dict) -> list[int]:
 
 
 def _torch_methods(fam: AttentionVarlenFamily, problem) -> tuple[dict, list[dict]]:
-    """name -> launch(i) for the PyTorch methods that take this batch, and the rows of those that refuse it."""
+    """name -> launch(i) for the PyTorch methods that take this batch, the rows of those that refuse it, and how each
+    got the grouped-query heads (enable_gqa, or K and V repeated)."""
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -72,40 +76,53 @@ def _torch_methods(fam: AttentionVarlenFamily, problem) -> tuple[dict, list[dict
     scale = 1.0 / p["D"] ** 0.5
     methods, refused = {}, []
 
-    def sdpa(backend):
+    def sdpa(backend, gqa: bool):
         def launch(i: int) -> None:
-            if backend is None:
-                F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=True)
-                return
-            with sdpa_kernel(backend):
-                F.scaled_dot_product_attention(q, k_rep, v_rep, is_causal=True, scale=scale)
+            with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
+                if gqa:
+                    F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=True)
+                else:
+                    F.scaled_dot_product_attention(q, k_rep, v_rep, is_causal=True, scale=scale)
         return launch
 
-    candidates = {"sdpa_padded": sdpa(None), "sdpa_cudnn_padded": sdpa(SDPBackend.CUDNN_ATTENTION),
-                  "sdpa_flash_padded": sdpa(SDPBackend.FLASH_ATTENTION)}
+    # Each SDPA method with enable_gqa first, K and V repeated where the backend refuses it.
+    candidates = {"sdpa_padded": [("enable_gqa", sdpa(None, True))]}
+    for name, backend in (("sdpa_cudnn_padded", SDPBackend.CUDNN_ATTENTION),
+                          ("sdpa_flash_padded", SDPBackend.FLASH_ATTENTION)):
+        candidates[name] = [("enable_gqa", sdpa(backend, True)), ("repeated", sdpa(backend, False))]
     try:
         from torch.nn.attention.varlen import varlen_attn
     except ImportError as exc:
         refused.append({"method": "torch_varlen", "reason": f"not in this PyTorch ({exc})"})
     else:
-        qp, kp, vp = (fam._torch(problem.inputs[n][0], p["dtype"]) for n in ("Q", "K", "V"))
-        kp, vp = kp.repeat_interleave(group, dim=1), vp.repeat_interleave(group, dim=1)
-        cu_q = torch.from_dlpack(problem.inputs["cu_seqlens_q"][0])
-        cu_k = torch.from_dlpack(problem.inputs["cu_seqlens_k"][0])
         import inspect
 
-        causal = ({"is_causal": True} if "is_causal" in inspect.signature(varlen_attn).parameters
-                  else {"window_size": (-1, 0)})
-        candidates["torch_varlen"] = lambda i: varlen_attn(qp, kp, vp, cu_q, cu_k, p["S_q"], p["S_k"], **causal)
-    for name, launch in candidates.items():
-        try:
-            launch(0)
-            torch.cuda.synchronize()
-        except (RuntimeError, TypeError, ValueError) as exc:
-            refused.append({"method": name, "reason": str(exc).splitlines()[0][:160]})
+        qp, kp, vp = (fam._torch(problem.inputs[n][0], p["dtype"]) for n in ("Q", "K", "V"))
+        cu_q = torch.from_dlpack(problem.inputs["cu_seqlens_q"][0])
+        cu_k = torch.from_dlpack(problem.inputs["cu_seqlens_k"][0])
+        takes = inspect.signature(varlen_attn).parameters
+        extra = {"is_causal": True} if "is_causal" in takes else {"window_size": (-1, 0)}
+        how = "enable_gqa" if "enable_gqa" in takes else "repeated"
+        if how == "enable_gqa":
+            extra["enable_gqa"] = True
         else:
-            methods[name] = launch
-    return methods, refused
+            kp, vp = kp.repeat_interleave(group, dim=1), vp.repeat_interleave(group, dim=1)
+        candidates["torch_varlen"] = [(how, lambda i: varlen_attn(qp, kp, vp, cu_q, cu_k, p["S_q"], p["S_k"], **extra))]
+    gqa = {}
+    for name, tries in candidates.items():
+        reasons = []
+        for how, launch in tries:
+            try:
+                launch(0)
+                torch.cuda.synchronize()
+            except (RuntimeError, TypeError, ValueError) as exc:
+                reasons.append(f"{how}: {str(exc).splitlines()[0][:160]}")
+            else:
+                methods[name], gqa[name] = launch, how
+                break
+        if name not in methods:
+            refused.append({"method": name, "reason": "; ".join(reasons)})
+    return methods, refused, gqa
 
 
 def _batch_methods(fam: AttentionVarlenFamily, dense, rung, batch: dict) -> tuple[dict, list, int, dict]:
@@ -124,9 +141,9 @@ def _batch_methods(fam: AttentionVarlenFamily, dense, rung, batch: dict) -> tupl
                             params=dense_params, dtype=problem.dtype)
     methods = {"lab_varlen": lambda i: fam.launch(rung, problem, out),
                "lab_dense_padded": lambda i: dense.launch(dense.rung("05"), dense_problem, dense_out)}
-    torch_methods, refused = _torch_methods(fam, problem)
+    torch_methods, refused, gqa = _torch_methods(fam, problem)
     about = {"batch": batch, "seq_lens": lengths, "tokens": sum(lengths),
-             "real_share_of_padded_work": padded_work_share(lengths, lengths, 1)}
+             "real_share_of_padded_work": padded_work_share(lengths, lengths, 1), "gqa": gqa}
     return methods | torch_methods, refused, problem.flops, about
 
 
@@ -164,7 +181,14 @@ def study(rounds: int = 3, batches=BATCHES, min_time_ms: float = 20.0) -> dict:
             torch.cuda.empty_cache()
         except ImportError:
             pass
-    return {"provenance": provenance(), "about": __doc__.split("\n\n")[0], "rounds": rounds, "heads": HEADS,
+    try:
+        import torch
+
+        torch_version = torch.__version__
+    except ImportError:
+        torch_version = None
+    return {"provenance": provenance() | {"torch": torch_version}, "about": __doc__.split("\n\n")[0],
+            "rounds": rounds, "heads": HEADS,
             "check": {"passed": check.passed, "case": check.case, "reasons": check.reasons}, "batches": batch_rows,
             "rows": rows, "summary": summarize(rows), "refused": refused}
 
