@@ -193,13 +193,27 @@ class AttentionFamily(Family):
         """Q (B, H, S_q, D), K and V (B, H_kv, S_k, D) of `dist` (random_array, float32 rounded to `dtype`); H_kv
         defaults to H and S_k to S_q. large_logits=1, or dist="large_logits" (normal values), multiplies Q and K
         by LARGE_LOGIT_FACTOR before the rounding."""
-        from lab.measure.check import random_array
 
-        xp = self._xp()
         H_kv = H if H_kv is None else H_kv
         S_k = S_q if S_k is None else S_k
         causal = int(causal)
         validate_sizes(B, H, H_kv, S_q, S_k, D, dtype, causal)
+        q_shape, kv_shape = (B, H, S_q, D), (B, H_kv, S_k, D)
+        inputs, large = self.draw_qkv(q_shape, kv_shape, seed, dist, dtype, large_logits, sets)
+        params = {"B": B, "H": H, "H_kv": H_kv, "S_q": S_q, "S_k": S_k, "D": D, "dtype": dtype, "causal": causal}
+        params |= {"large_logits": 1} if large else {}
+        label = (f"B={B} H={H}" + (f"/{H_kv}" if H_kv != H else "") + f" S_q={S_q} S_k={S_k} D={D} {dtype}"
+                 + (" causal" if causal else "") + (" large logits" if large else ""))
+        return Problem(label, inputs, q_shape, self.min_dram_bytes(params), params=params, dtype=STORAGE[dtype],
+                       flops=self.flops(params))
+
+    def draw_qkv(self, q_shape, kv_shape, seed: int, dist: str, dtype: str, large_logits: int,
+                 sets: int) -> tuple[dict, bool]:
+        """{"Q", "K", "V"}: `sets` input sets of `dist` (random_array, float32 rounded to `dtype`), Q and K scaled by
+        LARGE_LOGIT_FACTOR when large_logits=1 or dist="large_logits" (normal values); and whether they were."""
+        from lab.measure.check import random_array
+
+        xp = self._xp()
         large = bool(large_logits) or dist == "large_logits"
         base = "normal" if dist == "large_logits" else dist
         factor = np.float32(LARGE_LOGIT_FACTOR if large else 1.0)
@@ -208,16 +222,9 @@ class AttentionFamily(Family):
             x = random_array(shape, np.float32, s, base, xp=xp)
             return to_storage(x * factor if scaled else x, dtype, xp)
 
-        q_shape, kv_shape = (B, H, S_q, D), (B, H_kv, S_k, D)
-        inputs = {"Q": [draw(q_shape, seed + 13 * s, True) for s in range(sets)],
-                  "K": [draw(kv_shape, seed + 13 * s + 1, True) for s in range(sets)],
-                  "V": [draw(kv_shape, seed + 13 * s + 2, False) for s in range(sets)]}
-        params = {"B": B, "H": H, "H_kv": H_kv, "S_q": S_q, "S_k": S_k, "D": D, "dtype": dtype, "causal": causal}
-        params |= {"large_logits": 1} if large else {}
-        label = (f"B={B} H={H}" + (f"/{H_kv}" if H_kv != H else "") + f" S_q={S_q} S_k={S_k} D={D} {dtype}"
-                 + (" causal" if causal else "") + (" large logits" if large else ""))
-        return Problem(label, inputs, q_shape, self.min_dram_bytes(params), params=params, dtype=STORAGE[dtype],
-                       flops=self.flops(params))
+        return {"Q": [draw(q_shape, seed + 13 * s, True) for s in range(sets)],
+                "K": [draw(kv_shape, seed + 13 * s + 1, True) for s in range(sets)],
+                "V": [draw(kv_shape, seed + 13 * s + 2, False) for s in range(sets)]}, large
 
     @staticmethod
     def flops(params: dict) -> int:

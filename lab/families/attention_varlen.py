@@ -48,7 +48,6 @@ from lab.core.ladder import Problem, Rung
 from lab.families.attention import (
     DTYPES,
     HOPPER_ARCH,
-    LARGE_LOGIT_FACTOR,
     MMA_HEAD_DIMS,
     TMA_BLOCK_M,
     AttentionFamily,
@@ -57,7 +56,7 @@ from lab.families.attention import (
     validate_sizes,
     visible_keys,
 )
-from lab.families.gemm_tc import STORAGE, to_storage
+from lab.families.gemm_tc import STORAGE
 
 SERVING_SEED = 20261206  # the headline batches' lengths (serving_lengths)
 
@@ -113,7 +112,6 @@ class AttentionVarlenFamily(AttentionFamily):
                      dtype: str = "float16", causal: int = 0, large_logits: int = 0, sets: int = 1) -> Problem:
         """Packed Q (T_q, H, D), K and V (T_k, H_kv, D) of `dist` (random_array, rounded to `dtype`), sequence b with
         seq_lens[b] queries and seq_lens_k[b] keys (default: seq_lens). large_logits as lab.families.attention's."""
-        from lab.measure.check import random_array
 
         xp = self._xp()
         H_kv = H if H_kv is None else H_kv
@@ -127,19 +125,9 @@ class AttentionVarlenFamily(AttentionFamily):
             raise LabError(f"attention_varlen takes fewer than 2^16 sequences and packed arrays below 2^31 elements; "
                            f"got {len(lens_q)} sequences, {sum(lens_q)} query and {sum(lens_k)} key tokens of "
                            f"H={H}/{H_kv} heads, D={D}: split the batch.")
-        large = bool(large_logits) or dist == "large_logits"
-        base = "normal" if dist == "large_logits" else dist
-        factor = np.float32(LARGE_LOGIT_FACTOR if large else 1.0)
-
-        def draw(shape, s, scaled):
-            x = random_array(shape, np.float32, s, base, xp=xp)
-            return to_storage(x * factor if scaled else x, dtype, xp)
-
         q_shape, kv_shape = (sum(lens_q), H, D), (sum(lens_k), H_kv, D)
-        inputs = {"Q": [draw(q_shape, seed + 13 * s, True) for s in range(sets)],
-                  "K": [draw(kv_shape, seed + 13 * s + 1, True) for s in range(sets)],
-                  "V": [draw(kv_shape, seed + 13 * s + 2, False) for s in range(sets)],
-                  "cu_seqlens_q": [xp.asarray(cu_seqlens(lens_q))], "cu_seqlens_k": [xp.asarray(cu_seqlens(lens_k))]}
+        inputs, large = self.draw_qkv(q_shape, kv_shape, seed, dist, dtype, large_logits, sets)
+        inputs |= {"cu_seqlens_q": [xp.asarray(cu_seqlens(lens_q))], "cu_seqlens_k": [xp.asarray(cu_seqlens(lens_k))]}
         params = {"B": len(lens_q), "H": H, "H_kv": H_kv, "S_q": longest_q, "S_k": longest_k, "D": D, "dtype": dtype,
                   "causal": causal, "seq_lens": lens_q}
         params |= {"seq_lens_k": lens_k} if seq_lens_k is not None else {}
