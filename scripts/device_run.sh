@@ -87,6 +87,8 @@
 #   bash scripts/device_run.sh varlen-b        varlen-a with lab.ops.attention_varlen's and lab.ops.attention's GPU tests
 #   bash scripts/device_run.sh wide-heads      attention's and lab.ops.attention's GPU tests and the study, after rung 05's
 #                                              D = 256 build; the row ladders' GPU tests on an H200
+#   bash scripts/device_run.sh overlap         attention rung 05's SOFTMAX_OVERLAP and D = 256 builds: their GPU tests, the
+#                                              attention study by head dim (128, 256, 64; STUDY_HEAD_DIMS)
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
@@ -708,6 +710,18 @@ for r in rs.records:
         gpu_tests "$(box 400 3)" tests/test_gpu_norms.py tests/test_gpu_softmax.py tests/test_gpu_ops.py \
           -k "not test_gpu_ops or row_ops"
       fi
+      keep_cache ;;
+    overlap)  # attention rung 05's SOFTMAX_OVERLAP build and its D = 256 build: their GPU tests (rung 05's check cases,
+              # D = 256 among them; lab.ops.attention's head-dim picks), then the attention study by head dim, D = 128
+              # first (the overlap beside the default), then D = 256, then D = 64, each to its own record
+      carried; mkdir -p "$pack/study"
+      gpu_tests "$(box 200 300)" tests/test_gpu_attention.py -k "${ATTENTION_TESTS:-05 and not unpeeled and not longest_first}" \
+        --durations=5
+      gpu_tests "$(box 60 240)" tests/test_gpu_ops_attention.py -k "${OPS_TESTS:-head_dim}" --durations=3
+      for d in ${STUDY_HEAD_DIMS:-128 256 64}; do
+        echo "== attention study, D = $d"
+        timeout "$(box 150 5)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 --head-dim "$d" 2>&1 | tail -30
+      done
       keep_cache ;;
     rows-stats-b)  # LayerNorm rung 04 (STATS) again: the norms' GPU tests and lab.ops's rows in a longer box, the
                    # cluster-rows study (the other STATS build beside it), compute-sanitizer on LayerNorm rung 04

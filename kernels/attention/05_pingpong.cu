@@ -115,6 +115,9 @@
 #ifndef VARLEN
 #define VARLEN 0
 #endif
+#ifndef SOFTMAX_OVERLAP
+#define SOFTMAX_OVERLAP 0
+#endif
 
 #define BLOCK_M 128                               // two consumer warpgroups of 64 rows
 #define ROW_BYTES 128                             // one swizzled row: 64 two-byte elements
@@ -133,6 +136,8 @@ static_assert(CAUSAL == 0 || CAUSAL == 1, "CAUSAL is 0 or 1");
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128 || HEAD_DIM == 256, "HEAD_DIM is 64, 128 or 256");
 static_assert(LONGEST_FIRST == 0 || LONGEST_FIRST == 1, "LONGEST_FIRST is 0 or 1");
 static_assert(VARLEN == 0 || VARLEN == 1, "VARLEN is 0 or 1");
+static_assert(SOFTMAX_OVERLAP == 0 || (SOFTMAX_OVERLAP == 1 && PEELED == 1),
+              "SOFTMAX_OVERLAP is 0 or 1, and 1 needs the peeled loop (PEELED = 1)");
 static_assert(BLOCK_N == 128 || BLOCK_N == 64, "S = Q K^T is one m64n128k16 (or m64n64k16) per k-step");
 static_assert(SMEM_BYTES <= 227 * 1024, "Q and the K/V stages must fit sm_90's 227 KB a block: at HEAD_DIM = 256, "
                                         "BLOCK_N = 64 with 2 stages");
@@ -267,10 +272,12 @@ __device__ __forceinline__ void issue_pv(float (&o)[HEAD_DIM / 2], const unsigne
         wgmma_rs_step(o, pa[kk], wgmma_desc(v_tile + kk * 16 * ROW_BYTES, BLOCK_N * ROW_BYTES, 8 * ROW_BYTES));
 }
 
-// Tile j's masks and online softmax (rung 04's, unchanged): P into pa, O rescaled, m and l updated.
-__device__ __forceinline__ void softmax_tile(float (&sc)[BLOCK_N / 2], unsigned (&pa)[BLOCK_N / 16][4],
-                                             float (&o)[HEAD_DIM / 2], float (&m)[2], float (&l)[2], const int (&row)[2],
-                                             int n0, int first_row, int S_q, int S_k, int t, float scale_log2) {
+// Tile j's masks and online softmax (rung 04's, unchanged), in three parts so that SOFTMAX_OVERLAP can run the first
+// while P V still reads pa and adds into O: (1) masks, the running max and the exponentials, in place in sc, and
+// alpha (O's factor); (2) the probabilities rounded into pa and their sum into l; (3) O rescaled.
+__device__ __forceinline__ void softmax_exp(float (&sc)[BLOCK_N / 2], float (&alpha)[2], float (&m)[2],
+                                            const int (&row)[2], int n0, int first_row, int S_q, int S_k, int t,
+                                            float scale_log2) {
     if (n0 + BLOCK_N > S_k || (CAUSAL && n0 + BLOCK_N - 1 > first_row + S_k - S_q)) {
 #pragma unroll
         for (int jj = 0; jj < BLOCK_N / 8; ++jj)
@@ -287,19 +294,43 @@ __device__ __forceinline__ void softmax_tile(float (&sc)[BLOCK_N / 2], unsigned 
         for (int jj = 0; jj < BLOCK_N / 8; ++jj) tile_max = fmaxf(tile_max, fmaxf(sc[4 * jj + 2 * r], sc[4 * jj + 2 * r + 1]));
         const float m_new = fmaxf(m[r], quad_max(tile_max) * scale_log2);
         const float shift = m_new == NEG_INF ? 0.0f : m_new;
-        const float alpha = m_new == m[r] ? 1.0f : fast_exp2(m[r] - shift);
+        alpha[r] = m_new == m[r] ? 1.0f : fast_exp2(m[r] - shift);
         m[r] = m_new;
-        float sum = 0.0f;
 #pragma unroll
         for (int jj = 0; jj < BLOCK_N / 8; ++jj) {
-            const float p0 = fast_exp2(fmaf(sc[4 * jj + 2 * r], scale_log2, -shift));
-            const float p1 = fast_exp2(fmaf(sc[4 * jj + 2 * r + 1], scale_log2, -shift));
-            pa[jj / 2][2 * (jj % 2) + r] = round_pair(p0, p1, sum);
+            sc[4 * jj + 2 * r] = fast_exp2(fmaf(sc[4 * jj + 2 * r], scale_log2, -shift));
+            sc[4 * jj + 2 * r + 1] = fast_exp2(fmaf(sc[4 * jj + 2 * r + 1], scale_log2, -shift));
         }
-        l[r] = fmaf(l[r], alpha, sum);
-#pragma unroll
-        for (int dn = 0; dn < HEAD_DIM / 8; ++dn) o[4 * dn + 2 * r] *= alpha, o[4 * dn + 2 * r + 1] *= alpha;
     }
+}
+
+__device__ __forceinline__ void round_probabilities(const float (&sc)[BLOCK_N / 2], unsigned (&pa)[BLOCK_N / 16][4],
+                                                    const float (&alpha)[2], float (&l)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int jj = 0; jj < BLOCK_N / 8; ++jj)
+            pa[jj / 2][2 * (jj % 2) + r] = round_pair(sc[4 * jj + 2 * r], sc[4 * jj + 2 * r + 1], sum);
+        l[r] = fmaf(l[r], alpha[r], sum);
+    }
+}
+
+__device__ __forceinline__ void rescale_o(float (&o)[HEAD_DIM / 2], const float (&alpha)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int dn = 0; dn < HEAD_DIM / 8; ++dn) o[4 * dn + 2 * r] *= alpha[r], o[4 * dn + 2 * r + 1] *= alpha[r];
+}
+
+// Tile j's whole softmax step: P, m, l, then O rescaled.
+__device__ __forceinline__ void softmax_tile(float (&sc)[BLOCK_N / 2], unsigned (&pa)[BLOCK_N / 16][4],
+                                             float (&o)[HEAD_DIM / 2], float (&m)[2], float (&l)[2], const int (&row)[2],
+                                             int n0, int first_row, int S_q, int S_k, int t, float scale_log2) {
+    float alpha[2];
+    softmax_exp(sc, alpha, m, row, n0, first_row, S_q, S_k, t, scale_log2);
+    round_probabilities(sc, pa, alpha, l);
+    rescale_o(o, alpha);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -425,14 +456,32 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
             wgmma_fence();
             fence_accumulators(o);
             issue_scores(sc, q_slab, k_tile);
+#if SOFTMAX_OVERLAP
+            wgmma_commit();  // S(p) a group of its own, so that it can be waited for alone
+#endif
             issue_pv(o, pa, v_prev);
             wgmma_commit();
             turn_pass(1 - c);
+#if SOFTMAX_OVERLAP
+            // S(p) is in while P V(p - 1) may still be reading pa and adding into O: tile p's exponentials now,
+            // in place; its rounding into pa and O's rescale once the products are done.
+            wgmma_wait<1>();
+            fence_accumulators(sc);
+            if (lane == 0) mbar_arrive(keb + 8 * s);
+            float alpha[2];
+            softmax_exp(sc, alpha, m, row, p * BLOCK_N, first_row, S_q, S_k, t, scale_log2);
+            wgmma_wait<0>();
+            fence_accumulators(o);
+            if (lane == 0) mbar_arrive(veb + 8 * sp);
+            round_probabilities(sc, pa, alpha, l);
+            rescale_o(o, alpha);
+#else
             wgmma_wait<0>();
             fence_accumulators(sc);
             fence_accumulators(o);
             if (lane == 0) mbar_arrive(keb + 8 * s), mbar_arrive(veb + 8 * sp);
             softmax_tile(sc, pa, o, m, l, row, p * BLOCK_N, first_row, S_q, S_k, t, scale_log2);
+#endif
         }
         const int sp = (n_tiles - 1) % STAGES;
         mbar_wait(vb + 8 * sp, ((n_tiles - 1) / STAGES) & 1);
