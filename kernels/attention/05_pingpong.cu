@@ -56,7 +56,8 @@
 //   HEAD_DIM = 256, below), STAGES (2 K/V stages),
 //   THREADS (384: one producer and two consumer warpgroups), PEELED (1: the loop peeled; 0: the loop with
 //   conditional products, the first build, slower: see Measured), LONGEST_FIRST (0: query blocks in launch order;
-//   1: reversed when causal, above), VARLEN (0: (B, heads, S, D) arrays; 1: packed sequences, below).
+//   1: reversed when causal, above), VARLEN (0: (B, heads, S, D) arrays; 1: packed sequences, below), SOFTMAX_OVERLAP (0; 1: the exponentials under
+//   the warpgroup's own P V, below).
 // VARLEN = 1 (lab.families.attention_varlen): Q and O are (T_q, H, D), K and V (T_k, H_kv, D), every sequence's tokens
 //   one after another, and two more arguments, cu_seqlens_q and cu_seqlens_k (B + 1 int32 offsets), say where each
 //   starts. The tensor maps take tokens as rows and heads as planes; a block adds its sequence's start to the rows
@@ -82,6 +83,21 @@
 //   GPU: it compiles without spills and the ptxas warning above, and its check cases and study shapes wait in
 //   tests/test_gpu_attention.py and lab.studies.attention_study (--head-dim 256); lab.ops.attention serves D = 256
 //   with rung 01.
+// SOFTMAX_OVERLAP = 1 (a knob, 0 by default until measured): what was left above, the overlap inside a warpgroup
+//   (FlashAttention-3's intra-warpgroup pipelining). The batch's two products go out as two groups, S(p) first: the
+//   warpgroup waits for S(p) alone (wgmma.wait_group 1), runs tile p's masks, maxes and exponentials in place in the
+//   scores while P V(p - 1) still runs, then waits for it and rounds P into pa and rescales O. The rounding writes
+//   registers that the next P V reads, so it stays after the second wait: written before it, ptxas serializes every
+//   wgmma (C7513, "non wgmma instructions defining input registers of a wgmma between start and end of the
+//   pipeline stage"); written after, it builds without the warning, no spills. The default build's SASS is
+//   unchanged (scripts/same_sass.py, 36 variants).
+//   Prediction (before any GPU run), by a model of one warpgroup's tile at D = 128: its two products are
+//   2 x 64 x 128 x 128 x 2 FLOP, about 0.56 us at an SM's share of the tensor cores (989 TFLOP/s / 132); its softmax
+//   8192 exponentials at 16 a clock (0.28 us at 1.8 GHz) and about six FP32 operations a score at 128 a clock
+//   (0.2 us). Ping-pong hides one warpgroup's softmax under the other's products only when it is shorter than them;
+//   with the exponentials under its own P V too, what remains after the products is the rounding and the rescale.
+//   So 1.03-1.10x the default build at D = 128 (fp16 and bf16, causal or not) and D = 64, 1.00-1.05x at D = 256,
+//   whose products are longer against its softmax.
 // Ideas: FlashAttention-3 and CUTLASS's ping-pong kernels, as rung 04; named barriers: NVIDIA's PTX ISA (bar.sync,
 //   bar.arrive). Code is this lab's own.
 #include "lab_cp_async.cuh"  // smem_u32addr, dynamic_smem_size
@@ -272,12 +288,9 @@ __device__ __forceinline__ void issue_pv(float (&o)[HEAD_DIM / 2], const unsigne
         wgmma_rs_step(o, pa[kk], wgmma_desc(v_tile + kk * 16 * ROW_BYTES, BLOCK_N * ROW_BYTES, 8 * ROW_BYTES));
 }
 
-// Tile j's masks and online softmax (rung 04's, unchanged), in three parts so that SOFTMAX_OVERLAP can run the first
-// while P V still reads pa and adds into O: (1) masks, the running max and the exponentials, in place in sc, and
-// alpha (O's factor); (2) the probabilities rounded into pa and their sum into l; (3) O rescaled.
-__device__ __forceinline__ void softmax_exp(float (&sc)[BLOCK_N / 2], float (&alpha)[2], float (&m)[2],
-                                            const int (&row)[2], int n0, int first_row, int S_q, int S_k, int t,
-                                            float scale_log2) {
+// Tile j's masks: keys past S_k, and past the diagonal when causal, to -inf (only on the tiles that hold such keys).
+__device__ __forceinline__ void mask_scores(float (&sc)[BLOCK_N / 2], const int (&row)[2], int n0, int first_row,
+                                            int S_q, int S_k, int t) {
     if (n0 + BLOCK_N > S_k || (CAUSAL && n0 + BLOCK_N - 1 > first_row + S_k - S_q)) {
 #pragma unroll
         for (int jj = 0; jj < BLOCK_N / 8; ++jj)
@@ -287,15 +300,53 @@ __device__ __forceinline__ void softmax_exp(float (&sc)[BLOCK_N / 2], float (&al
                 if (key >= S_k || (CAUSAL && key > i + S_k - S_q)) sc[4 * jj + e] = NEG_INF;
             }
     }
+}
+
+// Row half r's new running max: m[r] updated, O's factor into alpha, the shift the exponentials subtract returned.
+__device__ __forceinline__ float new_max(const float (&sc)[BLOCK_N / 2], float (&m)[2], int r, float& alpha,
+                                         float scale_log2) {
+    float tile_max = NEG_INF;
+#pragma unroll
+    for (int jj = 0; jj < BLOCK_N / 8; ++jj) tile_max = fmaxf(tile_max, fmaxf(sc[4 * jj + 2 * r], sc[4 * jj + 2 * r + 1]));
+    const float m_new = fmaxf(m[r], quad_max(tile_max) * scale_log2);
+    const float shift = m_new == NEG_INF ? 0.0f : m_new;
+    alpha = m_new == m[r] ? 1.0f : fast_exp2(m[r] - shift);
+    m[r] = m_new;
+    return shift;
+}
+
+// Tile j's masks and online softmax (rung 04's, unchanged): P into pa, O rescaled, m and l updated.
+__device__ __forceinline__ void softmax_tile(float (&sc)[BLOCK_N / 2], unsigned (&pa)[BLOCK_N / 16][4],
+                                             float (&o)[HEAD_DIM / 2], float (&m)[2], float (&l)[2], const int (&row)[2],
+                                             int n0, int first_row, int S_q, int S_k, int t, float scale_log2) {
+    mask_scores(sc, row, n0, first_row, S_q, S_k, t);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        float tile_max = NEG_INF;
+        float alpha;
+        const float shift = new_max(sc, m, r, alpha, scale_log2);
+        float sum = 0.0f;
 #pragma unroll
-        for (int jj = 0; jj < BLOCK_N / 8; ++jj) tile_max = fmaxf(tile_max, fmaxf(sc[4 * jj + 2 * r], sc[4 * jj + 2 * r + 1]));
-        const float m_new = fmaxf(m[r], quad_max(tile_max) * scale_log2);
-        const float shift = m_new == NEG_INF ? 0.0f : m_new;
-        alpha[r] = m_new == m[r] ? 1.0f : fast_exp2(m[r] - shift);
-        m[r] = m_new;
+        for (int jj = 0; jj < BLOCK_N / 8; ++jj) {
+            const float p0 = fast_exp2(fmaf(sc[4 * jj + 2 * r], scale_log2, -shift));
+            const float p1 = fast_exp2(fmaf(sc[4 * jj + 2 * r + 1], scale_log2, -shift));
+            pa[jj / 2][2 * (jj % 2) + r] = round_pair(p0, p1, sum);
+        }
+        l[r] = fmaf(l[r], alpha, sum);
+#pragma unroll
+        for (int dn = 0; dn < HEAD_DIM / 8; ++dn) o[4 * dn + 2 * r] *= alpha, o[4 * dn + 2 * r + 1] *= alpha;
+    }
+}
+
+// The same step in two parts for SOFTMAX_OVERLAP, the first of which runs while P V still reads pa and adds into O:
+// (1) masks, maxes and the exponentials, in place in sc; (2) once the products are done, the probabilities rounded
+// into pa, their sum into l, O rescaled.
+__device__ __forceinline__ void softmax_exp(float (&sc)[BLOCK_N / 2], float (&alpha)[2], float (&m)[2],
+                                            const int (&row)[2], int n0, int first_row, int S_q, int S_k, int t,
+                                            float scale_log2) {
+    mask_scores(sc, row, n0, first_row, S_q, S_k, t);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const float shift = new_max(sc, m, r, alpha[r], scale_log2);
 #pragma unroll
         for (int jj = 0; jj < BLOCK_N / 8; ++jj) {
             sc[4 * jj + 2 * r] = fast_exp2(fmaf(sc[4 * jj + 2 * r], scale_log2, -shift));
@@ -303,9 +354,8 @@ __device__ __forceinline__ void softmax_exp(float (&sc)[BLOCK_N / 2], float (&al
         }
     }
 }
-
-__device__ __forceinline__ void round_probabilities(const float (&sc)[BLOCK_N / 2], unsigned (&pa)[BLOCK_N / 16][4],
-                                                    const float (&alpha)[2], float (&l)[2]) {
+__device__ __forceinline__ void softmax_finish(const float (&sc)[BLOCK_N / 2], unsigned (&pa)[BLOCK_N / 16][4],
+                                               float (&o)[HEAD_DIM / 2], const float (&alpha)[2], float (&l)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float sum = 0.0f;
@@ -313,24 +363,9 @@ __device__ __forceinline__ void round_probabilities(const float (&sc)[BLOCK_N / 
         for (int jj = 0; jj < BLOCK_N / 8; ++jj)
             pa[jj / 2][2 * (jj % 2) + r] = round_pair(sc[4 * jj + 2 * r], sc[4 * jj + 2 * r + 1], sum);
         l[r] = fmaf(l[r], alpha[r], sum);
-    }
-}
-
-__device__ __forceinline__ void rescale_o(float (&o)[HEAD_DIM / 2], const float (&alpha)[2]) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
 #pragma unroll
         for (int dn = 0; dn < HEAD_DIM / 8; ++dn) o[4 * dn + 2 * r] *= alpha[r], o[4 * dn + 2 * r + 1] *= alpha[r];
-}
-
-// Tile j's whole softmax step: P, m, l, then O rescaled.
-__device__ __forceinline__ void softmax_tile(float (&sc)[BLOCK_N / 2], unsigned (&pa)[BLOCK_N / 16][4],
-                                             float (&o)[HEAD_DIM / 2], float (&m)[2], float (&l)[2], const int (&row)[2],
-                                             int n0, int first_row, int S_q, int S_k, int t, float scale_log2) {
-    float alpha[2];
-    softmax_exp(sc, alpha, m, row, n0, first_row, S_q, S_k, t, scale_log2);
-    round_probabilities(sc, pa, alpha, l);
-    rescale_o(o, alpha);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -473,8 +508,7 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
             wgmma_wait<0>();
             fence_accumulators(o);
             if (lane == 0) mbar_arrive(veb + 8 * sp);
-            round_probabilities(sc, pa, alpha, l);
-            rescale_o(o, alpha);
+            softmax_finish(sc, pa, o, alpha, l);
 #else
             wgmma_wait<0>();
             fence_accumulators(sc);
