@@ -56,8 +56,8 @@
 //   HEAD_DIM = 256, below), STAGES (2 K/V stages),
 //   THREADS (384: one producer and two consumer warpgroups), PEELED (1: the loop peeled; 0: the loop with
 //   conditional products, the first build, slower: see Measured), LONGEST_FIRST (0: query blocks in launch order;
-//   1: reversed when causal, above), VARLEN (0: (B, heads, S, D) arrays; 1: packed sequences, below), SOFTMAX_OVERLAP (0; 1: the exponentials under
-//   the warpgroup's own P V, below).
+//   1: reversed when causal, above), VARLEN (0: (B, heads, S, D) arrays; 1: packed sequences, below),
+//   SOFTMAX_OVERLAP (0; 1: the exponentials under the warpgroup's own P V, below).
 // VARLEN = 1 (lab.families.attention_varlen): Q and O are (T_q, H, D), K and V (T_k, H_kv, D), every sequence's tokens
 //   one after another, and two more arguments, cu_seqlens_q and cu_seqlens_k (B + 1 int32 offsets), say where each
 //   starts. The tensor maps take tokens as rows and heads as planes; a block adds its sequence's start to the rows
