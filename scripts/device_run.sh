@@ -89,6 +89,8 @@
 #                                              D = 256 build; the row ladders' GPU tests on an H200
 #   bash scripts/device_run.sh overlap         attention rung 05's SOFTMAX_OVERLAP and D = 256 builds: their GPU tests, the
 #                                              attention study by head dim (128, 256, 64; STUDY_HEAD_DIMS)
+#   bash scripts/device_run.sh overlap-b       compute-sanitizer on rung 05's SOFTMAX_OVERLAP build, lab.ops's attention
+#                                              GPU tests; on an H200 the row ladders' GPU tests
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
@@ -722,6 +724,18 @@ for r in rs.records:
         echo "== attention study, D = $d"
         timeout "$(box 150 5)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 --head-dim "$d" 2>&1 | tail -30
       done
+      keep_cache ;;
+    overlap-b)  # what follows the overlap run: compute-sanitizer on rung 05 with SOFTMAX_OVERLAP = 1, lab.ops's
+                # attention GPU tests (the strided-offsets varlen test among them), on an H200 the rows' GPU tests
+      carried; mkdir -p "$pack/sanitize"
+      echo "== compute-sanitizer on attention rung 05, SOFTMAX_OVERLAP=1"
+      timeout "$(box 200 250)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05_overlap.json" \
+        --family attention --rungs 05 --knobs SOFTMAX_OVERLAP=1 --tools memcheck,racecheck,synccheck --budget 190 | tail -5
+      gpu_tests "$(box 150 100)" tests/test_gpu_ops_attention.py tests/test_gpu_ops_attention_varlen.py --durations=3
+      if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+        gpu_tests "$(box 300 3)" tests/test_gpu_norms.py tests/test_gpu_softmax.py tests/test_gpu_ops.py \
+          -k "not test_gpu_ops or row_ops"
+      fi
       keep_cache ;;
     rows-stats-b)  # LayerNorm rung 04 (STATS) again: the norms' GPU tests and lab.ops's rows in a longer box, the
                    # cluster-rows study (the other STATS build beside it), compute-sanitizer on LayerNorm rung 04
