@@ -91,6 +91,8 @@
 #                                              attention study by head dim (128, 256, 64; STUDY_HEAD_DIMS)
 #   bash scripts/device_run.sh overlap-b       compute-sanitizer on rung 05's SOFTMAX_OVERLAP build, lab.ops's attention
 #                                              GPU tests; on an H200 the row ladders' GPU tests
+#   bash scripts/device_run.sh overlap-c       rung 05's and the packed family's GPU tests with SOFTMAX_OVERLAP the default,
+#                                              lab.ops's attention tests, sanitizers on the packed family, both studies
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
@@ -736,6 +738,21 @@ for r in rs.records:
         gpu_tests "$(box 300 3)" tests/test_gpu_norms.py tests/test_gpu_softmax.py tests/test_gpu_ops.py \
           -k "not test_gpu_ops or row_ops"
       fi
+      keep_cache ;;
+    overlap-c)  # after SOFTMAX_OVERLAP = 1 became rung 05's default and lab.ops sent D = 256 to it: rung 05's GPU tests
+                # (its other builds among them), the packed family's and lab.ops's attention tests, compute-sanitizer on
+                # the packed family, the attention study (every shape, one record), the varlen study
+      carried; mkdir -p "$pack/study" "$pack/sanitize"
+      gpu_tests "$(box 150 400)" tests/test_gpu_attention.py -k 05 --durations=5
+      gpu_tests "$(box 100 330)" tests/test_gpu_attention_varlen.py tests/test_gpu_ops_attention.py \
+        tests/test_gpu_ops_attention_varlen.py --durations=3
+      echo "== compute-sanitizer on attention_varlen"
+      timeout "$(box 80 240)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_varlen.json" \
+        --family attention_varlen --tools memcheck,racecheck,synccheck --budget 75 | tail -5
+      echo "== attention study"
+      timeout "$(box 130 100)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -45
+      echo "== varlen attention study"
+      timeout "$(box 120 3)" python3 -m lab.studies.varlen_attention_study "$pack/study" --rounds 3 2>&1 | tail -30
       keep_cache ;;
     rows-stats-b)  # LayerNorm rung 04 (STATS) again: the norms' GPU tests and lab.ops's rows in a longer box, the
                    # cluster-rows study (the other STATS build beside it), compute-sanitizer on LayerNorm rung 04

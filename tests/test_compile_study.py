@@ -172,7 +172,7 @@ def test_growth_series_on_the_full_grid_with_made_up_rows():
              "entry_disk_bytes": 4096}
             for v in grid.variants]
     for axes, counts in ((cs.PERSISTENT_AXES, [1, 2, 4, 24, 48]), (cs.PORTABLE_AXES, [1, 2, 4, 8, 32]),
-                         (cs.ATTENTION_HOPPER_AXES, [1, 2, 4, 8]),
+                         (cs.ATTENTION_HOPPER_AXES, [1, 3, 6, 12]),
                          (cs.ATTENTION_PORTABLE_AXES, [1, 2, 4, 8, 32]), (cs.DECODE_AXES, [1, 2, 4, 8, 32])):
         steps = cs.growth_series(axes, rows)
         assert [g["variants"] for g in steps] == counts

@@ -11,6 +11,7 @@ import pytest
 
 from lab.core.errors import LabError
 from lab.families import get_family
+from lab.families.attention import MMA_HEAD_DIMS
 from lab.ops import attn, counters
 from lab.ops.dispatch import Runtime
 
@@ -22,6 +23,12 @@ FLASH = [key for key in attn.FLASH_ORDER if key in {r.key for r in ATT.rungs}]
 
 def problem(seed, B=1, H=2, H_kv=None, S_q=17, S_k=None, D=64, dtype="float16", causal=0):
     return ATT.make_problem(seed, B=B, H=H, H_kv=H_kv, S_q=S_q, S_k=S_k, D=D, dtype=dtype, causal=causal)
+
+
+def on_sm90() -> bool:
+    import cupy as cp
+
+    return cp.cuda.Device().compute_capability == "90"
 
 
 def qkv(p):
@@ -65,6 +72,7 @@ CASES = [  # (B, H, H_kv, S_q, S_k, D, causal)
     (1, 2, 2, 1, 1, 64, 0), (2, 4, 2, 17, 17, 64, 1), (1, 2, 1, 1000, 1000, 128, 1), (1, 8, 2, 1, 1000, 128, 0),
     (2, 4, 4, 17, 17, 80, 0), (1, 4, 2, 1, 333, 96, 1), (1, 2, 2, 1000, 1000, 96, 0), (1, 2, 1, 17, 129, 256, 1),
     (1, 2, 2, 200, 129, 128, 1), (1, 2, 1, 128, 17, 80, 1), (2, 6, 3, 31, 97, 128, 0), (1, 4, 1, 16, 1024, 64, 1),
+    (1, 4, 2, 1, 300, 256, 0), (2, 2, 2, 257, 193, 256, 0),
 ]
 
 
@@ -76,9 +84,9 @@ def test_results_within_the_bound_on_the_path_the_head_dim_picks(case, dtype):
     rt = fresh_runtime()
     assert_correct(p, run(p, rt))
     path = rt.last_decision.path
-    if D in attn.SPECIALIZED_HEAD_DIMS and S_q <= attn.DECODE_MAX_S_Q:
-        assert path == attn.DECODE_PATH, path  # the split-KV decode kernel
-    elif D in attn.SPECIALIZED_HEAD_DIMS:
+    if D in MMA_HEAD_DIMS and S_q <= attn.DECODE_MAX_S_Q:
+        assert path == attn.DECODE_PATH, path  # the split-KV decode kernel (D 64 and 128)
+    elif D in MMA_HEAD_DIMS or (D in attn.SPECIALIZED_HEAD_DIMS and on_sm90()):  # D = 256: rung 05, sm_90 only
         assert path in FLASH and not rt.last_decision.source.startswith("fallback")
     else:
         assert path == "01_naive" and rt.last_decision.source.startswith("fallback")

@@ -163,7 +163,7 @@ def test_misaligned_operands_fall_back_to_the_generic_rung(rungs):
     assert d.path == "01_naive" and d.source == "fallback: attention: operands not 16-byte aligned"
 
 
-@pytest.mark.parametrize("D", [1, 17, 80, 96, 256])
+@pytest.mark.parametrize("D", [1, 17, 80, 96, 192])
 def test_other_head_dims_fall_back_to_the_generic_rung(D):
     asked = []
 
@@ -174,6 +174,16 @@ def test_other_head_dims_fall_back_to_the_generic_rung(D):
     d = decide(shape(D=D), THREE, refusal)
     assert d.path == "01_naive" and d.source == f"fallback: attention: D={D} has no flash kernel"
     assert asked == ["01_naive"]  # the flash rungs are not even asked
+
+
+def test_d256_asks_the_flash_rungs_in_order_and_falls_back_with_the_first_sentence():
+    """D = 256 is specialized, but only rung 05 builds it (on sm_90): off sm_90 every flash rung refuses, and the
+    fallback carries rung 05's sentence."""
+    d = decide(shape(D=256), ("01_naive", "02_flash_mma", "05_pingpong"),
+               lambda key: None if key == "01_naive" else f"{key} cannot")
+    assert d.path == "01_naive" and d.source == "fallback: attention: 05_pingpong cannot"
+    d = decide(shape(D=256), ("01_naive", "02_flash_mma", "05_pingpong"), refusing("02_flash_mma"))
+    assert d.path == "05_pingpong"
 
 
 def test_a_family_without_flash_rungs_falls_back():
@@ -360,11 +370,14 @@ def test_a_prefill_call_never_asks_the_decode_kernel():
     assert d.path == "03_flash_pipelined" and not asked
 
 
-def test_lab_ops_keeps_unspecialized_head_dims_off_the_flash_rungs_even_when_the_family_builds_them():
-    """Rung 05 builds D = 256, which lab.ops does not dispatch, tune or replay from a tuned entry until it is
-    specialized (SPECIALIZED_HEAD_DIMS): every flash rung gets a sentence, the generic rung none."""
-    from lab.ops.attn import specialized_refusal
+def test_lab_ops_keeps_unspecialized_head_dims_off_the_flash_rungs():
+    """lab.ops dispatches, tunes and replays a tuned entry on a flash rung only for a specialized head dim
+    (SPECIALIZED_HEAD_DIMS, 256 among them since rung 05's D = 256 build passed its GPU tests): for any other D every
+    flash rung gets a sentence, the generic rung none."""
+    from lab.ops.attn import SPECIALIZED_HEAD_DIMS, specialized_refusal
 
-    assert "generic rung" in specialized_refusal(shape(D=256), "05_pingpong")
-    assert specialized_refusal(shape(D=256), "01_naive") is None
-    assert specialized_refusal(shape(D=128), "05_pingpong") is None
+    assert SPECIALIZED_HEAD_DIMS == (64, 128, 256)
+    assert "generic rung" in specialized_refusal(shape(D=96), "05_pingpong")
+    assert specialized_refusal(shape(D=96), "01_naive") is None
+    for d in SPECIALIZED_HEAD_DIMS:
+        assert specialized_refusal(shape(D=d), "05_pingpong") is None

@@ -57,7 +57,7 @@
 //   THREADS (384: one producer and two consumer warpgroups), PEELED (1: the loop peeled; 0: the loop with
 //   conditional products, the first build, slower: see Measured), LONGEST_FIRST (0: query blocks in launch order;
 //   1: reversed when causal, above), VARLEN (0: (B, heads, S, D) arrays; 1: packed sequences, below),
-//   SOFTMAX_OVERLAP (0; 1: the exponentials under the warpgroup's own P V, below).
+//   SOFTMAX_OVERLAP (1: the exponentials under the warpgroup's own P V, below; 0: without).
 // VARLEN = 1 (lab.families.attention_varlen): Q and O are (T_q, H, D), K and V (T_k, H_kv, D), every sequence's tokens
 //   one after another, and two more arguments, cu_seqlens_q and cu_seqlens_k (B + 1 int32 offsets), say where each
 //   starts. The tensor maps take tokens as rows and heads as planes; a block adds its sequence's start to the rows
@@ -79,18 +79,19 @@
 //   k-step (32 accumulators), O += P V one m64n256k16 (128 accumulators a thread: O's 64 x 256 per warpgroup), with
 //   the same turns, stages and softmax. Prediction (before any run; B=2 H=16 S=4096 fp16, SDPA in the same rounds):
 //   0.75-0.90x cuDNN's kernel: twice the turns and softmax passes a key of the D = 128 build, whose products per turn
-//   are as long; the flash backend (FlashAttention-2) at D = 256 about half cuDNN, so >= 1.5x it. Not yet run on a
-//   GPU: it compiles without spills and the ptxas warning above, and its check cases and study shapes wait in
-//   tests/test_gpu_attention.py and lab.studies.attention_study (--head-dim 256); lab.ops.attention serves D = 256
-//   with rung 01.
-// SOFTMAX_OVERLAP = 1 (a knob, 0 by default until measured): what was left above, the overlap inside a warpgroup
-//   (FlashAttention-3's intra-warpgroup pipelining). The batch's two products go out as two groups, S(p) first: the
-//   warpgroup waits for S(p) alone (wgmma.wait_group 1), runs tile p's masks, maxes and exponentials in place in the
-//   scores while P V(p - 1) still runs, then waits for it and rounds P into pa and rescales O. The rounding writes
-//   registers that the next P V reads, so it stays after the second wait: written before it, ptxas serializes every
-//   wgmma (C7513, "non wgmma instructions defining input registers of a wgmma between start and end of the
-//   pipeline stage"); written after, it builds without the warning, no spills. The default build's SASS is
-//   unchanged (scripts/same_sass.py, 36 variants).
+//   are as long; the flash backend (FlashAttention-2) at D = 256 about half cuDNN, so >= 1.5x it. Measured
+//   (results/h100/attention_study_d256.json, an H100 at 85fdfc4, before SOFTMAX_OVERLAP was the default): correct on
+//   every check case (tests/test_gpu_attention.py), 578 TFLOP/s, 0.83x cuDNN's kernel and 1.83x the flash backend
+//   (causal: 484, 0.84x and 1.76x); with SOFTMAX_OVERLAP = 1, 0.88x and 1.94x (causal 0.87x and 1.83x). Inside the
+//   prediction. lab.ops.attention sends D = 256 here on sm_90.
+// SOFTMAX_OVERLAP = 1 (a knob, the default since it was measured; 0 builds the loop without it, whose SASS is the
+//   file's before the knob, scripts/same_sass.py; PEELED = 0 has no such overlap): what was left above, the overlap
+//   inside a warpgroup (FlashAttention-3's intra-warpgroup pipelining). The batch's two products go out as two
+//   groups, S(p) first: the warpgroup waits for S(p) alone (wgmma.wait_group 1), runs tile p's masks, maxes and
+//   exponentials in place in the scores while P V(p - 1) still runs, then waits for it, rounds P into pa and
+//   rescales O. The rounding writes registers that the next P V reads, so it stays after the second wait: written
+//   before it, ptxas serializes every wgmma (C7513, "non wgmma instructions defining input registers of a wgmma
+//   between start and end of the pipeline stage"); written after, it builds without the warning, no spills.
 //   Prediction (before any GPU run), by a model of one warpgroup's tile at D = 128: its two products are
 //   2 x 64 x 128 x 128 x 2 FLOP, about 0.56 us at an SM's share of the tensor cores (989 TFLOP/s / 132); its softmax
 //   8192 exponentials at 16 a clock (0.28 us at 1.8 GHz) and about six FP32 operations a score at 128 a clock
@@ -98,6 +99,14 @@
 //   with the exponentials under its own P V too, what remains after the products is the rounding and the rescale.
 //   So 1.03-1.10x the default build at D = 128 (fp16 and bf16, causal or not) and D = 64, 1.00-1.05x at D = 256,
 //   whose products are longer against its softmax.
+//   Measured (results/h100/attention_study_d{128,256,64}.json, an H100 at 85fdfc4, the knob beside the build without
+//   it in the same interleaved rounds; median of the per-round ratios): D = 128 1.01x (fp16), 1.00x (causal),
+//   1.01x (bf16), 1.08x at B=4 H=32 (whose rounds of the build without it spread 21%); D = 256 1.06x, causal 1.04x;
+//   D = 64 1.04x, causal 0.99x. Under the prediction at D = 128 and over it at D = 256. Read: at D = 128 ping-pong
+//   already hid most of a warpgroup's softmax under the other's products, so little was left to hide; at D = 64 the
+//   products are half as long against the same softmax, and the overlap pays. D = 256 gains more than the model
+//   says; one candidate it leaves out is that K's stage is now released after S alone, a batch's P V earlier, which
+//   matters with two stages of 64-key tiles. Not yet measured: an Nsight Compute comparison of the two builds.
 // Ideas: FlashAttention-3 and CUTLASS's ping-pong kernels, as rung 04; named barriers: NVIDIA's PTX ISA (bar.sync,
 //   bar.arrive). Code is this lab's own.
 #include "lab_cp_async.cuh"  // smem_u32addr, dynamic_smem_size
@@ -132,7 +141,7 @@
 #define VARLEN 0
 #endif
 #ifndef SOFTMAX_OVERLAP
-#define SOFTMAX_OVERLAP 0
+#define SOFTMAX_OVERLAP 1
 #endif
 
 #define BLOCK_M 128                               // two consumer warpgroups of 64 rows
@@ -152,8 +161,8 @@ static_assert(CAUSAL == 0 || CAUSAL == 1, "CAUSAL is 0 or 1");
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128 || HEAD_DIM == 256, "HEAD_DIM is 64, 128 or 256");
 static_assert(LONGEST_FIRST == 0 || LONGEST_FIRST == 1, "LONGEST_FIRST is 0 or 1");
 static_assert(VARLEN == 0 || VARLEN == 1, "VARLEN is 0 or 1");
-static_assert(SOFTMAX_OVERLAP == 0 || (SOFTMAX_OVERLAP == 1 && PEELED == 1),
-              "SOFTMAX_OVERLAP is 0 or 1, and 1 needs the peeled loop (PEELED = 1)");
+static_assert(SOFTMAX_OVERLAP == 0 || SOFTMAX_OVERLAP == 1, "SOFTMAX_OVERLAP is 0 or 1 (the peeled loop's; PEELED = 0 "
+                                                             "builds the first loop, which has no such overlap)");
 static_assert(BLOCK_N == 128 || BLOCK_N == 64, "S = Q K^T is one m64n128k16 (or m64n64k16) per k-step");
 static_assert(SMEM_BYTES <= 227 * 1024, "Q and the K/V stages must fit sm_90's 227 KB a block: at HEAD_DIM = 256, "
                                         "BLOCK_N = 64 with 2 stages");

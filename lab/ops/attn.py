@@ -49,9 +49,9 @@ GENERIC = "01_naive"
 DECODE_FAMILY = "attention_decode"
 DECODE_RUNG = "02_split_kv"
 DECODE_PATH = f"{DECODE_FAMILY}:{DECODE_RUNG}"  # a Decision's path for the decode kernel
-# The head dims lab.ops sends to the flash rungs. Rung 05 also builds D = 256 (64-key tiles), which has compiled
-# (no spills) but not yet run on a GPU: until its GPU tests pass, D = 256 goes to the generic rung.
-SPECIALIZED_HEAD_DIMS = (64, 128)
+# The head dims lab.ops sends to the flash rungs: 64 and 128 (rungs 02-05), 256 (rung 05's 64-key tiles, sm_90; its GPU
+# tests passed on an H100 at 85fdfc4). Any other D goes to the generic rung.
+SPECIALIZED_HEAD_DIMS = (64, 128, 256)
 MAX_HEAD_DIM = 256  # the generic rung's limit
 MIN_ARCH = 80
 _CHECKED: dict = {}  # call key -> AttentionShape, for calls already validated
@@ -129,8 +129,8 @@ def decide(shape: AttentionShape, rung_keys, refusal: Callable[[str], str | None
     why_not_generic = refusal(GENERIC) if GENERIC in rung_keys else "the family has no generic rung"
     if why_not_generic is not None:
         raise LabError(f"lab.ops.attention has no kernel for this call (B={shape.B} H={shape.H}/{shape.H_kv} "
-                       f"S_q={shape.S_q} S_k={shape.S_k} D={shape.D}): {why_not_generic.rstrip('.')}; use D 64 or "
-                       "128 on 16-byte-aligned operands, or fewer keys per call.")
+                       f"S_q={shape.S_q} S_k={shape.S_k} D={shape.D}): {why_not_generic.rstrip('.')}; use D 64, "
+                       "128 or 256 on 16-byte-aligned operands, or fewer keys per call.")
     return Decision(GENERIC, (), "fallback: " + fallback_reason(shape, first_refusal))
 
 
@@ -351,8 +351,8 @@ def _problem(shape: AttentionShape, q, k, v):
 
 
 def specialized_refusal(shape: AttentionShape, key: str) -> str | None:
-    """Why lab.ops keeps rung `key` off a call whose head dim it does not specialize, though the family may build it
-    (rung 05's D = 256, which has not run on a GPU yet): dispatch, tuning and the tuned entry all ask this first."""
+    """Why lab.ops keeps rung `key` off a call whose head dim it does not specialize, though the family may build it:
+    dispatch, tuning and the tuned entry all ask this first."""
     if key != GENERIC and shape.D not in SPECIALIZED_HEAD_DIMS:
         return f"lab.ops.attention serves D={shape.D} with the generic rung"
     return None

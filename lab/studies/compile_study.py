@@ -7,8 +7,9 @@ The rungs that carry the axes (lab.studies.compile_grids builds their variants):
   ship;
 - gemm_tc rung 03_swizzled_multistage (portable, sm_80 on, no fused epilogue): tiles x stages x dtypes x archs, the
   arch axis that rung 06 cannot have;
-- what lab.ops.attention adds: attention rungs 05_pingpong (sm_90a) and 03_flash_pipelined (every arch) per head
-  dim (64, 128), causal flag and type, and attention_decode's split-KV rung (its stages sized for each arch).
+- what lab.ops.attention adds: attention rungs 05_pingpong (sm_90a; head dims 64, 128 and 256) and
+  03_flash_pipelined (every arch; 64 and 128) per head dim, causal flag and type, and attention_decode's split-KV
+  rung (its stages sized for each arch).
 
 Every variant is the family's rung spec with knobs (gemm_tc's built as lab.families.gemm_epilogue builds them, the
 attention families' by their own `variant_for` at the arch's shared-memory limit), checked against the knobs its
@@ -63,7 +64,7 @@ PORTABLE_AXES = GemmAxes("03_swizzled_multistage", tiles=((128, 128), (128, 256)
 # ping-pong wgmma rung (05) for prefills on sm_90, the cp.async rung (prefills before
 # sm_90; on sm_90 when the wgmma rung refuses), on every arch they run on, and the split-KV decode rung (lab.ops passes
 # it contiguous caches only, so no paged variants). An autotune may reach others (rungs 02 and 04): not counted.
-ATTENTION_HOPPER_AXES = AttentionAxes("attention", "05_pingpong", head_dims=(64, 128), causal=(0, 1),
+ATTENTION_HOPPER_AXES = AttentionAxes("attention", "05_pingpong", head_dims=(64, 128, 256), causal=(0, 1),
                                       dtypes=("float16", BFLOAT16), archs=(90,))
 ATTENTION_PORTABLE_AXES = AttentionAxes("attention", "03_flash_pipelined", head_dims=(64, 128), causal=(0, 1),
                                         dtypes=("float16", BFLOAT16), archs=(80, 86, 89, 90))
