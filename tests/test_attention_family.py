@@ -688,3 +688,38 @@ def test_rung_02_rescales_telescope_over_many_tiles(D):
     exact = np.exp2((scores.astype(np.float64) - scores[-1]) * np.float64(c))
     keep = exact > 1e-30
     assert np.abs(w[keep] / exact[keep] - 1).max() < 1e-5
+
+
+def _exponentials_between_the_waits(spec) -> list[int]:
+    """For each wgmma.wait_group 1 in rung 05's SASS (WARPGROUP.DEPBAR.LE gsb0, 0x1), the MUFU.EX2 before the next
+    wait_group 0: the exponentials that run while the P V products are still in flight."""
+    compiled = build.compile_cubin(spec, 90)
+    counts, inside = [], False
+    for line in build.function_sass(compiled.cubin, compiled.lowered_name):
+        if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in line:
+            counts.append(0)
+            inside = True
+        elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line:
+            inside = False
+        elif inside and "MUFU.EX2" in line:
+            counts[-1] += 1
+    return counts
+
+
+@pytest.mark.skipif(build.find_nvdisasm() is None, reason="nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_rung_05_runs_its_exponentials_under_its_own_p_v(fam, D):
+    """SOFTMAX_OVERLAP = 1 (the default): one wait for S alone in the main loop, and every exponential of the tile
+    (BLOCK_N / 2 a thread, and two for O's factors) before the wait for P V, in the packed build as in the dense one.
+    SOFTMAX_OVERLAP = 2 (its first build) writes the same code, but ptxas hoists the second wait above the
+    exponentials: none is left between the waits. SOFTMAX_OVERLAP = 0 has no wait for S alone."""
+    from lab.families.attention_varlen import AttentionVarlenFamily
+
+    rung = fam.variant_for(fam.rung("05"), {"dtype": "float16", "causal": 1, "D": D})
+    block_n = dict(rung.spec.knobs)["BLOCK_N"]
+    assert _exponentials_between_the_waits(rung.spec) == [block_n // 2 + 2]
+    if D != 256:
+        packed = AttentionVarlenFamily().rungs[0].spec.with_knobs(HEAD_DIM=D, CAUSAL=1)
+        assert _exponentials_between_the_waits(packed) == [block_n // 2 + 2]
+    assert _exponentials_between_the_waits(rung.spec.with_knobs(SOFTMAX_OVERLAP=2)) == [0]
+    assert _exponentials_between_the_waits(rung.spec.with_knobs(SOFTMAX_OVERLAP=0)) == []

@@ -59,12 +59,12 @@ def test_large_logits_stay_finite_and_rows_without_keys_are_zero(rung, dtype):
 FLASH_RUNGS = [r for r in ATTENTION.rungs if r.number >= 2]
 
 
-@pytest.mark.parametrize("knobs", [{"PEELED": 0}, {"LONGEST_FIRST": 1}, {"SOFTMAX_OVERLAP": 0}],
-                         ids=["unpeeled", "longest_first", "no_softmax_overlap"])
+@pytest.mark.parametrize("knobs", [{"PEELED": 0}, {"LONGEST_FIRST": 1}, {"SOFTMAX_OVERLAP": 0}, {"SOFTMAX_OVERLAP": 2}],
+                         ids=["unpeeled", "longest_first", "no_softmax_overlap", "overlap_first_build"])
 def test_rung_05_other_builds_are_correct_on_every_case(knobs):
     """The builds the study times beside the default: PEELED = 0 (the first build, its products under conditions),
-    LONGEST_FIRST = 1 (causal query blocks in reverse launch order) and SOFTMAX_OVERLAP = 0 (the exponentials after
-    the P V products, as before the knob): every check case, as the rungs themselves."""
+    LONGEST_FIRST = 1 (causal query blocks in reverse launch order), SOFTMAX_OVERLAP = 0 (the exponentials after
+    the P V products, as before the knob) and 2 (its first build): every check case, as the rungs themselves."""
     import dataclasses
 
     from lab.measure.verify import check_rung

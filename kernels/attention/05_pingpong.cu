@@ -57,7 +57,7 @@
 //   THREADS (384: one producer and two consumer warpgroups), PEELED (1: the loop peeled; 0: the loop with
 //   conditional products, the first build, slower: see Measured), LONGEST_FIRST (0: query blocks in launch order;
 //   1: reversed when causal, above), VARLEN (0: (B, heads, S, D) arrays; 1: packed sequences, below),
-//   SOFTMAX_OVERLAP (1: the exponentials under the warpgroup's own P V, below; 0: without).
+//   SOFTMAX_OVERLAP (1: the exponentials under the warpgroup's own P V, below; 0: without; 2: its first build).
 // VARLEN = 1 (lab.families.attention_varlen): Q and O are (T_q, H, D), K and V (T_k, H_kv, D), every sequence's tokens
 //   one after another, and two more arguments, cu_seqlens_q and cu_seqlens_k (B + 1 int32 offsets), say where each
 //   starts. The tensor maps take tokens as rows and heads as planes; a block adds its sequence's start to the rows
@@ -80,33 +80,37 @@
 //   the same turns, stages and softmax. Prediction (before any run; B=2 H=16 S=4096 fp16, SDPA in the same rounds):
 //   0.75-0.90x cuDNN's kernel: twice the turns and softmax passes a key of the D = 128 build, whose products per turn
 //   are as long; the flash backend (FlashAttention-2) at D = 256 about half cuDNN, so >= 1.5x it. Measured
-//   (results/h100/attention_study_d256.json, an H100 at 85fdfc4, before SOFTMAX_OVERLAP was the default): correct on
+//   (results/h100/attention_study_d256.json, an H100 at 85fdfc4, SOFTMAX_OVERLAP = 0): correct on
 //   every check case (tests/test_gpu_attention.py), 578 TFLOP/s, 0.83x cuDNN's kernel and 1.83x the flash backend
-//   (causal: 484, 0.84x and 1.76x); with SOFTMAX_OVERLAP = 1, 0.88x and 1.94x (causal 0.87x and 1.83x). Inside the
+//   (causal: 483, 0.84x and 1.76x); with SOFTMAX_OVERLAP = 2, 0.88x and 1.94x (causal 0.87x and 1.83x). Inside the
 //   prediction. lab.ops.attention sends D = 256 here on sm_90.
-// SOFTMAX_OVERLAP = 1 (a knob, the default since it was measured; 0 builds the loop without it, whose SASS is the
-//   file's before the knob, scripts/same_sass.py; PEELED = 0 has no such overlap): what was left above, the overlap
-//   inside a warpgroup (FlashAttention-3's intra-warpgroup pipelining). The batch's two products go out as two
-//   groups, S(p) first: the warpgroup waits for S(p) alone (wgmma.wait_group 1), runs tile p's masks, maxes and
-//   exponentials in place in the scores while P V(p - 1) still runs, then waits for it, rounds P into pa and
-//   rescales O. The rounding writes registers that the next P V reads, so it stays after the second wait: written
-//   before it, ptxas serializes every wgmma (C7513, "non wgmma instructions defining input registers of a wgmma
-//   between start and end of the pipeline stage"); written after, it builds without the warning, no spills.
-//   Prediction (before any GPU run), by a model of one warpgroup's tile at D = 128: its two products are
-//   2 x 64 x 128 x 128 x 2 FLOP, about 0.56 us at an SM's share of the tensor cores (989 TFLOP/s / 132); its softmax
-//   8192 exponentials at 16 a clock (0.28 us at 1.8 GHz) and about six FP32 operations a score at 128 a clock
-//   (0.2 us). Ping-pong hides one warpgroup's softmax under the other's products only when it is shorter than them;
-//   with the exponentials under its own P V too, what remains after the products is the rounding and the rescale.
-//   So 1.03-1.10x the default build at D = 128 (fp16 and bf16, causal or not) and D = 64, 1.00-1.05x at D = 256,
-//   whose products are longer against its softmax.
-//   Measured (results/h100/attention_study_d{128,256,64}.json, an H100 at 85fdfc4, the knob beside the build without
-//   it in the same interleaved rounds; median of the per-round ratios): D = 128 1.01x (fp16), 1.00x (causal),
-//   1.01x (bf16), 1.08x at B=4 H=32 (whose rounds of the build without it spread 21%); D = 256 1.06x, causal 1.04x;
-//   D = 64 1.04x, causal 0.99x. Under the prediction at D = 128 and over it at D = 256. Read: at D = 128 ping-pong
-//   already hid most of a warpgroup's softmax under the other's products, so little was left to hide; at D = 64 the
-//   products are half as long against the same softmax, and the overlap pays. D = 256 gains more than the model
-//   says; one candidate it leaves out is that K's stage is now released after S alone, a batch's P V earlier, which
-//   matters with two stages of 64-key tiles. Not yet measured: an Nsight Compute comparison of the two builds.
+// SOFTMAX_OVERLAP (a knob; 0 builds the loop without it, whose SASS is the file's before the knob, scripts/same_sass.py;
+//   PEELED = 0 has no such overlap): what was left above, the overlap inside a warpgroup (FlashAttention-3's
+//   intra-warpgroup pipelining). The batch's two products go out as two groups, S(p) first: the warpgroup waits for
+//   S(p) alone (wgmma.wait_group 1), releases K's stage, runs tile p's masks, maxes and exponentials in place in the
+//   scores while P V(p - 1) still runs, then waits for it, rounds P into pa and rescales O. The rounding writes
+//   registers that the next P V reads, so it stays after the second wait: written before it, ptxas serializes every
+//   wgmma (C7513, "non wgmma instructions defining input registers of a wgmma between start and end of the
+//   pipeline stage"). SOFTMAX_OVERLAP = 2 is the first build of this: its SASS has the second wait hoisted above the
+//   exponentials (ptxas moves a wait up within its basic block), so only the masks and K's earlier release ran
+//   under P V. SOFTMAX_OVERLAP = 1, the default, ends the block before the wait (wait_products_here) and keeps every
+//   exponential between the two waits (66 MUFU.EX2 a thread at BLOCK_N = 128; tests/test_attention_family.py).
+//   Prediction (written before any GPU run, for the overlap as written; it turned out to be what SOFTMAX_OVERLAP = 2
+//   built), by a model of one warpgroup's tile at D = 128: its two products are 2 x 64 x 128 x 128 x 2 FLOP, about
+//   0.56 us at an SM's share of the tensor cores (989 TFLOP/s / 132); its softmax 8192 exponentials at 16 a clock
+//   (0.28 us at 1.8 GHz) and about six FP32 operations a score at 128 a clock (0.2 us). Ping-pong hides one
+//   warpgroup's softmax under the other's products only when it is shorter than them; with the exponentials under
+//   its own P V too, what remains after the products is the rounding and the rescale. So 1.03-1.10x the build
+//   without it at D = 128 (fp16 and bf16, causal or not) and D = 64, 1.00-1.05x at D = 256.
+//   Measured for SOFTMAX_OVERLAP = 2 (results/h100/attention_study_d{128,256,64}.json, an H100 at 85fdfc4, where the
+//   knob's 1 built what 2 builds now, the same SASS; beside the build without it in the same interleaved rounds,
+//   median of the per-round ratios): D = 128 1.01x (fp16), 1.00x (causal), 1.01x (bf16), 1.08x at B=4 H=32 (whose
+//   rounds of the build without it spread 21%); D = 256 1.06x, causal 1.04x; D = 64 1.04x, causal 0.99x. The
+//   exponentials were not under P V in that build, so these gains are the masks and K's stage released a batch's
+//   P V earlier (which matters most with two stages of 64-key tiles, D = 256).
+//   Prediction for SOFTMAX_OVERLAP = 1 (before its first timing): the exponentials (about half a warpgroup's
+//   softmax) under its own P V (about half its products) as well: 1.00-1.05x SOFTMAX_OVERLAP = 2 at D = 128 and 256,
+//   1.02-1.06x at D = 64, where a tile's products are shortest against its softmax.
 // Ideas: FlashAttention-3 and CUTLASS's ping-pong kernels, as rung 04; named barriers: NVIDIA's PTX ISA (bar.sync,
 //   bar.arrive). Code is this lab's own.
 #include "lab_cp_async.cuh"  // smem_u32addr, dynamic_smem_size
@@ -161,8 +165,8 @@ static_assert(CAUSAL == 0 || CAUSAL == 1, "CAUSAL is 0 or 1");
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128 || HEAD_DIM == 256, "HEAD_DIM is 64, 128 or 256");
 static_assert(LONGEST_FIRST == 0 || LONGEST_FIRST == 1, "LONGEST_FIRST is 0 or 1");
 static_assert(VARLEN == 0 || VARLEN == 1, "VARLEN is 0 or 1");
-static_assert(SOFTMAX_OVERLAP == 0 || SOFTMAX_OVERLAP == 1, "SOFTMAX_OVERLAP is 0 or 1 (the peeled loop's; PEELED = 0 "
-                                                             "builds the first loop, which has no such overlap)");
+static_assert(SOFTMAX_OVERLAP >= 0 && SOFTMAX_OVERLAP <= 2, "SOFTMAX_OVERLAP is 0, 1 or 2 (the peeled loop's; "
+                                                             "PEELED = 0 builds the first loop, which has no overlap)");
 static_assert(BLOCK_N == 128 || BLOCK_N == 64, "S = Q K^T is one m64n128k16 (or m64n64k16) per k-step");
 static_assert(SMEM_BYTES <= 227 * 1024, "Q and the K/V stages must fit sm_90's 227 KB a block: at HEAD_DIM = 256, "
                                         "BLOCK_N = 64 with 2 stages");
@@ -266,6 +270,17 @@ __device__ __forceinline__ void scores_step(float (&d)[32], unsigned long long d
         LAB_WGMMA("m64n64k16", "bf16", LAB_WGMMA_REGS_32, LAB_WGMMA_ACC_32, "%34", "%32, %33, p, 1, 1, 0, %35");
     else
         LAB_WGMMA("m64n64k16", "f16", LAB_WGMMA_REGS_32, LAB_WGMMA_ACC_32, "%34", "%32, %33, p, 1, 1, 0, %35");
+}
+
+// wgmma.wait_group 0 where it is written. Within a basic block ptxas moves this wait up above independent work: in
+// SOFTMAX_OVERLAP = 2's SASS it sits before the first exponential (no MUFU.EX2 between the two waits), so the
+// exponentials ran after P V, not under it. A branch on a run-time value that is always true (S_k >= 0) ends the
+// block before the wait, and the exponentials stay between the waits (tests/test_attention_family.py counts them).
+__device__ __forceinline__ void wait_products_here(int always_nonnegative) {
+    if (always_nonnegative >= 0)
+        wgmma_wait<0>();
+    else
+        wgmma_wait<0>();
 }
 
 #define TURN_BARRIER 1  // named barriers 1 and 2: consumer warpgroup c's turn (0 is __syncthreads)
@@ -514,7 +529,11 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
             if (lane == 0) mbar_arrive(keb + 8 * s);
             float alpha[2];
             softmax_exp(sc, alpha, m, row, p * BLOCK_N, first_row, S_q, S_k, t, scale_log2);
-            wgmma_wait<0>();
+#if SOFTMAX_OVERLAP == 1
+            wait_products_here(S_k);
+#else
+            wgmma_wait<0>();  // SOFTMAX_OVERLAP = 2: ptxas hoists this wait above the exponentials (see the header)
+#endif
             fence_accumulators(o);
             if (lane == 0) mbar_arrive(veb + 8 * sp);
             softmax_finish(sc, pa, o, alpha, l);

@@ -408,8 +408,8 @@ def find_nvdisasm() -> str | None:
     return None
 
 
-def sass_instruction_mix(cubin: bytes, lowered_name: str) -> dict | None:
-    """Counts of notable SASS opcodes in one function, or None when nvdisasm is not installed."""
+def function_sass(cubin: bytes, lowered_name: str) -> list[str] | None:
+    """One function's lines of nvdisasm's listing of `cubin`, or None when nvdisasm is not installed or fails."""
     tool = find_nvdisasm()
     if tool is None:
         return None
@@ -419,8 +419,16 @@ def sass_instruction_mix(cubin: bytes, lowered_name: str) -> dict | None:
         proc = subprocess.run([tool, "-c", f.name], capture_output=True, text=True)
     if proc.returncode != 0:
         return None
+    return _function_sass(proc.stdout, lowered_name)
+
+
+def sass_instruction_mix(cubin: bytes, lowered_name: str) -> dict | None:
+    """Counts of notable SASS opcodes in one function, or None when nvdisasm is not installed."""
+    lines = function_sass(cubin, lowered_name)
+    if lines is None:
+        return None
     counts: Counter[str] = Counter()
-    for line in _function_sass(proc.stdout, lowered_name):
+    for line in lines:
         m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?(?P<op>[A-Z0-9_.]+)", line)
         if not m:
             continue
