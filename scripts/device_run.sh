@@ -743,14 +743,14 @@ for r in rs.records:
                 # (its other builds among them), the packed family's and lab.ops's attention tests, compute-sanitizer on
                 # the packed family, the attention study (every shape, one record), the varlen study
       carried; mkdir -p "$pack/study" "$pack/sanitize"
-      gpu_tests "$(box 150 400)" tests/test_gpu_attention.py -k 05 --durations=5
-      gpu_tests "$(box 100 330)" tests/test_gpu_attention_varlen.py tests/test_gpu_ops_attention.py \
+      gpu_tests "$(box 170 260)" tests/test_gpu_attention.py -k 05 --durations=6
+      gpu_tests "$(box 100 160)" tests/test_gpu_attention_varlen.py tests/test_gpu_ops_attention.py \
         tests/test_gpu_ops_attention_varlen.py --durations=3
       echo "== compute-sanitizer on attention_varlen"
-      timeout "$(box 80 240)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_varlen.json" \
+      timeout "$(box 80 90)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_varlen.json" \
         --family attention_varlen --tools memcheck,racecheck,synccheck --budget 75 | tail -5
       echo "== attention study"
-      timeout "$(box 130 100)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -45
+      timeout "$(box 130 10)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -45
       echo "== varlen attention study"
       timeout "$(box 120 3)" python3 -m lab.studies.varlen_attention_study "$pack/study" --rounds 3 2>&1 | tail -30
       keep_cache ;;
