@@ -740,17 +740,20 @@ for r in rs.records:
       fi
       keep_cache ;;
     overlap-c)  # after SOFTMAX_OVERLAP = 1 became rung 05's default and lab.ops sent D = 256 to it: rung 05's GPU tests
-                # (its other builds among them), the packed family's and lab.ops's attention tests, compute-sanitizer on
-                # the packed family, the attention study (every shape, one record), the varlen study
+                # (ATTENTION_TESTS: -k filter, "05" by default, its other builds among them), the packed family's and
+                # lab.ops's attention tests, compute-sanitizer on rung 05 and the packed family, the attention study
+                # (every shape, one record), the varlen study; each boxed to fit BUDGET_S
       carried; mkdir -p "$pack/study" "$pack/sanitize"
-      gpu_tests "$(box 170 260)" tests/test_gpu_attention.py -k 05 --durations=6
-      gpu_tests "$(box 100 160)" tests/test_gpu_attention_varlen.py tests/test_gpu_ops_attention.py \
+      gpu_tests "$(box 170 200)" tests/test_gpu_attention.py -k "${ATTENTION_TESTS:-05}" --durations=6
+      gpu_tests "$(box 100 150)" tests/test_gpu_attention_varlen.py tests/test_gpu_ops_attention.py \
         tests/test_gpu_ops_attention_varlen.py --durations=3
-      echo "== compute-sanitizer on attention_varlen"
-      timeout "$(box 80 90)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_varlen.json" \
-        --family attention_varlen --tools memcheck,racecheck,synccheck --budget 75 | tail -5
+      echo "== compute-sanitizer on attention rung 05 and attention_varlen"
+      timeout "$(box 45 110)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05.json" \
+        --family attention --rungs 05 --tools memcheck,racecheck,synccheck --budget 40 | tail -5
+      timeout "$(box 70 90)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_varlen.json" \
+        --family attention_varlen --tools memcheck,racecheck,synccheck --budget 65 | tail -5
       echo "== attention study"
-      timeout "$(box 130 10)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -45
+      timeout "$(box 130 5)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -45
       echo "== varlen attention study"
       timeout "$(box 120 3)" python3 -m lab.studies.varlen_attention_study "$pack/study" --rounds 3 2>&1 | tail -30
       keep_cache ;;
