@@ -182,8 +182,16 @@ def test_d256_asks_the_flash_rungs_in_order_and_falls_back_with_the_first_senten
     d = decide(shape(D=256), ("01_naive", "02_flash_mma", "05_pingpong"),
                lambda key: None if key == "01_naive" else f"{key} cannot")
     assert d.path == "01_naive" and d.source == "fallback: attention: 05_pingpong cannot"
-    d = decide(shape(D=256), ("01_naive", "02_flash_mma", "05_pingpong"), refusing("02_flash_mma"))
-    assert d.path == "05_pingpong"
+    asked = []
+    d = decide(shape(D=256), ("01_naive", "02_flash_mma", "05_pingpong"), lambda key: asked.append(key))
+    assert d.path == "05_pingpong" and asked == ["05_pingpong"]
+
+
+def test_a_d256_decode_call_goes_to_rung_05_when_the_decode_kernel_refuses_it():
+    """The split-KV decode kernel builds D 64 and 128 only: a D = 256 decode step goes to the flash rungs."""
+    d = decide(shape(D=256, S_q=1), ("01_naive", "05_pingpong"), refusing(),
+               decode_refusal=lambda: "decode attention compiles D in (64, 128)")
+    assert d.path == "05_pingpong" and d.source == "flash: D=256"
 
 
 def test_a_family_without_flash_rungs_falls_back():

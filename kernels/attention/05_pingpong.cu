@@ -68,7 +68,8 @@
 //   Prediction (before any run, H200, 16 prompts log-uniform over 1..8192, H = 32 on 8, D = 128, causal): 8.4% of
 //   the padded batch's work is real, so 7-11x the dense build on the padded batch (short sequences waste most of
 //   their 128-row block) and about 1.5x PyTorch's varlen function (FlashAttention-2), as rung 05 against FA2 dense.
-//   Measured (results/h100/varlen_attention_study.json, an H100 at 40aa909, 3 interleaved rounds, cold L2): that
+//   Measured (results/h100/varlen_attention_study.json, an H100 at 40aa909, before SOFTMAX_OVERLAP, 3 interleaved
+//   rounds, cold L2): that
 //   batch at 517 useful TFLOP/s (the dense build at B=2 H=16 S=4096 causal: 480), 10.2x the dense build on it
 //   padded, 9.4x cuDNN's SDPA on it padded, 1.60x PyTorch's varlen_attn; 8 and 32 prompts 6.3-11.0x the dense build
 //   and SDPA (cuDNN, or its own choice) on them padded, 1.51-1.71x varlen_attn; a batch with little padding (8
