@@ -118,7 +118,7 @@ def test_the_launch_passes_the_maps_offsets_and_sizes(fam, monkeypatch):
     fam.launch(fam.rungs[0], p, _Ptr(2 << 20))
     (grid, block, args, smem), = calls
     assert dict(specs[0].knobs) == {"BF16": 1, "CAUSAL": 1, "HEAD_DIM": 128, "BLOCK_N": 128, "STAGES": 2,
-                                    "THREADS": 384, "VARLEN": 1}
+                                    "THREADS": 384, "VARLEN": 1, "SOFTMAX_OVERLAP": 1}
     assert grid == (3, 8, 3) and block == (384,) and smem == (128 + 4 * 128) * 128 * 2 + 1024
     assert args[4] is cu_q and args[5] is cu_k and [int(a) for a in args[6:10]] == [8, 2, 300, 700]
     assert args[10] == np.float32(LOG2E / math.sqrt(128))

@@ -57,7 +57,8 @@
 //   THREADS (384: one producer and two consumer warpgroups), PEELED (1: the loop peeled; 0: the loop with
 //   conditional products, the first build, slower: see Measured), LONGEST_FIRST (0: query blocks in launch order;
 //   1: reversed when causal, above), VARLEN (0: (B, heads, S, D) arrays; 1: packed sequences, below),
-//   SOFTMAX_OVERLAP (1: the exponentials under the warpgroup's own P V, below; 0: without; 2: its first build).
+//   SOFTMAX_OVERLAP (1: the exponentials under the warpgroup's own P V; 0: without; 2: its first build; by default
+//   1 at HEAD_DIM = 256, else 2: below).
 // VARLEN = 1 (lab.families.attention_varlen): Q and O are (T_q, H, D), K and V (T_k, H_kv, D), every sequence's tokens
 //   one after another, and two more arguments, cu_seqlens_q and cu_seqlens_k (B + 1 int32 offsets), say where each
 //   starts. The tensor maps take tokens as rows and heads as planes; a block adds its sequence's start to the rows
@@ -84,7 +85,8 @@
 //   (results/h100/attention_study_d256.json, an H100 at 85fdfc4, SOFTMAX_OVERLAP = 0): correct on
 //   every check case (tests/test_gpu_attention.py), 578 TFLOP/s, 0.83x cuDNN's kernel and 1.83x the flash backend
 //   (causal: 483, 0.84x and 1.76x); with SOFTMAX_OVERLAP = 2, 0.88x and 1.94x (causal 0.87x and 1.83x). Inside the
-//   prediction. lab.ops.attention sends D = 256 here on sm_90.
+//   prediction. With SOFTMAX_OVERLAP = 1, its default since: 0.93x and 2.07x (below). lab.ops.attention sends
+//   D = 256 here on sm_90.
 // SOFTMAX_OVERLAP (a knob; 0 builds the loop without it, whose SASS is the file's before the knob, scripts/same_sass.py;
 //   PEELED = 0 has no such overlap): what was left above, the overlap inside a warpgroup (FlashAttention-3's
 //   intra-warpgroup pipelining). The batch's two products go out as two groups, S(p) first: the warpgroup waits for
@@ -94,8 +96,9 @@
 //   wgmma (C7513, "non wgmma instructions defining input registers of a wgmma between start and end of the
 //   pipeline stage"). SOFTMAX_OVERLAP = 2 is the first build of this: its SASS has the second wait hoisted above the
 //   exponentials (ptxas moves a wait up within its basic block), so only the masks and K's earlier release ran
-//   under P V. SOFTMAX_OVERLAP = 1, the default, ends the block before the wait (wait_products_here) and keeps every
-//   exponential between the two waits (66 MUFU.EX2 a thread at BLOCK_N = 128; tests/test_attention_family.py).
+//   under P V. SOFTMAX_OVERLAP = 1 ends the block before the wait (wait_products_here) and keeps every exponential
+//   between the two waits (66 MUFU.EX2 a thread at BLOCK_N = 128; tests/test_attention_family.py). The default is 1
+//   at HEAD_DIM = 256 and 2 at 64 and 128, from the measurements below.
 //   Prediction (written before any GPU run, for the overlap as written; it turned out to be what SOFTMAX_OVERLAP = 2
 //   built), by a model of one warpgroup's tile at D = 128: its two products are 2 x 64 x 128 x 128 x 2 FLOP, about
 //   0.56 us at an SM's share of the tensor cores (989 TFLOP/s / 132); its softmax 8192 exponentials at 16 a clock
@@ -112,6 +115,16 @@
 //   Prediction for SOFTMAX_OVERLAP = 1 (before its first timing): the exponentials (about half a warpgroup's
 //   softmax) under its own P V (about half its products) as well: 1.00-1.05x SOFTMAX_OVERLAP = 2 at D = 128 and 256,
 //   1.02-1.06x at D = 64, where a tile's products are shortest against its softmax.
+//   Measured (results/h100/attention_study.json, an H100 at 07cca46, where 1 was the default at every head dim: its
+//   rows are 05_pingpong; 0 and 2 beside it in the same rounds; time of 1 over time of 2, median of the per-round
+//   ratios): D = 256 0.94x, causal 0.96x (1 faster: 626 TFLOP/s, 0.93x cuDNN's kernel and 2.07x the flash backend;
+//   causal 512, 0.90x and 1.83x); D = 128 1.00x (fp16), 0.99x (bf16), causal 1.02x, 0.91x at B=4 H=32 (whose rounds
+//   spread 8-14%); D = 64 1.10x, causal 1.05x (1 slower: 366 against 403 TFLOP/s). The prediction held at D = 256
+//   only and failed at D = 64, the opposite way. 2 against 0 in those rounds (time of 0 over time of 2): 1.00-1.03x at
+//   D <= 128 but for B=4 H=32 (0.97x), 1.04x and 1.01x at D = 256. Why the overlap costs at D = 64 is not yet
+//   measured (Nsight Compute's stall reasons for 1 and 2 would say); what differs there is that a tile's products are
+//   half as long as at D = 128 against the same softmax. So the default is 1 at D = 256 and 2 at D = 64 and 128; the
+//   packed build (lab.families.attention_varlen) is pinned to 1, the build its GPU tests and study ran.
 // Ideas: FlashAttention-3 and CUTLASS's ping-pong kernels, as rung 04; named barriers: NVIDIA's PTX ISA (bar.sync,
 //   bar.arrive). Code is this lab's own.
 #include "lab_cp_async.cuh"  // smem_u32addr, dynamic_smem_size
@@ -145,8 +158,8 @@
 #ifndef VARLEN
 #define VARLEN 0
 #endif
-#ifndef SOFTMAX_OVERLAP
-#define SOFTMAX_OVERLAP 1
+#ifndef SOFTMAX_OVERLAP  // by head dim, as measured (the header's SOFTMAX_OVERLAP paragraph)
+#define SOFTMAX_OVERLAP (HEAD_DIM == 256 ? 1 : 2)
 #endif
 
 #define BLOCK_M 128                               // two consumer warpgroups of 64 rows

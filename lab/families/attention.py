@@ -38,10 +38,12 @@ synccheck clean at 5b68074, racecheck clean at 40aa909 (results/h100/sanitize_at
 results/h100/attention_study.json holds its timing beside SDPA's backends (with LONGEST_FIRST = 1: 1.01x on causal
 shapes, the default stays 0), results/h100/attention_sweep.json its sweep. Its knobs LONGEST_FIRST and VARLEN (the
 packed sequences of lab.families.attention_varlen) at 0 leave every attention build's SASS as it was
-(scripts/same_sass.py, 36 variants), as SOFTMAX_OVERLAP at 0 does; SOFTMAX_OVERLAP = 1 (each warpgroup's exponentials
-under its own P V products) is the default since results/h100/attention_study_d{64,128,256}.json (an H100 at
-85fdfc4: 0.99-1.08x the build without it), where its GPU tests and compute-sanitizer's three tools passed
-(results/h100/sanitize_attention/). Rung 05's D = 256 build passed its GPU tests there too.
+(scripts/same_sass.py, 36 variants), as SOFTMAX_OVERLAP at 0 does. SOFTMAX_OVERLAP (each warpgroup's exponentials
+under its own P V products: 1; its first build, whose SASS ran them after the products: 2) defaults to 1 at D = 256
+and 2 at D = 64 and 128 (results/h100/attention_study.json, an H100 at 07cca46; the kernel's header has the figures).
+Rung 05's GPU tests passed with 1 at every head dim at 07cca46 and with 2 (then built as 1) at 85fdfc4
+(results/h100/overlap_run_*.log); compute-sanitizer's three tools were clean for both on its D = 64 and 128 cases
+(results/h100/sanitize_attention/; D = 256 has no sanitizer case yet).
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ class AttentionVarlenFamily(AttentionFamily):
         Rung("attention_varlen", "05_pingpong",
              KernelSpec("attention/05_pingpong.cu", "attention_pingpong",
                         tuple(sorted({"BF16": 0, "CAUSAL": 0, "HEAD_DIM": 64, "BLOCK_N": 128, "STAGES": 2,
-                                      "THREADS": 384, "VARLEN": 1}.items())),
+                                      "THREADS": 384, "VARLEN": 1, "SOFTMAX_OVERLAP": 1}.items())),
                         min_arch=HOPPER_ARCH, arch_suffix="a"),
              "attention rung 05 on packed sequences: each block finds its sequence's rows by cu_seqlens",
              "flash_tma_varlen"),

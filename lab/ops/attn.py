@@ -50,7 +50,7 @@ DECODE_FAMILY = "attention_decode"
 DECODE_RUNG = "02_split_kv"
 DECODE_PATH = f"{DECODE_FAMILY}:{DECODE_RUNG}"  # a Decision's path for the decode kernel
 # The head dims lab.ops sends to the flash rungs: 64 and 128 (rungs 02-05), 256 (rung 05's 64-key tiles, sm_90; its GPU
-# tests passed on an H100 at 85fdfc4). Any other D goes to the generic rung.
+# tests and lab.ops's passed on an H100 at 07cca46). Any other D goes to the generic rung.
 SPECIALIZED_HEAD_DIMS = (64, 128, 256)
 MAX_HEAD_DIM = 256  # the generic rung's limit
 MIN_ARCH = 80
