@@ -349,6 +349,9 @@ def attention_study_lines() -> list[str]:
         out.append(f"| {label} | {tflops(methods.get('sdpa_cudnn'))} | {tflops(methods.get('04_wgmma_ws'))} | "
                    f"{tflops(methods.get('05_pingpong'))} | {best['method']} ({best['TFLOP/s']:.0f}) | "
                    f"{ratio(shipped, 'x_sdpa_cudnn')} | {ratio(shipped, 'x_sdpa_flash')} |")
+    out += ["", "Rung 05's columns are its default build at the record's commit; the fastest setting may be another "
+                "build of a rung, timed in the same rounds. Where a setting of rung 05 became its default for a head "
+                "dim after the record, the kernel's header says so and cites the rows."]
     return out
 
 
