@@ -739,7 +739,7 @@ for r in rs.records:
           -k "not test_gpu_ops or row_ops"
       fi
       keep_cache ;;
-    overlap-c)  # after SOFTMAX_OVERLAP = 1 became rung 05's default and lab.ops sent D = 256 to it: rung 05's GPU tests
+    overlap-c)  # after a change of rung 05's SOFTMAX_OVERLAP default and lab.ops sending D = 256 to it: rung 05's GPU tests
                 # (ATTENTION_TESTS: -k filter, "05" by default, its other builds among them), the packed family's and
                 # lab.ops's attention tests, compute-sanitizer on rung 05 and the packed family, the attention study
                 # (every shape, one record), the varlen study; each boxed to fit BUDGET_S

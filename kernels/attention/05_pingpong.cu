@@ -85,7 +85,7 @@
 //   (results/h100/attention_study_d256.json, an H100 at 85fdfc4, SOFTMAX_OVERLAP = 0): correct on
 //   every check case (tests/test_gpu_attention.py), 578 TFLOP/s, 0.83x cuDNN's kernel and 1.83x the flash backend
 //   (causal: 483, 0.84x and 1.76x); with SOFTMAX_OVERLAP = 2, 0.88x and 1.94x (causal 0.87x and 1.83x). Inside the
-//   prediction. With SOFTMAX_OVERLAP = 1, its default since: 0.93x and 2.07x (below). lab.ops.attention sends
+//   prediction. With SOFTMAX_OVERLAP = 1, its default since: 0.92x and 2.07x (below). lab.ops.attention sends
 //   D = 256 here on sm_90.
 // SOFTMAX_OVERLAP (a knob; 0 builds the loop without it, whose SASS is the file's before the knob, scripts/same_sass.py;
 //   PEELED = 0 has no such overlap): what was left above, the overlap inside a warpgroup (FlashAttention-3's
@@ -117,7 +117,7 @@
 //   1.02-1.06x at D = 64, where a tile's products are shortest against its softmax.
 //   Measured (results/h100/attention_study.json, an H100 at 07cca46, where 1 was the default at every head dim: its
 //   rows are 05_pingpong; 0 and 2 beside it in the same rounds; time of 1 over time of 2, median of the per-round
-//   ratios): D = 256 0.94x, causal 0.96x (1 faster: 626 TFLOP/s, 0.93x cuDNN's kernel and 2.07x the flash backend;
+//   ratios): D = 256 0.94x, causal 0.96x (1 faster: 626 TFLOP/s, 0.92x cuDNN's kernel and 2.07x the flash backend;
 //   causal 512, 0.90x and 1.83x); D = 128 1.00x (fp16), 0.99x (bf16), causal 1.02x, 0.91x at B=4 H=32 (whose rounds
 //   spread 8-14%); D = 64 1.10x, causal 1.05x (1 slower: 366 against 403 TFLOP/s). The prediction held at D = 256
 //   only and failed at D = 64, the opposite way. 2 against 0 in those rounds (time of 0 over time of 2): 1.00-1.03x at

@@ -44,8 +44,9 @@ BACKENDS = ("cudnn", "flash", "efficient")
 # results/h100/attention_study_5b68074.json: level with 2 stages, within 1%; again at 40aa909).
 # Rung 05 with its causal query blocks longest first (LONGEST_FIRST; on a full mask it changes nothing: the control;
 # measured at 40aa909 on an H100: 1.01x on causal shapes). Rung 05 without a warpgroup's own exponentials under its
-# P V products (SOFTMAX_OVERLAP = 0; the default 1 is FlashAttention-3's intra-warpgroup overlap) and with the first
-# build of it (2: ptxas hoisted the wait above the exponentials; results/h100/attention_study_d*.json, 85fdfc4).
+# P V products (SOFTMAX_OVERLAP = 0) and with the first build of that overlap (2: ptxas hoisted the wait above the
+# exponentials), beside its default build (1, the overlap, at D = 256; 2 at D = 64 and 128, where the setting 2 is
+# the default again).
 RUNG_SETTINGS = (("03", {"BLOCK_M": 128, "THREADS": 256}, None), ("05", {"PEELED": 0}, None),
                  ("05", {"LONGEST_FIRST": 1}, None), ("05", {"SOFTMAX_OVERLAP": 0}, None),
                  ("05", {"SOFTMAX_OVERLAP": 2}, None),
