@@ -37,6 +37,8 @@
 #   bash scripts/device_run.sh splitk-a        split-K's GPU tests, ncu on its kernels, the split-factor study,
 #                                              `lab bench gemm_split_k`
 #   bash scripts/device_run.sh splitk-b        the split-factor study alone (contiguous and interleaved splits)
+#   bash scripts/device_run.sh splitk-cluster  split-K's cluster mode: its GPU tests, compute-sanitizer, the rounds study
+#                                              against torch.mm and cuBLASLt
 #   bash scripts/device_run.sh underfill-b     GPU tests of split-K, grouped and decode, the split study, exercise
 #                                              07's grading, `lab bench` (headline) of the three families
 #   bash scripts/device_run.sh underfill-c     grouped and decode GPU tests and benches, exercise 07's timing diagnosis
@@ -766,6 +768,17 @@ for r in rs.records:
       echo "== compute-sanitizer on layernorm rung 04"
       timeout "$(box 60 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_layernorm_04.json" --family layernorm \
         --rungs 04 --tools memcheck,racecheck,synccheck --budget 55 | tail -5 ;;
+    splitk-cluster)  # split-K's cluster mode (rung 08, SPLIT_MODE 3): its GPU tests (every check case, bits run to run,
+                     # the clusters that fit) beside the other modes' determinism tests, compute-sanitizer on it, then
+                     # the rounds study against torch.mm and cuBLASLt; each boxed to fit BUDGET_S
+      carried; mkdir -p "$pack/study" "$pack/sanitize"
+      gpu_tests "$(box 170 230)" tests/test_gpu_split_k.py -k "cluster or deterministic or launch_notes" --durations=6
+      echo "== compute-sanitizer on rung 08's cluster mode"
+      timeout "$(box 100 125)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_split_k_cluster.json" \
+        --family gemm_split_k --rungs 08_split_k_cluster --tools memcheck,racecheck,synccheck --budget 90 | tail -6
+      echo "== split-K rounds study"
+      timeout "$(box 150 5)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -40
+      keep_cache ;;
     splitk-a)
       gpu_tests 300 tests/test_gpu_split_k.py -x
       echo "== ncu on the split-K kernels"; timeout 200 python3 scripts/split_k_ncu.py "$pack" | tail -40

@@ -74,7 +74,9 @@ ROW_CASES = [{"rows": 3, "n": n} for n in (1, 33, 1025, 4097)] + [{"rows": 2, "n
 # The underfill lesson's families: split-K with S not dividing the k-tiles and a K tail, decode across its M buckets
 # and a K tail, grouped GEMM with empty groups and tails in every size.
 SPLIT_K_CASES = [{"M": 17, "N": 9, "K": 1000, "splits": 7, "layout": "TN", "dtype": "float16"},
-                 {"M": 65, "N": 130, "K": 650, "splits": 3, "layout": "NN", "dtype": "bfloat16", **ALPHA_BETA}]
+                 {"M": 65, "N": 130, "K": 650, "splits": 3, "layout": "NN", "dtype": "bfloat16", **ALPHA_BETA},
+                 # 16 splits of 16 k-tiles: the cluster mode's two clusters of 8 a tile (slices and counters)
+                 {"M": 130, "N": 40, "K": 1000, "splits": 16, "layout": "TN", "dtype": "bfloat16", **ALPHA_BETA}]
 DECODE_CASES = [{"M": 1, "N": 97, "K": 131, "dtype": "float16"}, {"M": 17, "N": 61, "K": 4099, "dtype": "bfloat16"},
                 {"M": 33, "N": 70, "K": 250, "pad": 6, "dtype": "float16"}]
 GROUPED_CASES = [{"groups": [(0, 64, 64), (17, 33, 40), (65, 64, 128), (0, 1, 1)], "dtype": "float16"},

@@ -477,8 +477,10 @@ def test_starter_keeps_the_signature_and_the_knob_defines(ex):
         assert re.search(rf"__device__ __forceinline__ void {PLUGIN_EXERCISES[ex.id]}\(", starter)
         assert "#pragma once" in starter and '#include "lab_epilogue.cuh"' in starter
         return
-    # (gemm_tc's entry carries __launch_bounds__ between `void` and its name, on a line of its own)
-    assert re.search(rf'extern "C" __global__ void\s+(__launch_bounds__\([\w, ]+\)\s+)?{ex.entry}\(', starter)
+    # (gemm_tc's entry carries __launch_bounds__ between `void` and its name, on a line of its own; split-K's also
+    # a macro for its cluster mode's __cluster_dims__, empty in the other modes)
+    assert re.search(rf'extern "C" __global__ void\s+([A-Z_]+\s+)?(__launch_bounds__\([\w, ]+\)\s+)?{ex.entry}\(',
+                     starter)
     for knob, _ in ex.reference_spec().knobs:
         assert f"#define {knob}" in starter
 

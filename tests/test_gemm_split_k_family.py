@@ -8,7 +8,14 @@ import pytest
 from lab.core import build
 from lab.core.errors import LabError
 from lab.families import get_family
-from lab.families.gemm_split_k import SPLIT_MODES, GemmSplitKFamily, choose_splits, narrow_tiles, workspace_floats
+from lab.families.gemm_split_k import (
+    SPLIT_MODES,
+    GemmSplitKFamily,
+    choose_splits,
+    narrow_tiles,
+    split_cluster_width,
+    workspace_floats,
+)
 from lab.families.gemm_tc import dynamic_smem_bytes
 
 FAM = GemmSplitKFamily()
@@ -17,7 +24,8 @@ SPLIT_RUNGS = [FAM.rung(key) for key in SPLIT_MODES]
 
 def test_the_family_is_in_the_catalogue():
     assert get_family("gemm_split_k").rungs == FAM.rungs
-    assert [r.key for r in FAM.rungs] == ["06_persistent", "08_split_k", "08_split_k_in_kernel", "08_split_k_atomic"]
+    assert [r.key for r in FAM.rungs] == ["06_persistent", "08_split_k", "08_split_k_in_kernel", "08_split_k_atomic",
+                                          "08_split_k_cluster"]
 
 
 @pytest.mark.parametrize("rung", SPLIT_RUNGS, ids=lambda r: r.key)
@@ -35,6 +43,25 @@ def test_split_rungs_compile_without_spills_and_keep_the_wgmma_pipeline(rung, kn
         assert rep.instructions.get("HGMMA", 0) + rep.instructions.get("HGMMA.64", 0) > 0, rep.instructions
         if SPLIT_MODES[rung.key] == 2:
             assert any(op.startswith("RED") for op in rep.instructions), rep.instructions
+
+
+@pytest.mark.parametrize("width", [1, 2, 4, 8])
+def test_the_cluster_mode_reads_its_peers_through_dsmem(width):
+    """Mode 3 at every cluster size the launcher picks: no spills, the wgmma pipeline kept, and its peers' partial
+    tiles read through the cluster's shared-memory window (LD.E.128 on mapa's addresses: one a peer and float4 in the
+    unrolled loop) between cluster barriers (UCGABAR_ARV / UCGABAR_WAIT)."""
+    spec = FAM.rung("08_split_k_cluster").spec.with_knobs(SPLIT_CLUSTER=width, BN=128)
+    built = build.compile_cubin(spec, 90)
+    assert "Potential Performance Loss" not in built.log
+    rep = build.compile_report(spec, 90, dynamic_smem_bytes(FAM.rung("08_split_k_cluster")))
+    assert rep.spill_store_bytes == 0 and rep.stack_frame_bytes == 0, rep
+    sass = build.function_sass(built.cubin, built.lowered_name)
+    if sass is None:
+        pytest.skip("nvdisasm is not on this machine: the machine code cannot be read")
+    ops = [line.split(";")[0].split()[1] if len(line.split()) > 1 else "" for line in sass]
+    assert ops.count("UCGABAR_ARV") >= 2 and ops.count("UCGABAR_WAIT") >= 2, ops
+    assert ops.count("LD.E.128") >= width, ops
+    assert any(op.startswith("HGMMA") for op in ops)
 
 
 def test_the_reduction_kernel_compiles():
@@ -55,9 +82,39 @@ def test_workspace_sizes():
     assert workspace_floats(0, 10, 9, 3) == 3 * 10 * 12  # LDW: N rounded up to 4
     assert workspace_floats(1, 10, 8, 3) == 3 * 10 * 8
     assert workspace_floats(2, 10, 9, 3) == 10 * 12  # one accumulator, whatever S
+    assert workspace_floats(3, 10, 9, 32, 8) == 4 * 10 * 12  # one slice per cluster of a tile
 
 
-def test_narrow_or_few_tiles_run_128_wide_tiles():
+def test_cluster_width_is_the_largest_power_of_two_within_s():
+    assert [split_cluster_width(s) for s in (1, 2, 3, 4, 5, 7, 8, 13, 33, 132)] == [1, 2, 2, 4, 4, 4, 8, 8, 8, 8]
+
+
+def test_the_cluster_mode_runs_whole_clusters_of_splits(monkeypatch):
+    """Mode 3's S is a multiple of its cluster size (rounded down from what the other modes run) and its grid is
+    one block a unit; with no GPU the driver is not asked how many clusters fit."""
+    from lab.core import device
+
+    monkeypatch.setattr(device, "current", lambda: types.SimpleNamespace(sm_count=132))
+    monkeypatch.setattr(device, "gpu_available", lambda: False)
+    fam = GemmSplitKFamily()
+    fam.array_module = __import__("numpy")
+    rung = fam.rung("08_split_k_cluster")
+    cases = [(dict(M=256, N=256, K=65536), 32, 8), (dict(M=128, N=128, K=131072), 128, 8),
+             (dict(M=1024, N=1024, K=16384), 4, 4), (dict(M=256, N=256, K=1000, splits=7), 4, 4),
+             (dict(M=256, N=256, K=1000, splits=3), 2, 2), (dict(M=1, N=1, K=64, splits=9), 1, 1),
+             (dict(M=256, N=256, K=1000, splits=40), 16, 8)]  # 16 k-tiles: S clamped to 16, then 2 clusters of 8
+    for params, splits, width in cases:
+        problem = fam.make_problem(**params)
+        assert fam.splits_for(rung, problem) == splits, params
+        assert dict(fam.variant(rung, problem).spec.knobs)["SPLIT_CLUSTER"] == width, params
+        assert dict(fam.variant(fam.rung("08_split_k"), problem).spec.knobs).get("SPLIT_CLUSTER") is None
+    assert fam.splits_for(fam.rung("08_split_k"), fam.make_problem(M=256, N=256, K=1000, splits=40)) == 16
+
+
+def test_narrow_or_few_tiles_run_128_wide_tiles(monkeypatch):
+    from lab.core import device
+
+    monkeypatch.setattr(device, "current", lambda: types.SimpleNamespace(sm_count=132))  # mode 3 sizes its cluster
     assert narrow_tiles(4096, 128) and narrow_tiles(256, 256) and narrow_tiles(512, 512)
     assert not narrow_tiles(1024, 1024) and not narrow_tiles(64, 4096)
     fam = GemmSplitKFamily()

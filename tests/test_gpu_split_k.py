@@ -1,7 +1,8 @@
 """GPU: every split-K rung against the float64 reference on every check case (gemm_tc's shapes with the
 launcher's own S, and forced S that do not divide K, exceed the k-tiles, or are 1), guard zones intact; the two
 deterministic reductions give the same bits run after run and the same bits as each other; the atomic one stays
-within the bound and leaves its workspace clean for the next launch."""
+within the bound and leaves its workspace clean for the next launch; the cluster one gives the same bits run after run
+(its own), with one cluster a tile and with several, and leaves its counters at zero."""
 
 import numpy as np
 import pytest
@@ -47,6 +48,41 @@ def test_deterministic_reductions_repeat_bit_for_bit_and_agree(shape):
         assert np.array_equal(_run("08_split_k_in_kernel", problem), first)
 
 
+@pytest.mark.parametrize("shape", [{"M": 256, "N": 256, "K": 65536}, {"M": 128, "N": 128, "K": 131072},
+                                   {"M": 129, "N": 67, "K": 4099, "splits": 13}, {"M": 300, "N": 260, "K": 2048,
+                                                                                  "splits": 4, "beta": -1.5}],
+                         ids=["256x256x65536", "128x128x131072", "odd", "one-cluster-a-tile"])
+def test_cluster_reduction_repeats_bit_for_bit_and_stays_correct(shape):
+    """Several clusters a tile (their slices summed by the last to arrive, counters reset for the next launch) and
+    one cluster a tile (C stored from DSMEM): 10 launches, the same bits each time; then the check on fresh inputs."""
+    from lab.measure.verify import check_case
+
+    problem = FAM.make_problem(seed=8, **shape)
+    first = _run("08_split_k_cluster", problem)
+    for _ in range(9):
+        assert np.array_equal(_run("08_split_k_cluster", problem), first)
+    result = check_case(FAM, FAM.rung("08_split_k_cluster"), shape, seed=9)
+    assert result.passed, result.line()
+
+
+def test_the_cluster_splits_fit_at_once():
+    """The launcher's S at the two headline shapes leaves no cluster for a second wave (cluster_fit: how many
+    clusters of eight the driver says fit), and the build's cluster size is what the driver reports compiled in."""
+    from lab.core.build import get_kernel
+    from lab.core.cluster import required_cluster_width
+    from lab.families.gemm_split_k import cluster_fit
+
+    for shape, tiles in (({"M": 256, "N": 256, "K": 65536}, 4), ({"M": 128, "N": 128, "K": 131072}, 1)):
+        problem = FAM.make_problem(**shape)
+        rung = FAM.rung("08_split_k_cluster")
+        built = FAM.variant(rung, problem)
+        width = dict(built.spec.knobs)["SPLIT_CLUSTER"]
+        fit = cluster_fit(built)
+        assert width == 8 and fit, (width, fit)
+        assert tiles * FAM.splits_for(rung, problem) // width <= fit
+        assert required_cluster_width(get_kernel(built.spec)) == width
+
+
 def test_atomic_reduction_is_reported_and_correct_after_many_launches():
     """20 launches on one workspace: each within the bound (so the accumulator and counters were left at zero);
     the record says how many bits moved, which a lesson shows rather than a test asserts."""
@@ -66,6 +102,7 @@ def test_launch_notes_name_the_split_and_the_reduction():
     out = cp.empty(problem.out_shape, problem.dtype)
     for key, mode in SPLIT_MODES.items():
         notes = FAM.launch_notes(FAM.rung(key), problem, out)
-        assert notes["splits"] == 132 and notes["tile"] == "128x128" and notes["path"] == "tma", notes
+        assert notes["splits"] == (128 if mode == 3 else 132), notes  # mode 3: 16 clusters of 8
+        assert notes["tile"] == "128x128" and notes["path"] == "tma", notes
         assert notes["reduction"] == MODE_NAMES[mode]
     assert FAM.launch_notes(FAM.rung("06_persistent"), problem, out)["tile"] == "128x128"

@@ -17,6 +17,15 @@
 //        and zeroes its accumulator and counter for the next launch. The order of the additions depends on which
 //        unit gets there first, so the low bits of C differ from run to run (lab.families.gemm_split_k
 //        run_to_run_bits shows by how much); needs only M x N x 4 bytes of workspace.
+//      3 "cluster": the splits of a tile run as the blocks of thread-block clusters of SPLIT_CLUSTER (a tile's
+//        splits g * SPLIT_CLUSTER .. g * SPLIT_CLUSTER + SPLIT_CLUSTER - 1 in cluster g of that tile). Each block
+//        puts its fp32 partial tile into its own shared memory (the stages, done with), and block r of the cluster
+//        sums band r of the tile (BM / SPLIT_CLUSTER rows) over the cluster's blocks in rank order, reading their
+//        shared memory through DSMEM (ld.shared::cluster; lab_split_k_cluster.cuh). A tile with one cluster stores C
+//        from there; with G clusters each stores its band sums into slice g of a workspace (G slices, not S) and
+//        counts itself in the band's arrival counter, and the last to arrive sums the G slices in the order g = 0 ..
+//        G - 1 and stores C. Deterministic (the same bits every run; not the same bits as modes 0 and 1, whose sums are grouped
+//        otherwise); one launch, and S / SPLIT_CLUSTER slices instead of S.
 //      Not built: CUTLASS's "serial" split-K, where split s waits for s - 1 and adds its tile to the running sum:
 //      deterministic and one slice of workspace, but its S steps run one after another (S x ~2 us at S = 64).
 // Why: 256 x 256 x 65536 has 2 tiles of 128 x 256: rung 06 runs 2 of 132 SMs for 1024 k-tiles each. With S = 66
@@ -46,24 +55,37 @@
 //   Next: the mainloop's DRAM rate (its first k-tiles wait on a cold start that a 15-k-tile unit cannot amortize; a
 //   cluster of 2 with TMA multicast of the shared operand, or fewer, longer units with the reduction overlapped),
 //   and the reduction kernel's launch (programmatic dependent launch, which CuPy does not expose).
+// Prediction for SPLIT_MODE = 3 (before any GPU run; fp16 TN, against mode 0 in the same rounds): mode 0 at
+//   256 x 256 x 65536 takes ~37 us, of which the split kernel ~26-28 (Nsight Compute, split_k_ncu.json) and the
+//   reduction kernel with its launch gap ~8-10 (8.4 MB of slices at 33 splits); mode 3 writes 1 MB of band sums at
+//   32 splits (4 clusters of 8 a tile) and reads 64 KB a block over DSMEM behind two cluster barriers (~1-2 us), with
+//   one split fewer a tile (+3% a unit): ~30-32 us, 1.15-1.25x mode 0 and 0.95-1.0x cuBLAS (~30 us). 128 x 128 x
+//   131072 (S = 128: 16 clusters of 8 on its one tile, 16 band slices): likewise 1.1-1.2x mode 0, about cuBLAS.
+//   Where the tiles alone nearly fill the GPU (S <= 4) it saves less: level with mode 0 to 1.1x.
 // Tensor maps, tails and the mainloop as rung 06; the consumers' k-loop is a do-while (every unit has at least one
 //   k-tile), which keeps ptxas from serializing the wgmmas (rung 07's lesson).
 // Requires: sm_90a; A and B as rung 04 (the launcher repacks otherwise). Launch: THREADS threads, a 1-D grid of
-//   min(tiles * S, SM count) blocks (mode 1: a cooperative launch), SMEM_BYTES dynamic shared memory, then (mode 0)
+//   min(tiles * S, SM count) blocks (mode 1: a cooperative launch; mode 3: tiles * S blocks, one unit each, S a
+//   multiple of SPLIT_CLUSTER, the cluster size compiled in), SMEM_BYTES dynamic shared memory, then (mode 0)
 //   gemm_tc_split_k_reduce. Workspace (the launcher's, per device and stream): modes 0 and 1: S * M * LDW floats
 //   (LDW = N rounded up to 4); mode 2: M * LDW floats and one int per tile, all zero between launches; mode 1: two
-//   ints for the grid barrier, zero before the first launch.
+//   ints for the grid barrier, zero before the first launch; mode 3: S / SPLIT_CLUSTER slices of M * LDW floats and
+//   SPLIT_CLUSTER ints per tile (the bands' counters), zero between launches.
 // Knobs: BF16 (0; 1 for bf16), TN (1; 0: B is K x N), BM (128), BN (256; the launcher picks 128 where N <= 128 or
 //   the output has few tiles), BK (64), STAGES (4), RASTER (2), GROUP_M (8), SPLIT_MODE (0 workspace; 1 in-kernel,
-//   2 atomic), SPLIT_INTERLEAVE (0; 1: split s takes every S-th k-tile), THREADS (384 = 128 * (1 + BM / 64));
+//   2 atomic, 3 cluster), SPLIT_INTERLEAVE (0; 1: split s takes every S-th k-tile), SPLIT_CLUSTER (8: blocks a
+//   cluster in mode 3: 1, 2, 4 or 8, the launcher's pick from S), THREADS (384 = 128 * (1 + BM / 64));
 //   the shared defaults, the register split and the stage bytes are those of lab_hopper_knobs.cuh (rungs 05-07).
 // Ideas: CUTLASS's split-K GEMMs ("parallel" = a workspace and a reduction kernel, "serial" = semaphores); the
-//   stream-K paper's discussion of split-K's fix-up (Osama et al., PPoPP 2023). Code is this lab's own.
+//   stream-K paper's discussion of split-K's fix-up (Osama et al., PPoPP 2023); mode 3's partial tiles summed in a
+//   cluster through distributed shared memory: the CUDA C++ Programming Guide ("Distributed Shared Memory") and
+//   NVIDIA's PTX ISA ("mapa", "barrier.cluster"). Code is this lab's own.
 #include "lab_cp_async.cuh"
 #include "lab_hopper_gemm.cuh"
 #include "lab_tile_order.cuh"
 #include "lab_sync.cuh"
 #include "lab_split_k.cuh"
+#include "lab_split_k_cluster.cuh"
 
 // The knobs' defaults as lab_hopper_knobs.cuh has them (gemm_tc rungs 06 and 07 and grouped rung 01 take them
 // from there), spelled out because exercise 07 starts from this file and a starter shows its knobs
@@ -93,7 +115,10 @@
 #define GROUP_M 8
 #endif
 #ifndef SPLIT_MODE
-#define SPLIT_MODE 0  // 0 workspace + reduction kernel, 1 in-kernel (grid barrier), 2 atomic
+#define SPLIT_MODE 0  // 0 workspace + reduction kernel, 1 in-kernel (grid barrier), 2 atomic, 3 cluster (DSMEM)
+#endif
+#ifndef SPLIT_CLUSTER
+#define SPLIT_CLUSTER 8  // mode 3: blocks a cluster, each one split of the same tile
 #endif
 #ifndef SPLIT_INTERLEAVE
 #define SPLIT_INTERLEAVE 0  // 0: split s takes a contiguous range of k-tiles; 1: every S-th k-tile from s
@@ -112,7 +137,17 @@
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "gemm_tc rung 08 needs sm_90a (wgmma, setmaxnreg): build it with -arch=sm_90a"
 #endif
-static_assert(SPLIT_MODE >= 0 && SPLIT_MODE <= 2, "SPLIT_MODE is 0 (workspace), 1 (in-kernel) or 2 (atomic)");
+static_assert(SPLIT_MODE >= 0 && SPLIT_MODE <= 3, "SPLIT_MODE is 0 (workspace), 1 (in-kernel), 2 (atomic) or 3 "
+                                                 "(cluster)");
+static_assert(SPLIT_CLUSTER == 1 || SPLIT_CLUSTER == 2 || SPLIT_CLUSTER == 4 || SPLIT_CLUSTER == 8,
+              "SPLIT_CLUSTER is 1, 2, 4 or 8 (8 is the portable cluster limit)");
+
+#if SPLIT_MODE == 3
+#define KERNEL_CLUSTER __cluster_dims__(SPLIT_CLUSTER, 1, 1)
+static_assert(BM * lab_partial_pitch(BN) * 4 <= STAGES * STAGE_BYTES, "the partial tile fits in the stages' memory");
+#else
+#define KERNEL_CLUSTER
+#endif
 
 typedef unsigned short half_bits;
 
@@ -121,6 +156,19 @@ __device__ __forceinline__ void tile_origin(int tile, int tiles_m, int tiles_n, 
     lab_tile_coords<RASTER, GROUP_M>(tile, tiles_m, tiles_n, tile_m, tile_n);
     row0 = tile_m * BM;
     col0 = tile_n * BN;
+}
+
+// Unit u's tile and split. Modes 0-2: tile u % tiles, split u / tiles. Mode 3: the blocks of cluster q = u /
+// SPLIT_CLUSTER (rank u % SPLIT_CLUSTER) take consecutive splits of tile q % tiles.
+__device__ __forceinline__ void unit_work(int u, int tiles, int& tile, int& split) {
+#if SPLIT_MODE == 3
+    const int q = u / SPLIT_CLUSTER;
+    tile = q % tiles;
+    split = (q / tiles) * SPLIT_CLUSTER + u % SPLIT_CLUSTER;
+#else
+    tile = u % tiles;
+    split = u / tiles;
+#endif
 }
 
 // The k-tiles of split s of `splits`: kt = first, first + step, ... while kt < end.
@@ -170,13 +218,13 @@ __device__ __forceinline__ void grid_barrier(int* bar) {
     __threadfence();  // every thread's later plain loads of the slices see the other blocks' stores
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
+extern "C" __global__ void KERNEL_CLUSTER __launch_bounds__(THREADS, 1)
 gemm_tc_split_k(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, int M, int N,
                 int K, float alpha, float beta, half_bits* __restrict__ C, int ldc, int splits,
                 float* __restrict__ workspace, int* __restrict__ sync) {
     extern __shared__ __align__(1024) unsigned char smem[];
     __shared__ __align__(8) unsigned long long full_bars[STAGES], empty_bars[STAGES];
-#if SPLIT_MODE == 2
+#if SPLIT_MODE == 2 || SPLIT_MODE == 3
     __shared__ int last_to_arrive;
 #endif
     if (dynamic_smem_size() < SMEM_BYTES) __trap();  // launched with too little: stop, do not overrun it
@@ -187,6 +235,9 @@ gemm_tc_split_k(const __grid_constant__ TensorMap map_a, const __grid_constant__
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
     const int k_tiles = (K + BK - 1) / BK, units = tiles * splits;
     if (splits < 1 || splits > k_tiles || blockIdx.x >= units) __trap();  // the launcher's S and grid are wrong
+#if SPLIT_MODE == 3
+    if (splits % SPLIT_CLUSTER != 0 || static_cast<int>(gridDim.x) != units) __trap();  // one unit a block
+#endif
 
     if (threadIdx.x == 0) {
         prefetch_tensor_map(&map_a);
@@ -205,9 +256,10 @@ gemm_tc_split_k(const __grid_constant__ TensorMap map_a, const __grid_constant__
         if (threadIdx.x == 0) {
             int it = 0;  // k-tiles issued so far, over all of this block's units
             for (int u = blockIdx.x; u < units; u += gridDim.x) {
-                int row0, col0, first, step, end;
-                tile_origin(u % tiles, tiles_m, tiles_n, row0, col0);
-                split_k_tiles(k_tiles, splits, u / tiles, first, step, end);
+                int row0, col0, first, step, end, tile, split;
+                unit_work(u, tiles, tile, split);
+                tile_origin(tile, tiles_m, tiles_n, row0, col0);
+                split_k_tiles(k_tiles, splits, split, first, step, end);
                 for (int kt = first; kt < end; kt += step, ++it) {
                     const int s = it % STAGES;
                     if (it >= STAGES) mbar_wait(empty + 8 * s, ((it - STAGES) / STAGES) & 1);
@@ -215,21 +267,27 @@ gemm_tc_split_k(const __grid_constant__ TensorMap map_a, const __grid_constant__
                 }
             }
         }
+#if SPLIT_MODE == 3
+        cluster_sync();  // the consumers' two cluster barriers (cluster_sum_tile and the end), met here
+        cluster_sync();
+#endif
         return;
     }
 
     setmaxnreg_inc<CONSUMER_REGS>();
     const int c = wg - 1;  // this consumer's 64 rows of each block tile
+#if SPLIT_MODE != 3  // mode 3's reduction has its own (cluster_sum_tile)
     const int g = lane / 4, t = lane % 4;
     const int ldw = lab_split_ldw(N);
+#endif
 #if SPLIT_MODE == 2
     const bool pairs = (ldc % 2 == 0) && (reinterpret_cast<unsigned long long>(C) % 4 == 0);
 #endif
     int it = 0;  // k-tiles consumed so far, over all of this block's units
     int u = blockIdx.x;
     do {  // the grid has at most `units` blocks: every block has a unit
-        const int tile = u % tiles, split = u / tiles;
-        int row0, col0, first, step, end;
+        int tile, split, row0, col0, first, step, end;
+        unit_work(u, tiles, tile, split);
         tile_origin(tile, tiles_m, tiles_n, row0, col0);
         split_k_tiles(k_tiles, splits, split, first, step, end);
         float acc[ACC];
@@ -264,9 +322,19 @@ gemm_tc_split_k(const __grid_constant__ TensorMap map_a, const __grid_constant__
         fence_accumulators(acc);
         if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));  // the unit's last stage, for the next unit
 
+#if SPLIT_MODE == 3
+        (void)warp;  // the reduction finds its own
+        float* part = reinterpret_cast<float*>(smem + (tiles_smem - smem_u32addr(smem)));  // the stages, done with
+        lab_cluster_sum_tile<BM, BN, SPLIT_CLUSTER, CONSUMER_BARRIER, CONSUMER_THREADS, BF16>(
+            acc, part, tiles_smem, row0, col0, c, tile, split / SPLIT_CLUSTER, splits / SPLIT_CLUSTER, C, ldc, M, N,
+            alpha, beta, workspace, sync, last_to_arrive);
+        asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");  // no block leaves while a peer reads it
+#else
         // acc[4j + 2h + e] is row 16 * (warp % 4) + g + 8h, column 8j + 2t + e of this consumer's 64 x BN tile.
         const int row = row0 + c * 64 + 16 * (warp % 4) + g;
-#if SPLIT_MODE == 2
+#endif
+#if SPLIT_MODE == 3
+#elif SPLIT_MODE == 2
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j)
 #pragma unroll

@@ -1,9 +1,11 @@
 """Split-K: GEMMs whose M x N has too few tiles to fill the GPU, while K is long (K-heavy reductions, the
 weight-gradient GEMMs of training, a decode step's larger batches). gemm_tc's rung 06 runs one block per tile, so
 256 x 256 x 65536 keeps 2 of 132 SMs busy; rung 08 (kernels/gemm_tc/08_split_k.cu) cuts K into S splits and sums
-the partial tiles three ways: an fp32 workspace and a reduction kernel, in-kernel after a grid barrier (both
-deterministic, bit-identical to each other), or with fp32 atomics in L2 (not reproducible bit for bit:
-`run_to_run_bits` counts the differences).
+the partial tiles four ways: an fp32 workspace and a reduction kernel, in-kernel after a grid barrier (both
+deterministic, bit-identical to each other), with fp32 atomics in L2 (not reproducible bit for bit:
+`run_to_run_bits` counts the differences), or inside thread-block clusters through distributed shared memory, a
+tile's splits in clusters of up to 8 blocks, each cluster's sum a slice of a much smaller workspace (deterministic;
+its own bits).
 
 The problems, the reference, the bound and the cuBLAS ceiling are gemm_tc's (fp16 and bf16, NN and TN, any shape).
 A problem may name its split factor (`splits`; 0 lets `choose_splits` pick it); the launcher clamps it to
@@ -13,7 +15,8 @@ A problem may name its split factor (`splits`; 0 lets `choose_splits` pick it); 
 STATUS: tests/test_gpu_split_k.py passed on the H200 at 8b8c2d1 (every check case of every rung, the deterministic
 modes bit-identical run to run and to each other); compute-sanitizer memcheck clean on every rung
 (results/h200/sanitize_split_k_decode_grouped/, 5355749). Records: results/h200/gemm_split_k.json,
-split_k_factors.json, split_k_ncu.json. Racecheck and synccheck not yet run on rung 08.
+split_k_factors.json, split_k_ncu.json. Racecheck and synccheck not yet run on rung 08. The cluster mode
+(08_split_k_cluster) is newer than those runs: see its header and its own records.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from lab.core.errors import LabError
 from lab.core.ladder import Problem, Rung
 from lab.families.gemm_tc import HOPPER_ARCH, GemmTcFamily, dynamic_smem_bytes
 
-MODE_NAMES = {0: "workspace + reduction kernel", 1: "in-kernel after a grid barrier", 2: "fp32 atomics in L2"}
+MODE_NAMES = {0: "workspace + reduction kernel", 1: "in-kernel after a grid barrier", 2: "fp32 atomics in L2",
+              3: "clusters through DSMEM, then their slices"}
+MAX_SPLIT_CLUSTER = 8  # the portable cluster size
 MIN_K_TILES_PER_SPLIT = 4  # a split shorter than this spends more on its pipeline fill and partial tile than it saves
 MAX_WORKSPACE_BYTES = 1 << 30
 REDUCE_THREADS = 256
@@ -38,10 +43,13 @@ FEW_TILES = 8  # at or below this many 128 x 256 tiles, too (narrow_tiles)
 
 
 def _split_rung(key: str, mode: int, title: str) -> Rung:
-    """A rung of kernels/gemm_tc/08_split_k.cu built with reduction `mode` (MODE_NAMES), launched "split_k"."""
-    spec = KernelSpec("gemm_tc/08_split_k.cu", "gemm_tc_split_k",
-                      tuple(sorted(dict(BF16=0, TN=1, BM=128, BN=256, BK=64, STAGES=4, RASTER=2, GROUP_M=8,
-                                        SPLIT_MODE=mode, SPLIT_INTERLEAVE=0, THREADS=384).items())),
+    """A rung of kernels/gemm_tc/08_split_k.cu built with reduction `mode` (MODE_NAMES), launched "split_k"; mode 3
+    also with its cluster size (SPLIT_CLUSTER, the launcher's pick per problem: split_cluster_width)."""
+    knobs = dict(BF16=0, TN=1, BM=128, BN=256, BK=64, STAGES=4, RASTER=2, GROUP_M=8, SPLIT_MODE=mode,
+                 SPLIT_INTERLEAVE=0, THREADS=384)
+    if mode == 3:
+        knobs["SPLIT_CLUSTER"] = MAX_SPLIT_CLUSTER
+    spec = KernelSpec("gemm_tc/08_split_k.cu", "gemm_tc_split_k", tuple(sorted(knobs.items())),
                       min_arch=HOPPER_ARCH, arch_suffix="a")
     return Rung("gemm_split_k", key, spec, title, "split_k")
 
@@ -73,16 +81,27 @@ def choose_splits(M: int, N: int, K: int, bm: int, bn: int, sms: int) -> int:
     return max(1, min(sms // tiles, k_tiles // MIN_K_TILES_PER_SPLIT))
 
 
+def split_cluster_width(splits: int) -> int:
+    """Mode 3's blocks a cluster for a wanted split factor: the largest power of two up to MAX_SPLIT_CLUSTER that
+    is at most `splits` (the launcher then runs a multiple of it)."""
+    width = 1
+    while width * 2 <= min(splits, MAX_SPLIT_CLUSTER):
+        width *= 2
+    return width
+
+
 def reduce_lanes(splits: int) -> int:
     """Threads that share one quad of C in the reduction (lab_split_k.cuh's lab_split_lanes, restated to size the
     reduction kernel's grid)."""
     return 8 if splits >= 32 else 4 if splits >= 8 else 1
 
 
-def workspace_floats(mode: int, M: int, N: int, splits: int) -> int:
-    """fp32 elements of workspace a launch needs: S slices of M x LDW (modes 0, 1) or one accumulator (mode 2)."""
+def workspace_floats(mode: int, M: int, N: int, splits: int, cluster: int = 1) -> int:
+    """fp32 elements of workspace a launch needs: S slices of M x LDW (modes 0, 1), one accumulator (mode 2), or
+    one slice per cluster of a tile, S / `cluster` (mode 3)."""
     ldw = -(-N // 4) * 4
-    return (splits if mode in (0, 1) else 1) * M * ldw
+    slices = {0: splits, 1: splits, 2: 1, 3: splits // cluster}[mode]
+    return slices * M * ldw
 
 
 @dataclasses.dataclass
@@ -108,6 +127,7 @@ class SplitPlan:
     beta: np.float32
     ldc: np.int32
     splits_arg: np.int32
+    cluster: int = 1  # mode 3's blocks a cluster
 
 
 class GemmSplitKFamily(GemmTcFamily):
@@ -128,6 +148,10 @@ class GemmSplitKFamily(GemmTcFamily):
                                                "(deterministic)"),
         _split_rung("08_split_k_atomic", 2, "split-K: fp32 atomics in L2, the last split stores C "
                                             "(not deterministic)"),
+        # Mode 3: one unit a block (a grid of tiles x S blocks, S a multiple of the cluster size the launcher
+        # compiles in), no second kernel.
+        _split_rung("08_split_k_cluster", 3, "split-K: a tile's splits in clusters, summed through DSMEM "
+                                             "(deterministic)"),
     )
     sweep_figure = "throughput"
     profile_figure = None
@@ -156,6 +180,14 @@ class GemmSplitKFamily(GemmTcFamily):
 
     # --- launching ------------------------------------------------------------------------------
     def variant(self, rung: Rung, problem: Problem, out=None) -> Rung:
+        rung = self._tiled(rung, problem, out)
+        if split_mode(rung) == 3:
+            width = split_cluster_width(self._wanted_splits(rung, problem))
+            rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(SPLIT_CLUSTER=width))
+        return rung
+
+    def _tiled(self, rung: Rung, problem: Problem, out=None) -> Rung:
+        """gemm_tc's variant, with 128 x 128 tiles where narrow_tiles says so."""
         rung = super().variant(rung, problem, out)
         if narrow_tiles(problem.params["M"], problem.params["N"]):
             rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(BN=128))
@@ -163,15 +195,31 @@ class GemmSplitKFamily(GemmTcFamily):
 
     def splits_for(self, rung: Rung, problem: Problem) -> int:
         """The split factor a launch of `rung` uses: the problem's, else choose_splits', clamped to [1, k-tiles]
-        and to MAX_WORKSPACE_BYTES of slices."""
+        and to MAX_WORKSPACE_BYTES of slices. Mode 3 runs a multiple of its cluster size, rounded down, and no more
+        clusters a tile than let every tile's clusters run at once (cluster_fit), where the tiles alone allow it."""
+        wanted = self._wanted_splits(self._tiled(rung, problem), problem)
+        if split_mode(rung) != 3:
+            return wanted
+        built = self.variant(rung, problem)
+        k = dict(built.spec.knobs)
+        width, p = k["SPLIT_CLUSTER"], problem.params
+        groups = wanted // width
+        tiles = -(-p["M"] // k["BM"]) * -(-p["N"] // k["BN"])
+        fit = cluster_fit(built)
+        if fit and tiles <= fit:
+            groups = min(groups, fit // tiles)
+        return width * max(1, groups)
+
+    def _wanted_splits(self, tiled: Rung, problem: Problem) -> int:
+        """The problem's S, else choose_splits', clamped (splits_for) for the tile knobs of `tiled`."""
         from lab.core import device
 
         p = problem.params
-        k = dict(self.variant(rung, problem).spec.knobs)
+        k = dict(tiled.spec.knobs)
         k_tiles = -(-p["K"] // k["BK"])
         s = p.get("splits") or choose_splits(p["M"], p["N"], p["K"], k["BM"], k["BN"], device.current().sm_count)
         s = max(1, min(s, k_tiles))
-        if split_mode(rung) in (0, 1):
+        if split_mode(tiled) in (0, 1, 3):
             s = min(s, max(1, MAX_WORKSPACE_BYTES // (4 * workspace_floats(0, p["M"], p["N"], 1))))
         return s
 
@@ -185,7 +233,7 @@ class GemmSplitKFamily(GemmTcFamily):
         maps = plan.maps
         if maps is None:  # an operand TMA cannot read as it is: repacked on every launch (its values may change)
             maps, a, b = self._tensor_maps(plan.built, p, a, b)
-        workspace, sync = split_k_workspace(plan.mode, p["M"], p["N"], plan.splits, plan.tiles)
+        workspace, sync = split_k_workspace(plan.mode, p["M"], p["N"], plan.splits, plan.tiles, plan.cluster)
         plan.kernel((plan.grid,), (plan.threads,),
                     (*maps, plan.m, plan.n, plan.k, plan.alpha, plan.beta, out, plan.ldc, plan.splits_arg, workspace,
                      sync), shared_mem=plan.smem)
@@ -221,9 +269,10 @@ class GemmSplitKFamily(GemmTcFamily):
             reduce = get_kernel(dataclasses.replace(built.spec, entry=REDUCE_ENTRY))
             items = p["M"] * (-(-p["N"] // 4)) * reduce_lanes(splits)
             blocks = max(1, min(-(-items // REDUCE_THREADS), 8 * sms))
-        plan = SplitPlan(built, mode, splits, tiles, min(tiles * splits, sms), k["THREADS"], smem, kernel, reduce,
-                         blocks, maps, np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]),
-                         np.float32(p["beta"]), np.int32(p["ldc"]), np.int32(splits))
+        grid = tiles * splits if mode == 3 else min(tiles * splits, sms)  # mode 3: one unit a block
+        plan = SplitPlan(built, mode, splits, tiles, grid, k["THREADS"], smem, kernel, reduce, blocks, maps,
+                         np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]),
+                         np.float32(p["beta"]), np.int32(p["ldc"]), np.int32(splits), k.get("SPLIT_CLUSTER", 1))
         if len(self._plans) >= MAX_PLANS:
             self._plans.clear()
         self._plans[key] = plan
@@ -236,6 +285,8 @@ class GemmSplitKFamily(GemmTcFamily):
         if self.launch_scheme(rung) == "split_k":
             notes["splits"] = self.splits_for(rung, problem)
             notes["reduction"] = MODE_NAMES[split_mode(rung)]
+            if split_mode(rung) == 3:
+                notes["cluster"] = k["SPLIT_CLUSTER"]
         return notes
 
     def rungs_for(self, kind: str, params: dict, quick: bool = False) -> tuple[Rung, ...]:
@@ -279,17 +330,18 @@ SPLIT_MODES = {r.key: split_mode(r) for r in GemmSplitKFamily.rungs if r.launch 
 _WORKSPACES: dict = {}  # (device, stream, mode) -> (workspace, sync), grown as needed
 
 
-def split_k_workspace(mode: int, M: int, N: int, splits: int, tiles: int) -> tuple:
-    """(workspace, sync) for a split-K launch on the current device and stream: fp32 slices (modes 0, 1) or the
-    zeroed accumulator (mode 2), and the ints the kernel synchronizes on (mode 1: the grid barrier's count and
-    generation; mode 2: one arrival counter per tile). Kept per device, stream and mode (two launches at once on
-    one workspace would mix their partial sums); grown, never shrunk; the kernels leave mode 2's accumulator and
-    every counter at zero when they finish."""
+def split_k_workspace(mode: int, M: int, N: int, splits: int, tiles: int, cluster: int = 1) -> tuple:
+    """(workspace, sync) for a split-K launch on the current device and stream: fp32 slices (modes 0, 1, and 3's
+    one a cluster of a tile) or the zeroed accumulator (mode 2), and the ints the kernel synchronizes on (mode 1:
+    the grid barrier's count and generation; mode 2: one arrival counter per tile; mode 3: one per band of a tile,
+    `cluster` a tile). Kept per device, stream and mode (two launches at once on one workspace would mix their
+    partial sums); grown, never shrunk; the kernels leave mode 2's accumulator and every counter at zero when they
+    finish."""
     import cupy as cp
 
     key = (cp.cuda.Device().id, cp.cuda.get_current_stream().ptr, mode)
-    need = workspace_floats(mode, M, N, splits)
-    ints = 2 if mode == 1 else max(tiles, 1)
+    need = workspace_floats(mode, M, N, splits, cluster)
+    ints = 2 if mode == 1 else max(tiles * (cluster if mode == 3 else 1), 1)
     workspace, sync = _WORKSPACES.get(key, (None, None))
     if workspace is None or workspace.size < need or sync.size < ints:
         size = max(need, workspace.size if workspace is not None else 0)
@@ -297,6 +349,23 @@ def split_k_workspace(mode: int, M: int, N: int, splits: int, tiles: int) -> tup
         sync = cp.zeros(max(ints, sync.size if sync is not None else 0), dtype=cp.int32)
         _WORKSPACES[key] = (workspace, sync)
     return workspace, sync
+
+
+def cluster_fit(built: Rung) -> int | None:
+    """Clusters of a mode-3 build (its SPLIT_CLUSTER compiled in) that fit on the current GPU at once (the driver's
+    cuOccupancyMaxActiveClusters: a cluster's blocks share a GPC, so fewer than SMs / size may fit); None with no
+    GPU or where the driver cannot say."""
+    from lab.core import device
+
+    if not device.gpu_available():
+        return None
+    from lab.core.build import get_kernel
+    from lab.core.cluster import max_active_clusters
+
+    kernel = get_kernel(built.spec)
+    smem = dynamic_smem_bytes(built)
+    kernel.max_dynamic_shared_size_bytes = smem
+    return max_active_clusters(kernel, dict(built.spec.knobs)["THREADS"], smem)
 
 
 def run_to_run_bits(family: GemmSplitKFamily, rung: Rung, problem: Problem, runs: int = 20) -> dict:

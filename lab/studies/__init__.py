@@ -93,6 +93,9 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                at_least=1))),
     Study("splitk", "lab.studies.split_k", "split-K: TFLOP/s against the split factor; atomic bits",
           "split_k_factors.json"),
+    Study("splitk-rounds", "lab.studies.split_k_rounds", "split-K's workspace and cluster modes against torch.mm "
+          "and cuBLASLt, in rounds", "split_k_rounds.json",
+          options=(Option("rounds", int, 3, "interleaved rounds", at_least=1),)),
     Study("grouped-table-cost", "lab.studies.grouped_table_cost", "host time to build grouped GEMM's problem table",
           "grouped_table_cost.json", options=(Option("repeats", int, 5, "builds timed per case", at_least=1),)),
     Study("checklist", "lab.studies.checklist", "the optimization checklist on GEMM + bias + GELU", "checklist.json",
