@@ -37,6 +37,8 @@
 #   bash scripts/device_run.sh splitk-a        split-K's GPU tests, ncu on its kernels, the split-factor study,
 #                                              `lab bench gemm_split_k`
 #   bash scripts/device_run.sh splitk-b        the split-factor study alone (contiguous and interleaved splits)
+#   bash scripts/device_run.sh overlap-d       the attention study (rung 05's other SOFTMAX_OVERLAP build beside its
+#                                              default at each head dim), compute-sanitizer on rung 05 with D = 256
 #   bash scripts/device_run.sh splitk-cluster  split-K's cluster mode: its GPU tests, compute-sanitizer, the rounds study
 #                                              against torch.mm and cuBLASLt
 #   bash scripts/device_run.sh underfill-b     GPU tests of split-K, grouped and decode, the split study, exercise
@@ -758,6 +760,15 @@ for r in rs.records:
       timeout "$(box 130 5)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -45
       echo "== varlen attention study"
       timeout "$(box 120 3)" python3 -m lab.studies.varlen_attention_study "$pack/study" --rounds 3 2>&1 | tail -30
+      keep_cache ;;
+    overlap-d)  # the attention study with rung 05's other SOFTMAX_OVERLAP build at each head dim (1 at D = 64 and 128,
+                # 2 at D = 256) beside its default, then compute-sanitizer on rung 05 with its D = 256 cases
+      carried; mkdir -p "$pack/study" "$pack/sanitize"
+      echo "== attention study"
+      timeout "$(box 150 100)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
+      echo "== compute-sanitizer on attention rung 05 (D = 64, 128 and 256)"
+      timeout "$(box 95 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05.json" \
+        --family attention --rungs 05 --tools memcheck,racecheck,synccheck --budget 90 --child-timeout 40 | tail -6
       keep_cache ;;
     rows-stats-b)  # LayerNorm rung 04 (STATS) again: the norms' GPU tests and lab.ops's rows in a longer box, the
                    # cluster-rows study (the other STATS build beside it), compute-sanitizer on LayerNorm rung 04

@@ -81,12 +81,15 @@ DECODE_CASES = [{"M": 1, "N": 97, "K": 131, "dtype": "float16"}, {"M": 17, "N": 
                 {"M": 33, "N": 70, "K": 250, "pad": 6, "dtype": "float16"}]
 GROUPED_CASES = [{"groups": [(0, 64, 64), (17, 33, 40), (65, 64, 128), (0, 1, 1)], "dtype": "float16"},
                  {"groups": [(1, 1, 9), (130, 257, 72)], "dtype": "bfloat16"}]
-# Attention: sequence tails, GQA, causal with rows that see no key (S_q > S_k), both head dims; racecheck's case runs
-# past twice rung 04-05's ring of 2 K/V stages of 128 keys, so the stages are refilled while read.
+# Attention: sequence tails, GQA, causal with rows that see no key (S_q > S_k), every head dim (D = 256 only where a
+# rung builds it: rungs 01 and 05, the family's cases_for); racecheck's cases run past twice rung 04-05's ring of 2 K/V
+# stages (of 128 keys; of 64 at D = 256), so the stages are refilled while read.
 ATTENTION_CASES = [{"B": 1, "H": 2, "H_kv": 1, "S_q": 17, "S_k": 300, "D": 64, "dtype": "float16", "causal": 1},
                    {"B": 1, "H": 1, "S_q": 130, "S_k": 257, "D": 128, "dtype": "bfloat16", "causal": 0},
-                   {"B": 1, "H": 1, "S_q": 300, "S_k": 100, "D": 64, "dtype": "float16", "causal": 1}]
-ATTENTION_RACE_CASES = [{"B": 1, "H": 1, "S_q": 65, "S_k": 600, "D": 64, "dtype": "bfloat16", "causal": 0}]
+                   {"B": 1, "H": 1, "S_q": 300, "S_k": 100, "D": 64, "dtype": "float16", "causal": 1},
+                   {"B": 1, "H": 2, "H_kv": 1, "S_q": 130, "S_k": 200, "D": 256, "dtype": "bfloat16", "causal": 1}]
+ATTENTION_RACE_CASES = [{"B": 1, "H": 1, "S_q": 65, "S_k": 600, "D": 64, "dtype": "bfloat16", "causal": 0},
+                        {"B": 1, "H": 1, "S_q": 65, "S_k": 300, "D": 256, "dtype": "float16", "causal": 0}]
 # Decode attention: GQA packings of 4 and 32 rows (two row groups), a key tail, forced splits ending inside a tile,
 # causal rows that see no key; rung 02 also on paged caches (pages of 7 keys) with per-sequence lengths.
 DECODE_ATTENTION_CASES = [

@@ -9,16 +9,24 @@ from lab.studies import attention_study as study
 
 @pytest.mark.parametrize("D, extra", [(128, []), (64, ["04 STAGES=4", "05 STAGES=4"])])
 def test_each_head_dim_gets_the_tiled_rungs_and_the_settings_meant_for_it(D, extra):
+    """Rung 05's SOFTMAX_OVERLAP = 1 beside its default build at D = 64 and 128 (where the default is 2)."""
     att = get_family("attention")
     rungs = study.rung_settings(att, {"D": D})
     tiled = [r.key for r in att.rungs if r.number >= 2]
     settings = ["03 BLOCK_M=128", "05 PEELED=0", "05 LONGEST_FIRST=1", "05 SOFTMAX_OVERLAP=0",
-                "05 SOFTMAX_OVERLAP=2"]
+                "05 SOFTMAX_OVERLAP=1"]
     assert list(rungs) == tiled + settings + extra
+    assert dict(rungs["05 SOFTMAX_OVERLAP=1"].spec.knobs)["SOFTMAX_OVERLAP"] == 1
     assert dict(rungs["03 BLOCK_M=128"].spec.knobs)["THREADS"] == 256  # THREADS follows BLOCK_M, unnamed
     for name in extra:
         assert dict(rungs[name].spec.knobs)["STAGES"] == 4
         assert att.rung(name[:2]).spec.knobs != rungs[name].spec.knobs  # not the default build
+
+
+def test_the_wide_head_dim_times_the_other_overlap_build():
+    """At D = 256, whose default build is SOFTMAX_OVERLAP = 1, the setting timed beside it is 2."""
+    rungs = study.rung_settings(get_family("attention"), {"D": 256})
+    assert "05 SOFTMAX_OVERLAP=2" in rungs and "05 SOFTMAX_OVERLAP=1" not in rungs and "05 SOFTMAX_OVERLAP=0" in rungs
 
 
 def test_the_summary_takes_same_round_ratios_to_cudnn_and_flash():
