@@ -180,7 +180,8 @@ def readme_results(rs_by_family: dict[str, RecordSet]) -> str:
             cliff = alignment_cliff_sentence(family, bests)
             if cliff:
                 sentences.append(cliff)
-    return "\n".join(lines + [""] + sentences + hopper_lines() + cluster_rows_lines() + attention_study_lines()
+    return "\n".join(lines + [""] + sentences + hopper_lines() + split_k_rounds_lines() + cluster_rows_lines()
+                     + attention_study_lines()
                      + varlen_study_lines() + ops_lines())
 
 
@@ -260,6 +261,45 @@ def hopper_lines() -> list[str]:
                      for r in rungs]
             out.append(f"| {shape['M']} x {shape['N']} x {shape['K']} | {shape['layout']}, {shape['dtype']} | "
                        f"{'-' if library is None else f'{library:.0f}'} | " + " | ".join(cells) + " |")
+    return out
+
+
+def split_k_rounds_lines() -> list[str]:
+    """Split-K's workspace and cluster modes against the library in interleaved rounds (lab.studies.split_k_rounds),
+    when its record exists: per shape, each mode's median TFLOP/s, the median of its same-round ratios to the faster
+    of torch.mm and cuBLASLt (the lowest round's after the slash), and the cluster mode's over the workspace mode."""
+    import json
+
+    from lab.studies.split_k_rounds import RUNGS, record_path
+
+    path = record_path()
+    if path is None:
+        return []
+    study = json.loads(path.read_text())
+    splits = {(tuple(sorted(e["shape"].items())), e["method"]): e for e in study.get("launches", [])}
+    out = ["", f"Split-K's workspace mode (rung 08, a reduction kernel after it) and its cluster mode (the partial "
+               f"tiles summed through distributed shared memory) against the library "
+               f"({_study_source(path, study, 'split_k_rounds')}): median TFLOP/s with S, in brackets the median of "
+               "the per-round ratios to the faster of torch.mm and cuBLASLt, the lowest round's after the slash; "
+               "the last column, the cluster mode's time ratio to the workspace mode's.", "",
+           "| M x N x K | type | library | " + " | ".join(RUNGS) + " | cluster / workspace |",
+           "|---|---|---:|" + "---:|" * (len(RUNGS) + 1)]
+    by_shape: dict[tuple, dict] = {}
+    for row in study["summary"]:
+        by_shape.setdefault(tuple(sorted(row["shape"].items())), {})[row["method"]] = row
+    for key, methods in by_shape.items():
+        shape = dict(key)
+        library = max((methods[m]["TFLOP/s"] for m in ("torch_mm", "cublaslt") if m in methods), default=None)
+        cells = []
+        for rung in RUNGS:
+            row, launch = methods.get(rung), splits.get((key, rung), {})
+            cells.append("-" if not row or row.get("x_library") is None else
+                         f"{row['TFLOP/s']:.0f}, S = {launch.get('splits', '?')} ({row['x_library']:.2f}x / "
+                         f"{row['x_library_min']:.2f}x)")
+        cluster = methods.get(RUNGS[-1], {})
+        out.append(f"| {shape['M']} x {shape['N']} x {shape['K']} | {shape['dtype']} | "
+                   f"{'-' if library is None else f'{library:.0f}'} | " + " | ".join(cells) + " | "
+                   + ("-" if cluster.get("x_08") is None else f"{cluster['x_08']:.2f}x") + " |")
     return out
 
 

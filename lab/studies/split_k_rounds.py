@@ -32,6 +32,17 @@ RUNGS = ("08_split_k", "08_split_k_cluster")
 REFERENCE = "08_split_k"
 
 
+def record_path() -> Path | None:
+    """The committed record: the reference GPU's (results/h200), else one measured on an H100 beside it
+    (results/h100), else None. Its provenance names the GPU either way."""
+    from lab.measure.records import reference_dir
+
+    for folder in (reference_dir(), reference_dir().parent / "h100"):
+        if (folder / STUDY_FILE).is_file():
+            return folder / STUDY_FILE
+    return None
+
+
 def launch_choices(fam, shapes=SHAPES, rungs=RUNGS) -> list[dict]:
     """What each rung runs on each shape (its split factor, tile and, for the cluster mode, the cluster size and how
     many clusters of it fit at once), from the launcher itself."""
