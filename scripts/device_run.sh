@@ -790,6 +790,12 @@ for r in rs.records:
       echo "== split-K rounds study"
       timeout "$(box 150 5)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -40
       keep_cache ;;
+    splitk-cluster-b)  # the same after a launcher change alone (the kernel as sanitized): GPU tests and the study
+      carried; mkdir -p "$pack/study"
+      gpu_tests "$(box 170 60)" tests/test_gpu_split_k.py -k "cluster or launch_notes" --durations=4
+      echo "== split-K rounds study"
+      timeout "$(box 150 5)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -40
+      keep_cache ;;
     splitk-a)
       gpu_tests 300 tests/test_gpu_split_k.py -x
       echo "== ncu on the split-K kernels"; timeout 200 python3 scripts/split_k_ncu.py "$pack" | tail -40

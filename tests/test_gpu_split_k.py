@@ -66,8 +66,10 @@ def test_cluster_reduction_repeats_bit_for_bit_and_stays_correct(shape):
 
 
 def test_the_cluster_splits_fit_at_once():
-    """The launcher's S at the two headline shapes leaves no cluster for a second wave (cluster_fit: how many
-    clusters of eight the driver says fit), and the build's cluster size is what the driver reports compiled in."""
+    """The driver says how many clusters of each size fit (cluster_fit), and the launcher's plan at the two headline
+    shapes leaves no cluster for a second wave; the build's cluster size is what the driver reports compiled in."""
+    import dataclasses
+
     from lab.core.build import get_kernel
     from lab.core.cluster import required_cluster_width
     from lab.families.gemm_split_k import cluster_fit
@@ -77,9 +79,10 @@ def test_the_cluster_splits_fit_at_once():
         rung = FAM.rung("08_split_k_cluster")
         built = FAM.variant(rung, problem)
         width = dict(built.spec.knobs)["SPLIT_CLUSTER"]
-        fit = cluster_fit(built)
-        assert width == 8 and fit, (width, fit)
-        assert tiles * FAM.splits_for(rung, problem) // width <= fit
+        fits = {w: cluster_fit(dataclasses.replace(built, spec=built.spec.with_knobs(SPLIT_CLUSTER=w)))
+                for w in (1, 2, 4, 8)}
+        assert all(fits.values()) and fits[8] <= fits[4] <= fits[2] <= fits[1], fits
+        assert tiles * FAM.splits_for(rung, problem) // width <= fits[width], (width, fits)
         assert required_cluster_width(get_kernel(built.spec)) == width
 
 

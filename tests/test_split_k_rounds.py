@@ -21,7 +21,8 @@ def _record() -> dict:
                {"shape": shape, "method": "08_split_k_cluster", "TFLOP/s": 270.0, "x_library": 0.96,
                 "x_library_min": 0.93, "x_08": 1.17}]
     launches = [{"shape": shape, "method": "08_split_k", "splits": 33},
-                {"shape": shape, "method": "08_split_k_cluster", "splits": 32, "cluster": 8, "clusters_that_fit": 16}]
+                {"shape": shape, "method": "08_split_k_cluster", "splits": 32, "cluster": 8,
+                 "clusters_that_fit": {"8": 16}}]
     return {"provenance": {"device": "NVIDIA H100 80GB HBM3", "date": "2000-01-02", "commit": "abcdef0"}, "rounds": 3,
             "summary": summary, "launches": launches}
 

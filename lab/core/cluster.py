@@ -38,7 +38,9 @@ def _max_active_clusters(ptr: int, threads: int, smem_bytes: int) -> int | None:
     except LabError:  # no cuda-bindings: the caller falls back
         return None
     config = drv.CUlaunchConfig()
-    config.gridDimX, config.gridDimY, config.gridDimZ = 2, 1, 1  # any multiple of the cluster size
+    # A multiple of the cluster size, which the driver requires (with 2, it answered nothing for clusters of 4 or 8):
+    # 16 is one for every size up to the non-portable limit.
+    config.gridDimX, config.gridDimY, config.gridDimZ = 16, 1, 1
     config.blockDimX, config.blockDimY, config.blockDimZ = threads, 1, 1
     config.sharedMemBytes = smem_bytes
     config.numAttrs = 0  # the cluster size comes from the kernel

@@ -33,6 +33,7 @@ from lab.families.gemm_tc import HOPPER_ARCH, GemmTcFamily, dynamic_smem_bytes
 MODE_NAMES = {0: "workspace + reduction kernel", 1: "in-kernel after a grid barrier", 2: "fp32 atomics in L2",
               3: "clusters through DSMEM, then their slices"}
 MAX_SPLIT_CLUSTER = 8  # the portable cluster size
+MAX_SLICES = 16  # mode 3: at most this many clusters a tile (the slices its last cluster sums, band by band)
 MIN_K_TILES_PER_SPLIT = 4  # a split shorter than this spends more on its pipeline fill and partial tile than it saves
 MAX_WORKSPACE_BYTES = 1 << 30
 REDUCE_THREADS = 256
@@ -182,7 +183,7 @@ class GemmSplitKFamily(GemmTcFamily):
     def variant(self, rung: Rung, problem: Problem, out=None) -> Rung:
         rung = self._tiled(rung, problem, out)
         if split_mode(rung) == 3:
-            width = split_cluster_width(self._wanted_splits(rung, problem))
+            width, _ = self._cluster_plan(rung, problem)
             rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(SPLIT_CLUSTER=width))
         return rung
 
@@ -195,20 +196,34 @@ class GemmSplitKFamily(GemmTcFamily):
 
     def splits_for(self, rung: Rung, problem: Problem) -> int:
         """The split factor a launch of `rung` uses: the problem's, else choose_splits', clamped to [1, k-tiles]
-        and to MAX_WORKSPACE_BYTES of slices. Mode 3 runs a multiple of its cluster size, rounded down, and no more
-        clusters a tile than let every tile's clusters run at once (cluster_fit), where the tiles alone allow it."""
-        wanted = self._wanted_splits(self._tiled(rung, problem), problem)
-        if split_mode(rung) != 3:
-            return wanted
-        built = self.variant(rung, problem)
-        k = dict(built.spec.knobs)
-        width, p = k["SPLIT_CLUSTER"], problem.params
-        groups = wanted // width
+        and to MAX_WORKSPACE_BYTES of slices; mode 3's from _cluster_plan (a multiple of its cluster size)."""
+        tiled = self._tiled(rung, problem)
+        return self._cluster_plan(tiled, problem)[1] if split_mode(rung) == 3 else self._wanted_splits(tiled, problem)
+
+    def _cluster_plan(self, tiled: Rung, problem: Problem) -> tuple[int, int]:
+        """Mode 3's (cluster size, S) for the S the other modes would run (_wanted_splits). A cluster's blocks share
+        a GPC, so fewer clusters fit at once than SMs / size (cluster_fit: the driver's count; on an H100, fewer than
+        16 of 8), and a cluster that does not fit runs in a second wave, after the first: each size (8, 4, 2, 1,
+        up to S) gets as many clusters a tile as fit for every tile at once (at most MAX_SLICES, the slices the last
+        cluster sums), and the size that keeps the most SMs busy wins, the widest within a tenth of it (fewer slices).
+        With no count (no GPU, or the driver cannot say): the widest, S rounded down to a multiple of it."""
+        wanted = self._wanted_splits(tiled, problem)
+        k, p = dict(tiled.spec.knobs), problem.params
         tiles = -(-p["M"] // k["BM"]) * -(-p["N"] // k["BN"])
-        fit = cluster_fit(built)
-        if fit and tiles <= fit:
-            groups = min(groups, fit // tiles)
-        return width * max(1, groups)
+        widest = split_cluster_width(wanted)
+        options = []  # (blocks busy, width, groups)
+        for width in (w for w in (8, 4, 2, 1) if w <= widest):
+            fit = cluster_fit(dataclasses.replace(tiled, spec=tiled.spec.with_knobs(SPLIT_CLUSTER=width)))
+            if fit is None:
+                return widest, widest * (wanted // widest)
+            groups = min(wanted // width, fit // tiles, MAX_SLICES)
+            if groups:
+                options.append((tiles * groups * width, width, groups))
+        if not options:  # not even one cluster a tile fits at once: the widest, in waves
+            return widest, widest * (wanted // widest)
+        most = max(busy for busy, _, _ in options)
+        busy, width, groups = next(o for o in options if o[0] >= 0.9 * most)  # widths in falling order
+        return width, width * groups
 
     def _wanted_splits(self, tiled: Rung, problem: Problem) -> int:
         """The problem's S, else choose_splits', clamped (splits_for) for the tile knobs of `tiled`."""

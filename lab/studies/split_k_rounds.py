@@ -15,6 +15,7 @@ asserts a speed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -59,7 +60,10 @@ def launch_choices(fam, shapes=SHAPES, rungs=RUNGS) -> list[dict]:
             notes = fam.launch_notes(rung, problem, c)
             entry = {"shape": shape, "method": key, **{k: notes[k] for k in ("splits", "tile", "reduction")}}
             if split_mode(rung) == 3:
-                entry |= {"cluster": notes["cluster"], "clusters_that_fit": cluster_fit(fam.variant(rung, problem))}
+                built = fam.variant(rung, problem)
+                fits = {w: cluster_fit(dataclasses.replace(built, spec=built.spec.with_knobs(SPLIT_CLUSTER=w)))
+                        for w in (1, 2, 4, 8)}
+                entry |= {"cluster": notes["cluster"], "clusters_that_fit": fits}
             out.append(entry)
     return out
 
