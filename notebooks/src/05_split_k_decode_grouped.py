@@ -308,6 +308,28 @@ print(lesson.best_factors(FACTORS))
 print(lesson.split_bench_table(FILES["gemm_split_k"]))
 
 # %% [markdown]
+# ### Summing the splits inside a cluster
+#
+# The workspace mode writes `S` partial tiles to global memory and a second kernel reads them back. Rung 08's
+# cluster mode (`SPLIT_MODE = 3`, the rung `08_split_k_cluster`) runs the splits of a tile as the blocks of
+# thread-block clusters instead: each block puts its fp32 partial tile into its own shared memory, and block `r`
+# of the cluster sums band `r` of the tile over the cluster's blocks, reading their shared memory directly
+# (distributed shared memory). One slice per cluster goes to the workspace, and no second kernel runs. The catch is
+# where a cluster may run: its blocks must share one GPC, so fewer clusters of 8 fit at once than SMs / 8, and a
+# cluster that does not fit waits for a whole first wave to finish. The launcher asks the driver how many clusters
+# of each size fit and picks the size and `S` that keep every cluster in the first wave. The header's prediction:
+
+# %%
+print(lesson.header_field("gemm_split_k", "08_split_k_cluster", "Prediction for SPLIT_MODE = 3"))
+
+# %% [markdown]
+# The record: both modes beside torch.mm and cuBLASLt in interleaved rounds (`lab study splitk-rounds`), with the
+# `S` and cluster size each ran:
+
+# %%
+print(lesson.cluster_rounds_text())
+
+# %% [markdown]
 # ### The same bits on every run?
 #
 # The workspace and in-kernel modes add the slices in the order `s = 0 .. S-1`, whoever finished first: their

@@ -466,3 +466,16 @@ def replayed_split_timing(payload: dict | None, shape: dict = SPLIT_SHAPES[0], r
     return (f"{source(payload, name)}\n{shape_label(shape)} fp16, cold L2: {rung} (S = {row.get(f'{rung}_splits')}) "
             f"{ours * 1e3:.1f} us = {flops / ours / 1e9:.0f} TFLOP/s; cuBLAS {lib * 1e3:.1f} us = "
             f"{flops / lib / 1e9:.0f} TFLOP/s; cuBLAS's time / the rung's = {lib / ours:.2f}")
+
+
+def cluster_rounds_text() -> str:
+    """Split-K's cluster mode beside its workspace mode and the library, in interleaved rounds
+    (lab.studies.split_k_rounds), from the committed record (results/h200, else results/h100: its GPU named), or a
+    sentence saying there is none."""
+    from lab.studies.report import split_k_rounds_lines
+    from lab.studies.split_k_rounds import STUDY_FILE
+
+    lines = split_k_rounds_lines()
+    if not lines:
+        return f"no record of the split-K rounds study ({STUDY_FILE}): `lab study splitk-rounds --out DIR` on a GPU."
+    return "\n".join(line for line in lines if line)
