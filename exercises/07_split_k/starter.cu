@@ -62,7 +62,16 @@
 //   one split fewer a tile (+3% a unit): ~30-32 us, 1.15-1.25x mode 0 and 0.95-1.0x cuBLAS (~30 us). 128 x 128 x
 //   131072 (S = 128: 16 clusters of 8 on its one tile, 16 band slices): likewise 1.1-1.2x mode 0, about cuBLAS.
 //   Where the tiles alone nearly fill the GPU (S <= 4) it saves less: level with mode 0 to 1.1x.
-// Tensor maps, tails and the mainloop as rung 06; the consumers' k-loop is a do-while (every unit has at least one
+// Measured for SPLIT_MODE = 3 with its first launcher, which ran S rounded down to a multiple of 8 whatever fit (an
+//   H100 at 0195461, results/h100/split_k_rounds_0195461.json, lab.studies.split_k_rounds, 3 interleaved rounds, cold
+//   L2): correct on every check case, the same bits on every run, memcheck, racecheck and synccheck clean; but 0.61-
+//   0.88x mode 0's speed, not 1.1-1.25x (0.78x at 256 x 256 x 65536 fp16, 0.83x at 128 x 128 x 131072, 0.61x at
+//   1024 x 1024 x 16384 with clusters of 4). The prediction failed, and what it left out is where a cluster may run:
+//   its blocks share one GPC, GPCs hold 16-18 SMs or fewer, so fewer clusters of 8 (or of 4) fit at once than the
+//   launcher ran, and the rest waited for the first wave to end (the driver's count, cuOccupancyMaxActiveClusters,
+//   had answered nothing: lab.core.cluster asked it with a grid of 2, not a multiple of 8). The launcher since asks
+//   it for every size and keeps every cluster in the first wave (lab.families.gemm_split_k, _cluster_plan).
+// Mainloop: tensor maps, tails and the k-loop as rung 06; the consumers' k-loop is a do-while (every unit has at least one
 //   k-tile), which keeps ptxas from serializing the wgmmas (rung 07's lesson).
 // Requires: sm_90a; A and B as rung 04 (the launcher repacks otherwise). Launch: THREADS threads, a 1-D grid of
 //   min(tiles * S, SM count) blocks (mode 1: a cooperative launch; mode 3: tiles * S blocks, one unit each, S a
