@@ -770,6 +770,10 @@ for r in rs.records:
       timeout "$(box 95 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05.json" \
         --family attention --rungs 05 --tools memcheck,racecheck,synccheck --budget 90 --child-timeout 40 | tail -6
       keep_cache ;;
+    sanitize-05)  # compute-sanitizer alone on attention rung 05, its D = 256 cases among them
+      carried; mkdir -p "$pack/sanitize"
+      timeout "$(box 100 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05.json" \
+        --family attention --rungs 05 --tools memcheck,racecheck,synccheck --budget 90 --child-timeout 40 | tail -6 ;;
     rows-stats-b)  # LayerNorm rung 04 (STATS) again: the norms' GPU tests and lab.ops's rows in a longer box, the
                    # cluster-rows study (the other STATS build beside it), compute-sanitizer on LayerNorm rung 04
       gpu_tests "$(box 190 220)" tests/test_gpu_norms.py tests/test_gpu_ops.py -k "not test_gpu_ops or row_ops" \
