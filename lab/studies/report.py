@@ -219,6 +219,19 @@ def alignment_cliff_sentence(family: str, bests: list) -> str:
             "the ratios at those sizes measure the library's cliff, not a faster main loop.")
 
 
+def _by_shape(summary: list[dict]) -> dict[tuple, dict]:
+    """A study summary's rows by shape (a sorted tuple of its items), then by method."""
+    by_shape: dict[tuple, dict] = {}
+    for row in summary:
+        by_shape.setdefault(tuple(sorted(row["shape"].items())), {})[row["method"]] = row
+    return by_shape
+
+
+def _library_rate(methods: dict) -> float | None:
+    """The faster library call's median TFLOP/s among a shape's methods (torch.mm, cuBLASLt), None without one."""
+    return max((methods[m]["TFLOP/s"] for m in ("torch_mm", "cublaslt") if m in methods), default=None)
+
+
 # The latest study of every shape (older ones stay in results/h200), then rung 10's tile builds per shape (the
 # family picks one per shape: lab/families/gemm_tc_tiles.py).
 HOPPER_STUDIES = ("hopper_gemm_study", "hopper_tile_study")
@@ -250,12 +263,9 @@ def hopper_lines() -> list[str]:
                   "cuBLASLt, the lowest round's after the slash.", "",
                 "| M x N x K | layout, type | library | " + " | ".join(rungs) + " |",
                 "|---|---|---:|" + "---:|" * len(rungs)]
-        by_shape: dict[tuple, dict] = {}
-        for row in study["summary"]:
-            by_shape.setdefault(tuple(sorted(row["shape"].items())), {})[row["method"]] = row
-        for key, methods in by_shape.items():
+        for key, methods in _by_shape(study["summary"]).items():
             shape = dict(key)
-            library = max((methods[m]["TFLOP/s"] for m in ("torch_mm", "cublaslt") if m in methods), default=None)
+            library = _library_rate(methods)
             cells = [f"{methods[r]['TFLOP/s']:.0f} ({methods[r]['x_library']:.2f}x / "
                      f"{methods[r]['x_library_min']:.2f}x)" if r in methods and methods[r].get("x_library") else "-"
                      for r in rungs]
@@ -268,14 +278,12 @@ def split_k_rounds_lines() -> list[str]:
     """Split-K's workspace and cluster modes against the library in interleaved rounds (lab.studies.split_k_rounds),
     when its record exists: per shape, each mode's median TFLOP/s, the median of its same-round ratios to the faster
     of torch.mm and cuBLASLt (the lowest round's after the slash), and the cluster mode's over the workspace mode."""
-    import json
+    from lab.studies.split_k_rounds import RUNGS, committed_record
 
-    from lab.studies.split_k_rounds import RUNGS, record_path
-
-    path = record_path()
-    if path is None:
+    found = committed_record()
+    if found is None:
         return []
-    study = json.loads(path.read_text())
+    study, path = found
     splits = {(tuple(sorted(e["shape"].items())), e["method"]): e for e in study.get("launches", [])}
     out = ["", f"Split-K's workspace mode (rung 08, a reduction kernel after it) and its cluster mode (the partial "
                f"tiles summed through distributed shared memory) against the library "
@@ -284,12 +292,9 @@ def split_k_rounds_lines() -> list[str]:
                "the last column, the cluster mode's time ratio to the workspace mode's.", "",
            "| M x N x K | type | library | " + " | ".join(RUNGS) + " | cluster / workspace |",
            "|---|---|---:|" + "---:|" * (len(RUNGS) + 1)]
-    by_shape: dict[tuple, dict] = {}
-    for row in study["summary"]:
-        by_shape.setdefault(tuple(sorted(row["shape"].items())), {})[row["method"]] = row
-    for key, methods in by_shape.items():
+    for key, methods in _by_shape(study["summary"]).items():
         shape = dict(key)
-        library = max((methods[m]["TFLOP/s"] for m in ("torch_mm", "cublaslt") if m in methods), default=None)
+        library = _library_rate(methods)
         cells = []
         for rung in RUNGS:
             row, launch = methods.get(rung), splits.get((key, rung), {})

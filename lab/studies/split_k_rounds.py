@@ -33,15 +33,12 @@ RUNGS = ("08_split_k", "08_split_k_cluster")
 REFERENCE = "08_split_k"
 
 
-def record_path() -> Path | None:
-    """The committed record: the reference GPU's (results/h200), else one measured on an H100 beside it
-    (results/h100), else None. Its provenance names the GPU either way."""
-    from lab.measure.records import reference_dir
+def committed_record() -> tuple[dict, Path] | None:
+    """The newest committed record (results/h200, or results/h100 beside it: its provenance names the GPU) and its
+    path; None where there is none (lab.measure.records.newest_study_record)."""
+    from lab.measure.records import newest_study_record
 
-    for folder in (reference_dir(), reference_dir().parent / "h100"):
-        if (folder / STUDY_FILE).is_file():
-            return folder / STUDY_FILE
-    return None
+    return newest_study_record(STUDY_FILE, {"shape", "method", "TFLOP/s"})
 
 
 def launch_choices(fam, shapes=SHAPES, rungs=RUNGS) -> list[dict]:
