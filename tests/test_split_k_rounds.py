@@ -40,3 +40,14 @@ def test_the_readme_lines_come_from_the_record_and_name_its_gpu(tmp_path, monkey
     row = next(line for line in lines if line.startswith("| 256 x 256 x 65536"))
     assert "| 280 |" in row and "230, S = 33 (0.82x / 0.80x)" in row and "270, S = 32 (0.96x / 0.93x)" in row
     assert row.endswith("| 1.17x |")
+
+
+def test_a_summary_line_prints_each_ratio_or_a_dash():
+    from lab.studies.rounds import summary_line
+
+    entry = {"method": "08_split_k_cluster", "TFLOP/s": 146.06, "spread": 0.003, "x_library": 0.6661,
+             "x_library_min": None, "x_08": 0.775}
+    line = summary_line(entry, "256x256x65536 float16", {"x_library": "x library", "x_library_min": "(min)",
+                                                          "x_08": "x 08"})
+    assert line.startswith("256x256x65536 float16 08_split_k_cluster")
+    assert "146.1 TFLOP/s  spread 0.003  x library 0.666  (min) -  x 08 0.775" in line

@@ -70,7 +70,11 @@
 //   its blocks share one GPC, GPCs hold 16-18 SMs or fewer, so fewer clusters of 8 (or of 4) fit at once than the
 //   launcher ran, and the rest waited for the first wave to end (the driver's count, cuOccupancyMaxActiveClusters,
 //   had answered nothing: lab.core.cluster asked it with a grid of 2, not a multiple of 8). The launcher since asks
-//   it for every size and keeps every cluster in the first wave (lab.families.gemm_split_k, _cluster_plan).
+//   it for every size and keeps every cluster in the first wave (lab.families.gemm_split_k, _cluster_plan), which has
+//   not yet run on a GPU. Predicted for it (before any run): where 16 clusters of 8 fit, the figures above become
+//   about mode 0's first-wave time with no second kernel, so the prediction above; where they do not, clusters of 4
+//   (or fewer splits) and 1.0-1.15x mode 0. Whether a cluster's barriers and DSMEM reads cost more than the
+//   reduction kernel they replace is what that run must show.
 // Mainloop: tensor maps, tails and the k-loop as rung 06; the consumers' k-loop is a do-while (every unit has at least one
 //   k-tile), which keeps ptxas from serializing the wgmmas (rung 07's lesson).
 // Requires: sm_90a; A and B as rung 04 (the launcher repacks otherwise). Launch: THREADS threads, a 1-D grid of

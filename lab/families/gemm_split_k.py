@@ -16,7 +16,9 @@ STATUS: tests/test_gpu_split_k.py passed on the H200 at 8b8c2d1 (every check cas
 modes bit-identical run to run and to each other); compute-sanitizer memcheck clean on every rung
 (results/h200/sanitize_split_k_decode_grouped/, 5355749). Records: results/h200/gemm_split_k.json,
 split_k_factors.json, split_k_ncu.json. Racecheck and synccheck not yet run on rung 08. The cluster mode
-(08_split_k_cluster) is newer than those runs: see its header and its own records.
+(08_split_k_cluster): its GPU tests passed on an H100 at 0195461 (every check case, the same bits every run) and
+memcheck, racecheck and synccheck are clean there (results/h100/sanitize_split_k/); its launcher's cluster plan
+(_cluster_plan) came after that run and has not run on a GPU.
 """
 
 from __future__ import annotations

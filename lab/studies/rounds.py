@@ -62,3 +62,15 @@ def same_round_summary(rows: list[dict], metric: str, peers: tuple[str, ...], pe
         entry[reference_key] = statistics.median(against) if against else None
         out.append(entry)
     return out
+
+
+def ratio_text(x: float | None) -> str:
+    """A same-round ratio as the studies print it, "-" where a round lacked it."""
+    return "-" if x is None else f"{x:.3f}"
+
+
+def summary_line(entry: dict, label: str, ratios: dict[str, str], metric: str = "TFLOP/s", width: int = 20) -> str:
+    """One summary entry (same_round_summary's) as a console line: `label`, the method, the metric with its spread,
+    then each ratio key of `ratios` under its printed name."""
+    return (f"{label} {entry['method']:<{width}} {entry[metric]:6.1f} {metric}  spread {entry['spread']:.3f}  "
+            + "  ".join(f"{name} {ratio_text(entry.get(key))}" for key, name in ratios.items()))

@@ -23,7 +23,7 @@ from pathlib import Path
 from lab.families import get_family
 from lab.measure.records import provenance, write_json
 from lab.studies.hopper_gemm_study import study_methods
-from lab.studies.rounds import interleaved_rows, same_round_summary
+from lab.studies.rounds import interleaved_rows, same_round_summary, summary_line
 
 STUDY_FILE = "split_k_rounds.json"
 SHAPES = [dict(M=m, N=n, K=k, layout="TN", dtype=t) for (m, n, k) in ((256, 256, 65536), (128, 128, 131072))
@@ -92,16 +92,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     record = study(args.rounds)
     path = write_json(Path(args.out_dir) / STUDY_FILE, record)  # as run() writes it, and printed below
-    ratio = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
     for entry in record["launches"]:
         print("launch:", entry)
     for s in record["summary"]:
         sh = s["shape"]
-        print(f"{sh['M']}x{sh['N']}x{sh['K']} {sh['dtype']:<9} {s['method']:<20} {s['TFLOP/s']:6.1f} TFLOP/s  "
-              f"spread {s['spread']:.3f}  x library {ratio(s['x_library'])} (min {ratio(s['x_library_min'])})  "
-              f"x 08 {ratio(s['x_08'])}")
-    for f in record["failed"]:
-        print("not timed:", f)
+        print(summary_line(s, f"{sh['M']}x{sh['N']}x{sh['K']} {sh['dtype']:<9}",
+                           {"x_library": "x library", "x_library_min": "(min)", "x_08": "x 08"}))
+    for failed in record["failed"]:
+        print("not timed:", failed)
     print(f"written: {path}")
     return 0
 

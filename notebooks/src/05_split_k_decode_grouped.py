@@ -324,7 +324,8 @@ print(lesson.header_field("gemm_split_k", "08_split_k_cluster", "Prediction for 
 
 # %% [markdown]
 # The record: both modes beside torch.mm and cuBLASLt in interleaved rounds (`lab study splitk-rounds`), with the
-# `S` and cluster size each ran:
+# `S` each ran. It names the commit it ran at; the header's paragraphs after the prediction say which launcher that
+# commit had (the first one did not yet ask the driver how many clusters fit).
 
 # %%
 print(lesson.cluster_rounds_text())
