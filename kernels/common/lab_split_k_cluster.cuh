@@ -69,8 +69,8 @@ __device__ __forceinline__ void lab_cluster_sum_tile(const float (&acc)[COLS / 2
         }
     }
     // Done with the peers' shared memory. Relaxed: every load above has returned (its value was added before this
-    // issues), and a release would make each thread wait for its stores to C or the workspace to reach the whole
-    // GPU (MEMBAR.GPU).
+    // arrival runs), and a release would make each thread wait for its stores to C or the workspace to reach the
+    // whole GPU (MEMBAR.GPU).
     asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory");
     if (groups == 1) return;
 
