@@ -30,6 +30,7 @@ import numpy as np
 from lab.core.build import KernelSpec
 from lab.core.errors import LabError
 from lab.core.ladder import Problem, Rung
+from lab.families import gemm_tc
 from lab.families.gemm_tc import HOPPER_ARCH, GemmTcFamily, dynamic_smem_bytes
 
 MODE_NAMES = {0: "workspace + reduction kernel", 1: "in-kernel after a grid barrier", 2: "fp32 atomics in L2",
@@ -47,7 +48,7 @@ FEW_TILES = 8  # at or below this many 128 x 256 tiles, too (narrow_tiles)
 
 def _split_rung(key: str, mode: int, title: str) -> Rung:
     """A rung of kernels/gemm_tc/08_split_k.cu built with reduction `mode` (MODE_NAMES), launched "split_k"; mode 3
-    also with its cluster size (SPLIT_CLUSTER, the launcher's pick per problem: split_cluster_width)."""
+    also with its cluster size (SPLIT_CLUSTER; the launcher picks it per problem: _cluster_plan)."""
     knobs = dict(BF16=0, TN=1, BM=128, BN=256, BK=64, STAGES=4, RASTER=2, GROUP_M=8, SPLIT_MODE=mode,
                  SPLIT_INTERLEAVE=0, THREADS=384)
     if mode == 3:
@@ -369,20 +370,11 @@ def split_k_workspace(mode: int, M: int, N: int, splits: int, tiles: int, cluste
 
 
 def cluster_fit(built: Rung) -> int | None:
-    """Clusters of a mode-3 build (its SPLIT_CLUSTER compiled in) that fit on the current GPU at once (the driver's
-    cuOccupancyMaxActiveClusters: a cluster's blocks share a GPC, so fewer than SMs / size may fit); None with no
-    GPU or where the driver cannot say."""
+    """gemm_tc.cluster_fit for a mode-3 build (its SPLIT_CLUSTER compiled in): clusters that fit on the GPU at once;
+    None with no GPU (nothing to ask) or where the driver cannot say."""
     from lab.core import device
 
-    if not device.gpu_available():
-        return None
-    from lab.core.build import get_kernel
-    from lab.core.cluster import max_active_clusters
-
-    kernel = get_kernel(built.spec)
-    smem = dynamic_smem_bytes(built)
-    kernel.max_dynamic_shared_size_bytes = smem
-    return max_active_clusters(kernel, dict(built.spec.knobs)["THREADS"], smem)
+    return gemm_tc.cluster_fit(built) if device.gpu_available() else None
 
 
 def run_to_run_bits(family: GemmSplitKFamily, rung: Rung, problem: Problem, runs: int = 20) -> dict:

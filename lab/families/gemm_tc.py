@@ -524,12 +524,11 @@ def c_store_refusal(p: dict, out) -> str | None:
 CLUSTER = 2  # blocks per cluster of the "cluster" launch (rung 09's __cluster_dims__)
 
 
-def cluster_slots(rung: Rung) -> int:
-    """How many clusters of `rung` (built; its knobs) fit on the current GPU at once: the driver's
-    cuOccupancyMaxActiveClusters for its threads and shared memory. Not every SM can take part (a cluster's blocks
-    share a GPC, and GPCs have SMs left over), so this can be less than SMs / 2. Where the driver cannot say (no
-    cuda-bindings), SMs / 2: a grid larger than what fits is still correct, its last clusters just start later."""
-    from lab.core import device
+def cluster_fit(rung: Rung) -> int | None:
+    """How many clusters of `rung` (built; its knobs, its cluster size compiled in) fit on the current GPU at once:
+    the driver's cuOccupancyMaxActiveClusters for its threads and shared memory; None where the driver cannot say
+    (no cuda-bindings). Not every SM can take part (a cluster's blocks share a GPC, and GPCs have SMs left over), so
+    this can be less than SMs / the cluster size."""
     from lab.core.build import get_kernel
     from lab.core.cluster import max_active_clusters
 
@@ -537,8 +536,15 @@ def cluster_slots(rung: Rung) -> int:
     smem = dynamic_smem_bytes(rung)
     if smem > DEFAULT_SMEM_LIMIT:
         kernel.max_dynamic_shared_size_bytes = smem
-    fits = max_active_clusters(kernel, _knobs(rung)["THREADS"], smem)
-    return fits if fits else device.current().sm_count // CLUSTER
+    return max_active_clusters(kernel, _knobs(rung)["THREADS"], smem)
+
+
+def cluster_slots(rung: Rung) -> int:
+    """cluster_fit for the clusters of two of rungs 09 and 10; where the driver cannot say, SMs / 2: a grid larger
+    than what fits is still correct, its last clusters just start later."""
+    from lab.core import device
+
+    return cluster_fit(rung) or device.current().sm_count // CLUSTER
 
 
 REPACK = KernelSpec("common/repack_rows.cu", "lab_repack_rows", min_arch=MIN_ARCH)
