@@ -87,9 +87,12 @@ GROUPED_CASES = [{"groups": [(0, 64, 64), (17, 33, 40), (65, 64, 128), (0, 1, 1)
 ATTENTION_CASES = [{"B": 1, "H": 2, "H_kv": 1, "S_q": 17, "S_k": 300, "D": 64, "dtype": "float16", "causal": 1},
                    {"B": 1, "H": 1, "S_q": 130, "S_k": 257, "D": 128, "dtype": "bfloat16", "causal": 0},
                    {"B": 1, "H": 1, "S_q": 300, "S_k": 100, "D": 64, "dtype": "float16", "causal": 1},
-                   {"B": 1, "H": 2, "H_kv": 1, "S_q": 130, "S_k": 200, "D": 256, "dtype": "bfloat16", "causal": 1}]
+                   {"B": 1, "H": 2, "H_kv": 1, "S_q": 130, "S_k": 200, "D": 256, "dtype": "bfloat16", "causal": 1},
+                   # 136 query blocks: past one block an SM, so rung 05's PERSISTENT build runs two items on a few
+                   {"B": 2, "H": 34, "H_kv": 2, "S_q": 140, "S_k": 140, "D": 64, "dtype": "float16", "causal": 1}]
 ATTENTION_RACE_CASES = [{"B": 1, "H": 1, "S_q": 65, "S_k": 600, "D": 64, "dtype": "bfloat16", "causal": 0},
-                        {"B": 1, "H": 1, "S_q": 65, "S_k": 300, "D": 256, "dtype": "float16", "causal": 0}]
+                        {"B": 1, "H": 1, "S_q": 65, "S_k": 300, "D": 256, "dtype": "float16", "causal": 0},
+                        {"B": 2, "H": 34, "H_kv": 2, "S_q": 140, "S_k": 400, "D": 64, "dtype": "bfloat16", "causal": 0}]
 # Decode attention: GQA packings of 4 and 32 rows (two row groups), a key tail, forced splits ending inside a tile,
 # causal rows that see no key; rung 02 also on paged caches (pages of 7 keys) with per-sequence lengths.
 DECODE_ATTENTION_CASES = [

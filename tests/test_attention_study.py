@@ -13,7 +13,7 @@ def test_each_head_dim_gets_the_tiled_rungs_and_the_settings_meant_for_it(D, ext
     att = get_family("attention")
     rungs = study.rung_settings(att, {"D": D})
     tiled = [r.key for r in att.rungs if r.number >= 2]
-    settings = ["03 BLOCK_M=128", "05 PEELED=0", "05 LONGEST_FIRST=1", "05 SOFTMAX_OVERLAP=0",
+    settings = ["03 BLOCK_M=128", "05 PEELED=0", "05 PERSISTENT=1", "05 SOFTMAX_OVERLAP=0",
                 "05 SOFTMAX_OVERLAP=1"]
     assert list(rungs) == tiled + settings + extra
     assert dict(rungs["05 SOFTMAX_OVERLAP=1"].spec.knobs)["SOFTMAX_OVERLAP"] == 1

@@ -75,6 +75,27 @@ def test_rung_05_other_builds_are_correct_on_every_case(knobs):
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.parametrize("blocks, heads", [(7, None), (5, 1), (3, 3)],
+                         ids=["7_blocks", "5_blocks_1_head_sections", "3_blocks_3_head_sections"])
+def test_rung_05_persistent_is_correct_on_every_case(monkeypatch, blocks, heads):
+    """PERSISTENT = 1 on every check case with a few blocks, each looping over many items (the study times the grid
+    the launcher plans, one block an SM, after its own check): the K/V stages and Q's barrier run on from item to
+    item, causal items with no key tile (S_q > S_k) among them; sections of one head, of three (the last one short)
+    and as L2 sizes them."""
+    import dataclasses
+
+    from lab.families import attention as attention_module
+    from lab.measure.verify import check_rung
+
+    monkeypatch.setattr(attention_module, "_sm_count", lambda: blocks)
+    if heads is not None:
+        monkeypatch.setattr(attention_module, "section_heads", lambda params, l2_bytes: heads)
+    base = ATTENTION.rung("05")
+    build = dataclasses.replace(base, spec=base.spec.with_knobs(PERSISTENT=1))
+    failures = [r.line() for r in check_rung(ATTENTION, build, seed=39 + blocks) if not r.passed]
+    assert not failures, "\n".join(failures)
+
+
 @pytest.mark.parametrize("rung", FLASH_RUNGS, ids=lambda r: r.key)
 def test_flash_rungs_weigh_equal_scores_equally_over_256_tiles(rung):
     """Every query row scores every one of S_k = 16384 keys the same (Q = K = 24 everywhere, D = 64: raw score

@@ -158,6 +158,9 @@
 #ifndef VARLEN
 #define VARLEN 0
 #endif
+#ifndef PERSISTENT
+#define PERSISTENT 0
+#endif
 #ifndef SOFTMAX_OVERLAP  // by head dim, as measured (the header's SOFTMAX_OVERLAP paragraph)
 #define SOFTMAX_OVERLAP (HEAD_DIM == 256 ? 1 : 2)
 #endif
@@ -179,6 +182,8 @@ static_assert(CAUSAL == 0 || CAUSAL == 1, "CAUSAL is 0 or 1");
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128 || HEAD_DIM == 256, "HEAD_DIM is 64, 128 or 256");
 static_assert(LONGEST_FIRST == 0 || LONGEST_FIRST == 1, "LONGEST_FIRST is 0 or 1");
 static_assert(VARLEN == 0 || VARLEN == 1, "VARLEN is 0 or 1");
+static_assert(PERSISTENT == 0 || (PERSISTENT == 1 && PEELED && !VARLEN),
+              "PERSISTENT is 0 or 1, and 1 runs the peeled loop on (B, heads, S, D) arrays");
 static_assert(SOFTMAX_OVERLAP >= 0 && SOFTMAX_OVERLAP <= 2, "SOFTMAX_OVERLAP is 0, 1 or 2 (the peeled loop's; "
                                                              "PEELED = 0 builds the first loop, which has no overlap)");
 static_assert(BLOCK_N == 128 || BLOCK_N == 64, "S = Q K^T is one m64n128k16 (or m64n64k16) per k-step");
@@ -406,16 +411,43 @@ __device__ __forceinline__ void softmax_finish(const float (&sc)[BLOCK_N / 2], u
     }
 }
 
+// The key tiles a query block of rows m0 .. m0 + 127 sees: up to its last row's diagonal when causal (0 when its
+// rows see no key).
+__device__ __forceinline__ int key_tiles(int m0, int S_q, int S_k) {
+    const int n_end = CAUSAL ? min(S_k, m0 + BLOCK_M + S_k - S_q) : S_k;
+    return n_end > 0 ? (n_end + BLOCK_N - 1) / BLOCK_N : 0;
+}
+
+// PERSISTENT = 1: work item i (a query block of one batch and head) of a block that loops over items i = blockIdx.x,
+// blockIdx.x + gridDim.x, ... The (batch, head) pairs go in sections of `section_heads`, whose K and V the launcher
+// sized to stay in L2 while the section runs; inside a section the query blocks go across the section's heads, and
+// when causal the blocks with the most key tiles first, so that the shortest items fill the end of the run.
+__device__ __forceinline__ void item_at(int i, int m_blocks, int heads_total, int section_heads, int& m_block,
+                                        int& bh) {
+    const int per_section = section_heads * m_blocks, section = i / per_section;
+    const int heads = min(section_heads, heads_total - section * section_heads), r = i - section * per_section;
+    const int m_index = r / heads;
+    bh = section * section_heads + (r - m_index * heads);
+    m_block = CAUSAL ? m_blocks - 1 - m_index : m_index;
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constant__ TensorMap map_k,
                    const __grid_constant__ TensorMap map_v, half_bits* __restrict__ O,
 #if VARLEN
                    const int* __restrict__ cu_seqlens_q, const int* __restrict__ cu_seqlens_k,
 #endif
+#if PERSISTENT
+                   int B, int section_heads,
+#endif
                    int H, int H_kv, int S_q, int S_k, float scale_log2) {
     extern __shared__ __align__(1024) unsigned char smem[];
     __shared__ __align__(8) unsigned long long q_bar, k_bars[STAGES], v_bars[STAGES], k_empty_bars[STAGES],
         v_empty_bars[STAGES];
+#if PERSISTENT
+    __shared__ __align__(8) unsigned long long q_empty_bar;  // the consumers' last S(j) of an item has read Q
+    const unsigned qeb = smem_u32addr(&q_empty_bar);
+#endif
     if (dynamic_smem_size() < SMEM_BYTES) __trap();  // launched with too little: stop, do not overrun it
 
     // Shared memory as rung 04: Q's 128 rows, then stage s's K tile and V tile.
@@ -423,6 +455,11 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
     const unsigned sKV = sQ + Q_BYTES;
     const unsigned qb = smem_u32addr(&q_bar), kb = smem_u32addr(k_bars), vb = smem_u32addr(v_bars);
     const unsigned keb = smem_u32addr(k_empty_bars), veb = smem_u32addr(v_empty_bars);
+#if PERSISTENT
+    const int q_start = 0, k_start = 0, m_blocks = (S_q + BLOCK_M - 1) / BLOCK_M, n_items = m_blocks * H * B;
+#define Q_PLANE (b * H + h)
+#define KV_PLANE (b * H_kv + kvh)
+#else
     const int b = blockIdx.z, h = blockIdx.y, kvh = h / (H / H_kv);
 #if VARLEN
     // Packed sequences: sequence b's rows start at row cu_seqlens[b] of (total, heads, D) arrays, and S_q, S_k (the
@@ -442,9 +479,9 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
 #endif
     const int m_block = (CAUSAL && LONGEST_FIRST) ? m_blocks - 1 - (int)blockIdx.x : (int)blockIdx.x;
     const int m0 = m_block * BLOCK_M;
+    const int n_tiles = key_tiles(m0, S_q, S_k);
+#endif
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int n_end = CAUSAL ? min(S_k, m0 + BLOCK_M + S_k - S_q) : S_k;
-    const int n_tiles = n_end > 0 ? (n_end + BLOCK_N - 1) / BLOCK_N : 0;
 
     if (threadIdx.x == 0) {
         prefetch_tensor_map(&map_q);
@@ -457,32 +494,59 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
             mbar_init(keb + 8 * s, 8);  // one arrival per consumer warp
             mbar_init(veb + 8 * s, 8);
         }
+#if PERSISTENT
+        mbar_init(qeb, 8);
+#endif
         fence_barrier_init();
     }
     __syncthreads();
 
+    // A persistent block's items, each a query block as a launch of PERSISTENT = 0 runs it. The K/V stages run on
+    // from item to item (g0: the key tiles of the items before), as do Q's barrier's phases (item: the block's count).
+#if PERSISTENT
+#define FOR_EACH_ITEM                                                                                   \
+    int g0 = 0;                                                                                         \
+    for (int work = blockIdx.x, item = 0; work < n_items; work += gridDim.x, ++item) {              \
+        int m_block, bh;                                                                                \
+        item_at(work, m_blocks, H * B, section_heads, m_block, bh);                                     \
+        const int b = bh / H, h = bh - b * H, kvh = h / (H / H_kv), m0 = m_block * BLOCK_M;           \
+        const int n_tiles = key_tiles(m0, S_q, S_k);
+#define END_ITEM \
+        g0 += n_tiles; \
+    }
+#else
+#define FOR_EACH_ITEM {      \
+        constexpr int g0 = 0, item = 0;
+#define END_ITEM }
+#endif
+
     if (wg == 0) {  // the producer: one thread issues every load, K(j) and V(j) each as soon as its stage is free
         setmaxnreg_dec<PRODUCER_REGS>();
         if (threadIdx.x == 0) {
+            FOR_EACH_ITEM
+#if PERSISTENT
+            if (item > 0) mbar_wait(qeb, (item - 1) & 1);  // both consumer warpgroups are done with the last Q
+#endif
             mbar_arrive_expect_tx(qb, Q_BYTES);
             for (int c = 0; c < 2; ++c)
                 for (int x = 0; x < BOXES; ++x)
                     tma_load_3d(sQ + c * 64 * HEAD_DIM * 2 + x * 64 * ROW_BYTES, &map_q, 64 * x, q_start + m0 + 64 * c,
                                 Q_PLANE, qb);
             for (int j = 0; j < n_tiles; ++j) {
-                const int s = j % STAGES;
-                const unsigned k_dst = sKV + s * 2 * KV_BYTES, v_dst = k_dst + KV_BYTES, phase = ((j / STAGES) - 1) & 1;
-                if (j >= STAGES) mbar_wait(keb + 8 * s, phase);  // S(j - STAGES) has read K's stage
+                const int g = g0 + j, s = g % STAGES;  // the ring's g-th tile
+                const unsigned k_dst = sKV + s * 2 * KV_BYTES, v_dst = k_dst + KV_BYTES, phase = ((g / STAGES) - 1) & 1;
+                if (g >= STAGES) mbar_wait(keb + 8 * s, phase);  // S(g - STAGES) has read K's stage
                 mbar_arrive_expect_tx(kb + 8 * s, KV_BYTES);
                 for (int x = 0; x < BOXES; ++x)
                     tma_load_3d(k_dst + x * BLOCK_N * ROW_BYTES, &map_k, 64 * x, k_start + j * BLOCK_N, KV_PLANE,
                                 kb + 8 * s);
-                if (j >= STAGES) mbar_wait(veb + 8 * s, phase);  // P V(j - STAGES) has read V's
+                if (g >= STAGES) mbar_wait(veb + 8 * s, phase);  // P V(g - STAGES) has read V's
                 mbar_arrive_expect_tx(vb + 8 * s, KV_BYTES);
                 for (int x = 0; x < BOXES; ++x)
                     tma_load_3d(v_dst + x * BLOCK_N * ROW_BYTES, &map_v, 64 * x, k_start + j * BLOCK_N, KV_PLANE,
                                 vb + 8 * s);
             }
+            END_ITEM
         }
         return;
     }
@@ -490,6 +554,7 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
     setmaxnreg_inc<CONSUMER_REGS>();
     const int c = wg - 1, t = lane % 4;
     const unsigned q_slab = sQ + c * 64 * HEAD_DIM * 2;
+    FOR_EACH_ITEM
     const int row[2] = {m0 + 64 * c + 16 * (warp % 4) + lane / 4, m0 + 64 * c + 16 * (warp % 4) + lane / 4 + 8};
     const int first_row = m0 + 64 * c;
 
@@ -499,32 +564,41 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
     float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
     float sc[BLOCK_N / 2];
     unsigned pa[BLOCK_N / 16][4];
-    mbar_wait(qb, 0);
+    mbar_wait(qb, item & 1);
 
     // Batch p (0 .. n_tiles) is S(p) (p < n_tiles) and P V(p - 1) (p > 0). The turns: warpgroup 0 goes first (1's
     // opening pass), each batch ends by passing the turn, and warpgroup 1's last pass, which no one would wait
-    // for, is left out: n_tiles + 1 waits and passes on each barrier. A block whose rows see no key (n_tiles = 0)
-    // takes no turn at all: a wait with no pass to meet it would never return.
+    // for, is left out: n_tiles + 1 waits and passes on each barrier (so a persistent block's next item starts with
+    // both barriers as the first did). A block whose rows see no key (n_tiles = 0) takes no turn at all: a wait with
+    // no pass to meet it would never return. Tile p's stage is (g0 + p) % STAGES.
+#if PERSISTENT
+#define STAGE_OF(p) ((g0 + (p)) % STAGES)
+#define PHASE_OF(p) (((g0 + (p)) / STAGES) & 1)
+#else
+#define STAGE_OF(p) ((p) % STAGES)
+#define PHASE_OF(p) (((p) / STAGES) & 1)
+#endif
 #if PEELED
     // The same batches with the loop peeled: S(0) alone, then S(p) with P V(p - 1) for p = 1 .. n_tiles - 1 under
     // no condition, then P V(n_tiles - 1) alone, so that no wgmma sits on a divergent path (ptxas C7519).
     if (n_tiles > 0) {
         if (c == 1) turn_pass(0);
-        mbar_wait(kb, 0);  // K(0) has landed (stage 0, phase 0)
+        const int s0 = STAGE_OF(0);
+        mbar_wait(kb + 8 * s0, PHASE_OF(0));  // K(0) has landed
         turn_wait(c);
         wgmma_fence();
-        issue_scores(sc, q_slab, sKV);
+        issue_scores(sc, q_slab, sKV + s0 * 2 * KV_BYTES);
         wgmma_commit();
         turn_pass(1 - c);
         wgmma_wait<0>();
         fence_accumulators(sc);
-        if (lane == 0) mbar_arrive(keb);
+        if (lane == 0) mbar_arrive(keb + 8 * s0);
         softmax_tile(sc, pa, o, m, l, row, 0, first_row, S_q, S_k, t, scale_log2);
         for (int p = 1; p < n_tiles; ++p) {
-            const int s = p % STAGES, sp = (p - 1) % STAGES;
+            const int s = STAGE_OF(p), sp = STAGE_OF(p - 1);
             const unsigned k_tile = sKV + s * 2 * KV_BYTES, v_prev = sKV + sp * 2 * KV_BYTES + KV_BYTES;
-            mbar_wait(kb + 8 * s, (p / STAGES) & 1);
-            mbar_wait(vb + 8 * sp, ((p - 1) / STAGES) & 1);
+            mbar_wait(kb + 8 * s, PHASE_OF(p));
+            mbar_wait(vb + 8 * sp, PHASE_OF(p - 1));
             turn_wait(c);
             wgmma_fence();
             fence_accumulators(o);
@@ -559,8 +633,11 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
             softmax_tile(sc, pa, o, m, l, row, p * BLOCK_N, first_row, S_q, S_k, t, scale_log2);
 #endif
         }
-        const int sp = (n_tiles - 1) % STAGES;
-        mbar_wait(vb + 8 * sp, ((n_tiles - 1) / STAGES) & 1);
+#if PERSISTENT
+        if (lane == 0) mbar_arrive(qeb);  // every S(p) is done: Q's tile is free for the next item's while P V runs
+#endif
+        const int sp = STAGE_OF(n_tiles - 1);
+        mbar_wait(vb + 8 * sp, PHASE_OF(n_tiles - 1));
         turn_wait(c);
         wgmma_fence();
         fence_accumulators(o);
@@ -571,6 +648,9 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
         fence_accumulators(o);
         if (lane == 0) mbar_arrive(veb + 8 * sp);
     }
+#if PERSISTENT
+    else if (lane == 0) mbar_arrive(qeb);  // no key tile: Q was not read
+#endif
 #else
     if (n_tiles > 0 && c == 1) turn_pass(0);
     for (int p = 0; n_tiles > 0 && p <= n_tiles; ++p) {
@@ -619,4 +699,5 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
                 pack_half2(float_to_half_bits<BF16>(x0), float_to_half_bits<BF16>(x1));
         }
     }
+    END_ITEM
 }

@@ -78,6 +78,9 @@ LARGE_LOGIT_FACTOR = math.sqrt(15.0)  # Q and K both: logits of standard deviati
 LOG2E = 1.4426950408889634
 DEFAULT_SMEM_LIMIT = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
 DEFAULT_SMEM_OPTIN = 99 * 1024  # the smallest opt-in limit of the sm_80+ GPUs (sm_86, sm_89), where none is known
+DEFAULT_SM_COUNT = 132  # the H200's (and H100's): persistent grids planned with no GPU to ask (CPU tests)
+DEFAULT_L2_BYTES = 60 * 1024 * 1024  # the H200's L2
+L2_SHARE = 0.5  # of L2 for one section's K and V (PERSISTENT, section_heads): the rest for the section before's tail
 FTZ_FLOOR = 2.0 ** -126  # ex2.approx.ftz flushes results below fp32's smallest normal to 0
 # The error model's constants (error_bound's docstring derives them).
 EXP_ULPS = 4.0  # ex2.approx: 2 ulps of fp32, 4 u
@@ -142,6 +145,33 @@ def tma_smem_bytes(knobs: dict, D: int) -> int:
     two-byte elements a row, and 1024 bytes to align the start to the 128-byte swizzle's period (as the kernel's
     SMEM_BYTES)."""
     return (TMA_BLOCK_M + 2 * knobs["STAGES"] * knobs["BLOCK_N"]) * D * 2 + 1024
+
+
+def section_heads(params: dict, l2_bytes: int) -> int:
+    """Rung 05's PERSISTENT build runs the (batch, head) pairs in sections of this many, each section's query blocks
+    in turn (longest first when causal): as many heads as keep their K and V (2 * S_k * D * 2 bytes a head, counted
+    per query head, so GQA's sharing only helps) within L2_SHARE of L2, at least one."""
+    per_head = 4 * params["S_k"] * params["D"]
+    return max(1, min(params["B"] * params["H"], int(l2_bytes * L2_SHARE) // max(per_head, 1)))
+
+
+def _gpu_figure(name: str, default: int) -> int:
+    """The current GPU's sm_count or l2_bytes (lab.core.device), or the H200's where there is no GPU to ask (the CPU
+    tests' launch plans)."""
+    try:
+        from lab.core import device
+
+        return int(getattr(device.current(), name))
+    except Exception:  # noqa: BLE001 - no GPU to ask
+        return default
+
+
+def _sm_count() -> int:
+    return _gpu_figure("sm_count", DEFAULT_SM_COUNT)
+
+
+def _l2_bytes() -> int:
+    return _gpu_figure("l2_bytes", DEFAULT_L2_BYTES)
 
 
 class AttentionFamily(Family):
@@ -422,7 +452,10 @@ class AttentionFamily(Family):
 
     def grid(self, rung: Rung, params: dict) -> tuple[int, int, int]:
         rows = self.rows_per_block(rung)
-        return (-(-params["S_q"] // rows), params["H"], params["B"])
+        blocks = -(-params["S_q"] // rows)
+        if _knobs(rung).get("PERSISTENT"):  # one block an SM, looping over the query blocks of every head
+            return (min(blocks * params["H"] * params["B"], _sm_count()), 1, 1)
+        return (blocks, params["H"], params["B"])
 
     def launch_smem(self, rung: Rung, params: dict) -> int:
         """Dynamic shared memory of a launch: rung 01's S_k fp32 scores; none for rungs 02-03 (static tiles); rung
@@ -493,6 +526,8 @@ class AttentionFamily(Family):
         if self.launch_scheme(rung) == "row_per_step":
             ints.append(np.int32(p["D"]))
         operands = (q, k, v) if self.launch_scheme(rung) != "flash_tma" else self._tensor_maps(built, p, q, k, v)
+        if _knobs(rung).get("PERSISTENT"):
+            operands += (np.int32(p["B"]), np.int32(section_heads(p, _l2_bytes())))
         kernel(self.grid(rung, p), (_knobs(rung)["THREADS"],), (*operands, out, *ints, scale_log2), shared_mem=smem)
 
     @staticmethod
@@ -525,8 +560,11 @@ class AttentionFamily(Family):
 
     def launch_notes(self, rung: Rung, problem: Problem, out) -> dict:
         built = _knobs(self.variant(rung, problem))
-        return {"kernel": rung.spec.entry, "causal": built["CAUSAL"], "bf16": built["BF16"],
-                "grid": list(self.grid(rung, problem.params))}
+        notes = {"kernel": rung.spec.entry, "causal": built["CAUSAL"], "bf16": built["BF16"],
+                 "grid": list(self.grid(rung, problem.params))}
+        if built.get("PERSISTENT"):
+            notes["section_heads"] = section_heads(problem.params, _l2_bytes())
+        return notes
 
     def block_resources(self, rung: Rung) -> tuple[int, int]:
         """(threads, dynamic shared memory) at the default knobs: rung 01's shared memory depends on S_k (0 here);
