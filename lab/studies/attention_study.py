@@ -45,9 +45,9 @@ BACKENDS = ("cudnn", "flash", "efficient")
 # Rung 05 persistent (PERSISTENT = 1: a block an SM looping over the query blocks of every head, sections of heads
 # whose K and V fit L2, longest first when causal; it replaces LONGEST_FIRST = 1 here, which reversed the causal blocks
 # of a launch and was measured at 40aa909 on an H100: 1.01x on causal shapes). Rung 05 without a warpgroup's own
-# exponentials under its P V products (SOFTMAX_OVERLAP = 0), and with the value its default build does not have at that head dim: its
-# default is 1 (the exponentials under P V) at D = 256 and 2 (the first build: ptxas hoisted the wait above the
-# exponentials) at D = 64 and 128, so 2 is timed beside it at D = 256 and 1 at D = 64 and 128.
+# exponentials under its P V products (SOFTMAX_OVERLAP = 0), and with the value its default build does not have at
+# that head dim: its default is 1 (the exponentials under P V) at D = 256 and 2 (the first build: ptxas hoisted the
+# wait above the exponentials) at D = 64 and 128, so 2 is timed beside it at D = 256 and 1 at D = 64 and 128.
 RUNG_SETTINGS = (("03", {"BLOCK_M": 128, "THREADS": 256}, None), ("05", {"PEELED": 0}, None),
                  ("05", {"PERSISTENT": 1}, None), ("05", {"SOFTMAX_OVERLAP": 0}, None),
                  ("05", {"SOFTMAX_OVERLAP": 1}, (64, 128)), ("05", {"SOFTMAX_OVERLAP": 2}, (256,)),
