@@ -23,6 +23,7 @@ from lab.families.attention import (
     LOG2E,
     AttentionFamily,
     head_dims,
+    section_heads,
     visible_keys,
     visible_mask,
 )
@@ -399,6 +400,26 @@ def test_launches_pass_the_problem_and_pick_the_variant(fam, monkeypatch):
     p.params["S_k"] = 20000  # 80000 bytes of scores: opted in
     _, (_, _, _, smem, optin) = _recorded_launch(fam, monkeypatch, fam.rung("01"), p, out)
     assert smem == optin == 80000
+
+
+def test_the_persistent_build_plans_a_block_an_sm_and_sections_that_fit_l2(fam, monkeypatch):
+    """Rung 05's PERSISTENT build: a 1-D grid of at most one block an SM (fewer when there are fewer query blocks),
+    and sections of as many heads as keep their K and V within half of L2 (at least one, at most every head)."""
+    import dataclasses
+
+    from lab.families import attention as attention_module
+
+    monkeypatch.setattr(attention_module, "_sm_count", lambda: 132)
+    base = fam.rung("05")
+    rung = dataclasses.replace(base, spec=base.spec.with_knobs(PERSISTENT=1))
+    big = {"B": 2, "H": 16, "S_q": 4096, "S_k": 4096, "D": 128}
+    assert fam.grid(rung, big) == (132, 1, 1) and fam.grid(base, big) == (32, 16, 2)
+    assert fam.grid(rung, dict(big, S_q=130, H=8, B=1)) == (16, 1, 1)  # 2 query blocks x 8 heads
+    mib = 1024 * 1024
+    assert section_heads(big, 60 * mib) == 15  # 2 MiB of K and V a head, 30 MiB for a section
+    assert section_heads(big, 50 * mib) == 12
+    assert section_heads(dict(big, S_k=1 << 20), 60 * mib) == 1  # one head past the share: still one
+    assert section_heads(dict(big, S_k=64), 60 * mib) == 32  # every head
 
 
 def test_rung_02_refuses_misaligned_operands_and_other_head_dims(fam):

@@ -48,6 +48,20 @@
 //   (B=4 H=32: 1.00x by median TFLOP/s, whose rounds spread 3-7%). The prediction failed: the last wave's tail is
 //   smaller than the model above says, or the block scheduler does not start blocks in launch order. The default
 //   stays 0.
+// PERSISTENT = 1 (a knob, 0 by default; FlashAttention-3's persistent scheduler, CUTLASS's persistent tile schedulers):
+//   one block an SM (grid min(items, SMs)) loops over the work items, the query blocks of every batch and head, in a
+//   fixed order: (batch, head) pairs in sections whose K and V fit half of L2 (the launcher's section_heads), inside a
+//   section the query blocks across its heads, most key tiles first when causal (longest-processing-time first, so the
+//   shortest items end the run). Block b takes items b, b + gridDim.x, ... The K/V ring and its barriers run on from
+//   item to item; Q has one more barrier (q_empty): the consumers arrive once their last S(j) is done, and the producer
+//   loads the next item's Q behind it, under this item's last P V and its O stores. Barrier init, the tensor maps'
+//   prefetch and a block's launch happen once an SM instead of once a query block. PERSISTENT = 0 builds the same
+//   instructions as before the knob (scripts/same_sass.py, 44 variants).
+//   Prediction (before any GPU run; B=2 H=16 S=4096, 1024 items on 132 SMs, about 7.8 a block as in the launch's 7.8
+//   waves, so the same quantization): non-causal 1.00-1.03x the default build (what is saved is each item's start:
+//   a launch, the prologue and Q's latency, about 1-2 us of an item's ~60 us at D = 128); causal 1.01-1.05x (the
+//   items are 1-32 tiles long, and longest first over a section leaves less of the last round to the longest items
+//   than the launch order or LONGEST_FIRST, which measured 1.01x).
 // Requires: as rung 04 (sm_90a; Q, K, V, O 16-byte aligned), HEAD_DIM 64, 128 or 256 (256 with BLOCK_N = 64). Launch: as rung 04 (grid
 //   (ceil(S_q / 128), H, B), THREADS = 384, SMEM_BYTES = (128 + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2 + 1024 of
 //   dynamic shared memory, three 3-D tensor maps).
@@ -56,7 +70,8 @@
 //   HEAD_DIM = 256, below), STAGES (2 K/V stages),
 //   THREADS (384: one producer and two consumer warpgroups), PEELED (1: the loop peeled; 0: the loop with
 //   conditional products, the first build, slower: see Measured), LONGEST_FIRST (0: query blocks in launch order;
-//   1: reversed when causal, above), VARLEN (0: (B, heads, S, D) arrays; 1: packed sequences, below),
+//   1: reversed when causal, above), PERSISTENT (0: a block a query block; 1: a block an SM, above), VARLEN (0:
+//   (B, heads, S, D) arrays; 1: packed sequences, below),
 //   SOFTMAX_OVERLAP (1: the exponentials under the warpgroup's own P V; 0: without; 2: its first build; by default
 //   1 at HEAD_DIM = 256, else 2: below).
 // VARLEN = 1 (lab.families.attention_varlen): Q and O are (T_q, H, D), K and V (T_k, H_kv, D), every sequence's tokens
