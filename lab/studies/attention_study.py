@@ -8,8 +8,8 @@ same round. The methods:
     sdpa_cudnn, sdpa_flash, sdpa_efficient   torch.nn.functional.scaled_dot_product_attention forced to one backend
                                              (torch.nn.attention.sdpa_kernel), its own output (no copy into ours)
     02_flash_mma, 03_flash_pipelined, ...    the tiled rungs as the family launches them
-    03 BLOCK_M=128, 05 PEELED=0, ...         a rung with other knobs (THREADS follows BLOCK_M); some only at
-                                             the head dims they are meant for (4 K/V stages at D = 64)
+    03 BLOCK_M=128, 05 PERSISTENT=1, ...     a rung with other knobs (THREADS follows BLOCK_M); some only at
+                                             the head dims they are meant for (SOFTMAX_OVERLAP = 2 at D = 256)
 
 Every rung setting passes a check on a small odd case (check_case: S = 333 against 517 keys, GQA, causal) before it
 is timed; one that fails gets a row saying so and is not timed. A backend that refuses a shape is left out with its
