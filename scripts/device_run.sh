@@ -42,7 +42,8 @@
 #   bash scripts/device_run.sh splitk-cluster  split-K's cluster mode: its GPU tests, compute-sanitizer, the rounds study
 #                                              against torch.mm and cuBLASLt
 #   bash scripts/device_run.sh persist-a       split-K's cluster launcher (GPU tests, rounds study), then attention rung 05's
-#                                              PERSISTENT build: its GPU tests, the attention study, compute-sanitizer
+#                                              PERSISTENT build: its GPU tests, the attention study
+#   bash scripts/device_run.sh persist-b       compute-sanitizer on attention rung 05's PERSISTENT build
 #   bash scripts/device_run.sh underfill-b     GPU tests of split-K, grouped and decode, the split study, exercise
 #                                              07's grading, `lab bench` (headline) of the three families
 #   bash scripts/device_run.sh underfill-c     grouped and decode GPU tests and benches, exercise 07's timing diagnosis
@@ -803,20 +804,21 @@ for r in rs.records:
       timeout "$(box 150 5)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -40
       keep_cache ;;
     persist-a)  # split-K's cluster launcher (its GPU tests, the rounds study), then attention rung 05's PERSISTENT build:
-                # its GPU tests (a few blocks looping over many items), the attention study (it times the build beside
-                # the others), compute-sanitizer on it; each boxed to fit BUDGET_S
-      carried; mkdir -p "$pack/study" "$pack/sanitize"
-      gpu_tests "$(box 120 400)" tests/test_gpu_split_k.py -k "cluster or launch_notes" --durations=4
+                # its GPU tests (a few blocks looping over many items) and the attention study (it times the build
+                # beside the others); each boxed to fit BUDGET_S (470 s will do)
+      carried; mkdir -p "$pack/study"
+      gpu_tests "$(box 100 370)" tests/test_gpu_split_k.py -k "cluster or launch_notes" --durations=4
       echo "== split-K rounds study"
-      timeout "$(box 100 330)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -40
-      gpu_tests "$(box 130 220)" tests/test_gpu_attention.py -k "persistent" --durations=4
+      timeout "$(box 100 270)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -40
+      gpu_tests "$(box 110 150)" tests/test_gpu_attention.py -k "persistent" --durations=4
       echo "== attention study"
-      timeout "$(box 150 70)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
-      echo "== compute-sanitizer on attention rung 05, PERSISTENT = 1"
-      timeout "$(box 70 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05_persistent.json" \
-        --family attention --rungs 05 --knobs PERSISTENT=1 --tools memcheck,racecheck,synccheck --budget 65 \
-        --child-timeout 40 | tail -6
+      timeout "$(box 150 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
       keep_cache ;;
+    persist-b)  # compute-sanitizer on attention rung 05's PERSISTENT build (its cases past one block an SM, D = 256)
+      carried; mkdir -p "$pack/sanitize"
+      timeout "$(box 150 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05_persistent.json" \
+        --family attention --rungs 05 --knobs PERSISTENT=1 --tools memcheck,racecheck,synccheck --budget 140 \
+        --child-timeout 45 | tail -6 ;;
     splitk-a)
       gpu_tests 300 tests/test_gpu_split_k.py -x
       echo "== ncu on the split-K kernels"; timeout 200 python3 scripts/split_k_ncu.py "$pack" | tail -40
