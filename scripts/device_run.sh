@@ -805,14 +805,14 @@ for r in rs.records:
       keep_cache ;;
     persist-a)  # split-K's cluster launcher (its GPU tests, the rounds study), then attention rung 05's PERSISTENT build:
                 # its GPU tests (a few blocks looping over many items) and the attention study (it times the build
-                # beside the others); each boxed to fit BUDGET_S (470 s will do)
+                # beside the others); each boxed to fit BUDGET_S (430 s will do)
       carried; mkdir -p "$pack/study"
-      gpu_tests "$(box 100 370)" tests/test_gpu_split_k.py -k "cluster or launch_notes" --durations=4
+      gpu_tests "$(box 75 355)" tests/test_gpu_split_k.py -k "cluster or launch_notes" --durations=4
       echo "== split-K rounds study"
-      timeout "$(box 100 270)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -40
-      gpu_tests "$(box 110 150)" tests/test_gpu_attention.py -k "persistent" --durations=4
+      timeout "$(box 90 265)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -40
+      gpu_tests "$(box 95 170)" tests/test_gpu_attention.py -k "persistent" --durations=4
       echo "== attention study"
-      timeout "$(box 150 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
+      timeout "$(box 170 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
       keep_cache ;;
     persist-b)  # compute-sanitizer on attention rung 05's PERSISTENT build (its cases past one block an SM, D = 256)
       carried; mkdir -p "$pack/sanitize"
