@@ -804,15 +804,17 @@ for r in rs.records:
       timeout "$(box 150 5)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -40
       keep_cache ;;
     persist-a)  # split-K's cluster launcher (its GPU tests, the rounds study), then attention rung 05's PERSISTENT build:
-                # its GPU tests (a few blocks looping over many items) and the attention study (it times the build
-                # beside the others); each boxed to fit BUDGET_S (430 s will do)
+                # its GPU tests (a few blocks looping over many items) and the attention study by head dim (D = 128,
+                # then 256 and 64 as time allows: records attention_study_d<D>.json); boxed to fit BUDGET_S (360 s)
       carried; mkdir -p "$pack/study"
-      gpu_tests "$(box 75 355)" tests/test_gpu_split_k.py -k "cluster or launch_notes" --durations=4
+      gpu_tests "$(box 65 295)" tests/test_gpu_split_k.py -k "cluster or launch_notes" --durations=4
       echo "== split-K rounds study"
-      timeout "$(box 90 265)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -40
-      gpu_tests "$(box 95 170)" tests/test_gpu_attention.py -k "persistent" --durations=4
-      echo "== attention study"
-      timeout "$(box 170 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
+      timeout "$(box 80 215)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -40
+      gpu_tests "$(box 85 130)" tests/test_gpu_attention.py -k "persistent" --durations=4
+      for d in 128 256 64; do
+        echo "== attention study, D = $d"
+        timeout "$(box 75 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 --head-dim "$d" 2>&1 | tail -20
+      done
       keep_cache ;;
     persist-b)  # compute-sanitizer on attention rung 05's PERSISTENT build (its cases past one block an SM, D = 256)
       carried; mkdir -p "$pack/sanitize"
