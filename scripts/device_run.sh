@@ -816,6 +816,18 @@ for r in rs.records:
         timeout "$(box 75 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 --head-dim "$d" 2>&1 | tail -20
       done
       keep_cache ;;
+    persist-short)  # the shortest form of persist-a (270 s): split-K's cluster tests but the every-case one (the kernel
+                    # passed it before the launcher change; the launcher's own plans are checked by the bit-for-bit
+                    # tests), the rounds study, rung 05 PERSISTENT's GPU tests, the attention study at D = 128
+      carried; mkdir -p "$pack/study"
+      gpu_tests "$(box 30 240)" tests/test_gpu_split_k.py -k "cluster_reduction or fit_at_once or launch_notes" \
+        --durations=4
+      echo "== split-K rounds study"
+      timeout "$(box 80 160)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -40
+      gpu_tests "$(box 85 75)" tests/test_gpu_attention.py -k "persistent" --durations=4
+      echo "== attention study, D = 128"
+      timeout "$(box 75 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 --head-dim 128 2>&1 | tail -20
+      keep_cache ;;
     persist-b)  # compute-sanitizer on attention rung 05's PERSISTENT build (its cases past one block an SM, D = 256)
       carried; mkdir -p "$pack/sanitize"
       timeout "$(box 150 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05_persistent.json" \
