@@ -828,6 +828,13 @@ for r in rs.records:
       echo "== attention study, D = 128"
       timeout "$(box 75 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 --head-dim 128 2>&1 | tail -20
       keep_cache ;;
+    persist-min)  # the least of persist-a (175 s): split-K's cluster plans (fit, bits) and rounds study, rung 05
+                  # PERSISTENT's GPU tests
+      carried; mkdir -p "$pack/study"
+      gpu_tests "$(box 30 145)" tests/test_gpu_split_k.py -k "cluster_reduction or fit_at_once" --durations=4
+      echo "== split-K rounds study"
+      timeout "$(box 75 70)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -40
+      gpu_tests "$(box 70 2)" tests/test_gpu_attention.py -k "persistent" --durations=4 ;;
     persist-b)  # compute-sanitizer on attention rung 05's PERSISTENT build (its cases past one block an SM, D = 256)
       carried; mkdir -p "$pack/sanitize"
       timeout "$(box 150 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05_persistent.json" \
