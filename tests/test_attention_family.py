@@ -416,10 +416,74 @@ def test_the_persistent_build_plans_a_block_an_sm_and_sections_that_fit_l2(fam, 
     assert fam.grid(rung, big) == (132, 1, 1) and fam.grid(base, big) == (32, 16, 2)
     assert fam.grid(rung, dict(big, S_q=130, H=8, B=1)) == (16, 1, 1)  # 2 query blocks x 8 heads
     mib = 1024 * 1024
-    assert section_heads(big, 60 * mib) == 15  # 2 MiB of K and V a head, 30 MiB for a section
-    assert section_heads(big, 50 * mib) == 12
+    assert section_heads(big, 60 * mib) == 11  # 2 MiB of K and V a head: 15 fit 30 MiB, so 3 sections of 11, 11, 10
+    assert section_heads(big, 50 * mib) == 11  # 12 fit 25 MiB: 3 sections again
+    assert section_heads(dict(big, H=12), 60 * mib) == 12  # 24 heads, 15 fit: 2 sections of 12
     assert section_heads(dict(big, S_k=1 << 20), 60 * mib) == 1  # one head past the share: still one
     assert section_heads(dict(big, S_k=64), 60 * mib) == 32  # every head
+
+
+@pytest.mark.skipif(build.find_nvdisasm() is None, reason="nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_the_persistent_build_keeps_the_loop_as_the_default_build_has_it(fam, D):
+    """PERSISTENT = 1 wraps the default build's loop in a loop over items: no spills, no wgmma serialization, the
+    same tensor-core instructions and the same exponentials between the waits for S and for P V."""
+    for causal in (0, 1):
+        default = fam.variant_for(fam.rung("05"), {"dtype": "bfloat16", "causal": causal, "D": D}).spec
+        persistent = default.with_knobs(PERSISTENT=1)
+        assert "Potential Performance Loss" not in build.compile_cubin(persistent, 90).log
+        rep, base = _report(persistent, 90), _report(default, 90)
+        assert not rep.spills and rep.stack_frame_bytes == 0, rep
+        hgmma = [sum(v for k, v in r.instructions.items() if k.startswith("HGMMA")) for r in (rep, base)]
+        assert hgmma[0] == hgmma[1], hgmma
+        assert _exponentials_between_the_waits(persistent) == _exponentials_between_the_waits(default)
+
+
+def test_the_persistent_build_takes_its_counter_and_sizes_after_o(fam, monkeypatch):
+    """The PERSISTENT build's kernel takes (maps, O, counter, B, section_heads, H, H_kv, S_q, S_k, scale): its three
+    extra arguments go after O, not before."""
+    import dataclasses
+
+    from lab.families import attention as attention_module
+
+    counter = object()
+    monkeypatch.setattr(attention_module, "work_counter", lambda: counter)
+    monkeypatch.setattr(attention_module, "_sm_count", lambda: 132)
+    monkeypatch.setattr(fam, "refusal", lambda *a, **k: None)
+    monkeypatch.setattr(fam, "_tensor_maps", lambda rung, p, q, k, v: ("map_q", "map_k", "map_v"))
+    p = fam.make_problem(seed=1, B=2, H=8, H_kv=2, S_q=300, S_k=200, D=128, causal=1)
+    p.inputs = {n: [_Ptr(1 << 20)] for n in ("Q", "K", "V")}
+    out = _Ptr(2 << 20)
+    base = fam.rung("05")
+    persistent = dataclasses.replace(base, spec=base.spec.with_knobs(PERSISTENT=1))
+    _, (grid, block, args, smem, _) = _recorded_launch(fam, monkeypatch, persistent, p, out)
+    assert args[:4] == ("map_q", "map_k", "map_v", out) and args[4] is counter
+    assert [int(a) for a in args[5:11]] == [2, section_heads(p.params, 60 * 1024 * 1024), 8, 2, 300, 200]
+    assert len(args) == 12 and grid == (48, 1, 1) and block == (384,)
+    _, (grid, _, args, _, _) = _recorded_launch(fam, monkeypatch, base, p, out)
+    assert args[3] is out and [int(a) for a in args[4:8]] == [8, 2, 300, 200] and grid == (3, 8, 2)
+
+
+def test_the_persistent_order_is_every_item_once_and_the_model_ranks_the_counter_first():
+    """attention_schedule.item_order (the kernel's item_at) is a bijection onto (query block, head) pairs, the last
+    section short or not; longest first when causal. In the model, items from a counter in that order leave the
+    busiest SM no more tiles than an ordinary launch on causal shapes, and fewer than a fixed round-robin share."""
+    from lab.families import attention_schedule as model
+
+    for m_blocks, heads, section, causal in [(32, 32, 11, 1), (3, 7, 3, 0), (5, 4, 4, 1), (1, 5, 2, 1)]:
+        order = model.item_order(m_blocks, heads, section, causal)
+        assert sorted(order) == sorted((m, bh) for m in range(m_blocks) for bh in range(heads))
+        if causal:
+            assert [m for m, _ in order[:min(section, heads)]] == [m_blocks - 1] * min(section, heads)
+    for B, H, S in [(2, 16, 4096), (4, 32, 4096), (2, 16, 8192), (16, 32, 1024)]:
+        params = {"B": B, "H": H, "S_k": S, "D": 128}
+        r = model.compare_orders(B, H, S, True, 132, section_heads(params, 60 * 1024 * 1024))
+        assert r["even_share"] <= r["persistent_counter"] <= min(r["launch_order"], r["persistent_round_robin"]), r
+    # The figures the launcher's and the kernel's comments quote (B=2 H=16 S=4096 causal, 132 SMs).
+    uneven, equal = (model.compare_orders(2, 16, 4096, True, 132, g) for g in (15, 11))
+    assert (uneven["persistent_counter"], equal["persistent_counter"], equal["launch_order"]) == (151, 131, 149)
+    assert (equal["even_share"], equal["longest_first"], equal["persistent_round_robin"]) == (128, 146, 142)
+    assert [model.compare_orders(2, 16, 4096, True, 132, g)["persistent_round_robin"] for g in (12, 15)] == [165, 153]
 
 
 def test_rung_02_refuses_misaligned_operands_and_other_head_dims(fam):

@@ -80,8 +80,9 @@ def test_rung_05_other_builds_are_correct_on_every_case(knobs):
 def test_rung_05_persistent_is_correct_on_every_case(monkeypatch, blocks, heads):
     """PERSISTENT = 1 on every check case with a few blocks, each looping over many items (the study times the grid
     the launcher plans, one block an SM, after its own check): the K/V stages and Q's barrier run on from item to
-    item, causal items with no key tile (S_q > S_k) among them; sections of one head, of three (the last one short)
-    and as L2 sizes them."""
+    item; sections of one head, of three (the last one short) and as L2 sizes them. Then a causal case whose query
+    blocks see 2, 2, 1 and 0 key tiles per head (S_q = 400 on S_k = 200): items with no key tile between others,
+    and the ring's stage parity odd at an item's start."""
     import dataclasses
 
     from lab.families import attention as attention_module
@@ -93,7 +94,33 @@ def test_rung_05_persistent_is_correct_on_every_case(monkeypatch, blocks, heads)
     base = ATTENTION.rung("05")
     build = dataclasses.replace(base, spec=base.spec.with_knobs(PERSISTENT=1))
     failures = [r.line() for r in check_rung(ATTENTION, build, seed=39 + blocks) if not r.passed]
+    no_key = {"B": 1, "H": 2, "S_q": 400, "S_k": 200, "D": 128, "dtype": "bfloat16", "causal": 1}
+    failures += [r.line() for r in check_rung(ATTENTION, build, [no_key], seed=40 + blocks) if not r.passed]
     assert not failures, "\n".join(failures)
+    assert int(attention_module.work_counter()[0]) == 0  # each launch's last fetch left the counter for the next
+
+
+def test_rung_05_persistent_repeats_bit_for_bit_with_its_counter(monkeypatch):
+    """Which block takes an item depends on timing (the counter), but an item's result does not: ten launches of a
+    causal GQA problem with a few blocks give the same bits."""
+    import dataclasses
+
+    import cupy as cp
+
+    from lab.families import attention as attention_module
+
+    monkeypatch.setattr(attention_module, "_sm_count", lambda: 5)
+    problem = ATTENTION.make_problem(seed=40, B=2, H=8, H_kv=2, S_q=700, S_k=900, D=128, causal=1)
+    base = ATTENTION.rung("05")
+    persistent = dataclasses.replace(base, spec=base.spec.with_knobs(PERSISTENT=1))
+    out = cp.empty(problem.out_shape, problem.dtype)
+    ATTENTION.launch(persistent, problem, out)
+    expected = out.copy()
+    for _ in range(10):
+        out.fill(0)
+        ATTENTION.launch(persistent, problem, out)
+        assert bool((out == expected).all())
+    assert int(attention_module.work_counter()[0]) == 0
 
 
 @pytest.mark.parametrize("rung", FLASH_RUNGS, ids=lambda r: r.key)

@@ -50,18 +50,25 @@
 //   stays 0.
 // PERSISTENT = 1 (a knob, 0 by default; FlashAttention-3's persistent scheduler, CUTLASS's persistent tile schedulers):
 //   one block an SM (grid min(items, SMs)) loops over the work items, the query blocks of every batch and head, in a
-//   fixed order: (batch, head) pairs in sections whose K and V fit half of L2 (the launcher's section_heads), inside a
-//   section the query blocks across its heads, most key tiles first when causal (longest-processing-time first, so the
-//   shortest items end the run). Block b takes items b, b + gridDim.x, ... The K/V ring and its barriers run on from
-//   item to item; Q has one more barrier (q_empty): the consumers arrive once their last S(j) is done, and the producer
-//   loads the next item's Q behind it, under this item's last P V and its O stores. Barrier init, the tensor maps'
-//   prefetch and a block's launch happen once an SM instead of once a query block. PERSISTENT = 0 builds the same
-//   instructions as before the knob (scripts/same_sass.py, 44 variants).
-//   Prediction (before any GPU run; B=2 H=16 S=4096, 1024 items on 132 SMs, about 7.8 a block as in the launch's 7.8
-//   waves, so the same quantization): non-causal 1.00-1.03x the default build (what is saved is each item's start:
-//   a launch, the prologue and Q's latency, about 1-2 us of an item's ~60 us at D = 128); causal 1.01-1.05x (the
-//   items are 1-32 tiles long, and longest first over a section leaves less of the last round to the longest items
-//   than the launch order or LONGEST_FIRST, which measured 1.01x).
+//   fixed order: (batch, head) pairs in equal sections whose K and V fit half of L2 (the launcher's section_heads),
+//   inside a section the query blocks across its heads, most key tiles first when causal (longest-processing-time
+//   first, so the shortest items end the run). A block takes blockIdx.x first, then its next item from a counter in
+//   global memory as its producer finishes issuing an item's loads: greedy, as the hardware hands out the blocks of
+//   an ordinary launch, but in this order. The K/V ring and its barriers run on from item to item; Q has one more
+//   barrier (q_empty): the consumers arrive once their last S(j) is done, and the producer loads the next item's Q
+//   (and writes its number for them) behind it, under this item's last P V and its O stores. Barrier init, the tensor
+//   maps' prefetch and a block's launch happen once an SM instead of once a query block. PERSISTENT = 0 builds the
+//   same instructions as before the knob (scripts/same_sass.py, 44 variants).
+//   Why a counter, not a fixed share (block b takes items b, b + P, ...): lab.families.attention_schedule's model (the
+//   busiest SM's key tiles under each hand-out, nothing else counted) gives, at B=2 H=16 S=4096 causal on 132 SMs:
+//   the ordinary launch 149, LONGEST_FIRST 146, a fixed share over this order 142 with the launcher's sections of 11
+//   heads (165 and 153 with sections of 12 and 15: worse than the launch), the counter 131; the even share 128.
+//   Equal sections, because a short last section puts long items late (15, 15 and 2 heads: 151 from the counter).
+//   LONGEST_FIRST measured 1.01x, about the model's 149 / 146.
+//   Prediction (before any GPU run, B=2 H=16 S=4096 D=128, against the default build in the same rounds): causal
+//   1.04-1.10x (the model's 149 / 131 is 1.14x of tile time, less what the sections cost in L2 reuse: 11 heads' K and
+//   V in flight, where an ordinary launch has about 4); non-causal 1.00-1.03x (every item the same length, so only
+//   each item's start is saved: the prologue and Q's latency, about 1-2 us of an item's ~60 us).
 // Requires: as rung 04 (sm_90a; Q, K, V, O 16-byte aligned), HEAD_DIM 64, 128 or 256 (256 with BLOCK_N = 64). Launch: as rung 04 (grid
 //   (ceil(S_q / 128), H, B), THREADS = 384, SMEM_BYTES = (128 + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2 + 1024 of
 //   dynamic shared memory, three 3-D tensor maps).
@@ -433,10 +440,10 @@ __device__ __forceinline__ int key_tiles(int m0, int S_q, int S_k) {
     return n_end > 0 ? (n_end + BLOCK_N - 1) / BLOCK_N : 0;
 }
 
-// PERSISTENT = 1: work item i (a query block of one batch and head) of a block that loops over items i = blockIdx.x,
-// blockIdx.x + gridDim.x, ... The (batch, head) pairs go in sections of `section_heads`, whose K and V the launcher
-// sized to stay in L2 while the section runs; inside a section the query blocks go across the section's heads, and
-// when causal the blocks with the most key tiles first, so that the shortest items fill the end of the run.
+// PERSISTENT = 1: work item i (a query block of one batch and head). The (batch, head) pairs go in sections of
+// `section_heads`, whose K and V the launcher sized to stay in L2 while the section runs; inside a section the query
+// blocks go across the section's heads, and when causal the blocks with the most key tiles first, so that the
+// shortest items fill the end of the run.
 __device__ __forceinline__ void item_at(int i, int m_blocks, int heads_total, int section_heads, int& m_block,
                                         int& bh) {
     const int per_section = section_heads * m_blocks, section = i / per_section;
@@ -453,7 +460,7 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
                    const int* __restrict__ cu_seqlens_q, const int* __restrict__ cu_seqlens_k,
 #endif
 #if PERSISTENT
-                   int B, int section_heads,
+                   int* __restrict__ work_counter, int B, int section_heads,
 #endif
                    int H, int H_kv, int S_q, int S_k, float scale_log2) {
     extern __shared__ __align__(1024) unsigned char smem[];
@@ -461,6 +468,7 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
         v_empty_bars[STAGES];
 #if PERSISTENT
     __shared__ __align__(8) unsigned long long q_empty_bar;  // the consumers' last S(j) of an item has read Q
+    __shared__ int next_work;                                 // the item Q's tile holds (-1: none left), for the consumers
     const unsigned qeb = smem_u32addr(&q_empty_bar);
 #endif
     if (dynamic_smem_size() < SMEM_BYTES) __trap();  // launched with too little: stop, do not overrun it
@@ -516,32 +524,59 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
     }
     __syncthreads();
 
-    // A persistent block's items, each a query block as a launch of PERSISTENT = 0 runs it. The K/V stages run on
-    // from item to item (g0: the key tiles of the items before), as do Q's barrier's phases (item: the block's count).
+    // A persistent block's items, each a query block as a launch of PERSISTENT = 0 runs it. The producer takes them:
+    // blockIdx.x first, then each next one from the launch's counter as soon as it has issued the last item's loads
+    // (so a block that finishes early takes more: greedy, not a fixed share). It hands the item to the consumers in
+    // next_work, written before its arrival on Q's barrier (a release; their wait, an acquire) and not again before
+    // both warpgroups have passed q_empty. Every fetch is one item (the last one of each block fails), so the fetches
+    // number n_items exactly: the one that returns n_items - 1 is the launch's last and resets the counter to 0 for
+    // the next launch. The K/V stages run on from item to item (g0: the key tiles of the items before), as do Q's
+    // barriers' phases (item: the block's count).
 #if PERSISTENT
-#define FOR_EACH_ITEM                                                                                   \
-    int g0 = 0;                                                                                         \
-    for (int work = blockIdx.x, item = 0; work < n_items; work += gridDim.x, ++item) {              \
-        int m_block, bh;                                                                                \
-        item_at(work, m_blocks, H * B, section_heads, m_block, bh);                                     \
-        const int b = bh / H, h = bh - b * H, kvh = h / (H / H_kv), m0 = m_block * BLOCK_M;           \
+#define ITEM_SETUP(work)                                                                                 \
+        int m_block, bh;                                                                                 \
+        item_at(work, m_blocks, H * B, section_heads, m_block, bh);                                      \
+        const int b = bh / H, h = bh - b * H, kvh = h / (H / H_kv), m0 = m_block * BLOCK_M;            \
         const int n_tiles = key_tiles(m0, S_q, S_k);
-#define END_ITEM \
-        g0 += n_tiles; \
+#define PRODUCER_ITEMS                                                                                   \
+    int g0 = 0, work = blockIdx.x;                                                                       \
+    for (int item = 0;; ++item) {                                                                        \
+        if (item > 0) mbar_wait(qeb, (item - 1) & 1); /* the consumers are done with Q and next_work */  \
+        *(volatile int*)&next_work = work < n_items ? work : -1;                                         \
+        if (work >= n_items) {                                                                           \
+            mbar_arrive(qb); /* Q's phase completes with no tile: the consumers read -1 and stop */      \
+            break;                                                                                       \
+        }                                                                                                \
+        ITEM_SETUP(work)
+#define END_PRODUCER_ITEM                                                                                \
+        const int fetched = atomicAdd(work_counter, 1);                                                  \
+        if (fetched == n_items - 1) atomicExch(work_counter, 0); /* the launch's last fetch */           \
+        work = gridDim.x + fetched;                                                                      \
+        g0 += n_tiles;                                                                                   \
+    }
+#define CONSUMER_ITEMS                                                                                   \
+    int g0 = 0;                                                                                          \
+    for (int item = 0;; ++item) {                                                                        \
+        mbar_wait(qb, item & 1);                                                                         \
+        const int work = *(volatile int*)&next_work;                                                     \
+        if (work < 0) break;                                                                             \
+        ITEM_SETUP(work)
+#define END_CONSUMER_ITEM \
+        g0 += n_tiles;    \
     }
 #else
-#define FOR_EACH_ITEM {      \
-        constexpr int g0 = 0, item = 0;
-#define END_ITEM }
+#define PRODUCER_ITEMS {      \
+        constexpr int g0 = 0;
+#define END_PRODUCER_ITEM }
+#define CONSUMER_ITEMS {      \
+        constexpr int g0 = 0;
+#define END_CONSUMER_ITEM }
 #endif
 
     if (wg == 0) {  // the producer: one thread issues every load, K(j) and V(j) each as soon as its stage is free
         setmaxnreg_dec<PRODUCER_REGS>();
         if (threadIdx.x == 0) {
-            FOR_EACH_ITEM
-#if PERSISTENT
-            if (item > 0) mbar_wait(qeb, (item - 1) & 1);  // both consumer warpgroups are done with the last Q
-#endif
+            PRODUCER_ITEMS
             mbar_arrive_expect_tx(qb, Q_BYTES);
             for (int c = 0; c < 2; ++c)
                 for (int x = 0; x < BOXES; ++x)
@@ -561,7 +596,7 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
                     tma_load_3d(v_dst + x * BLOCK_N * ROW_BYTES, &map_v, 64 * x, k_start + j * BLOCK_N, KV_PLANE,
                                 vb + 8 * s);
             }
-            END_ITEM
+            END_PRODUCER_ITEM
         }
         return;
     }
@@ -569,7 +604,7 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
     setmaxnreg_inc<CONSUMER_REGS>();
     const int c = wg - 1, t = lane % 4;
     const unsigned q_slab = sQ + c * 64 * HEAD_DIM * 2;
-    FOR_EACH_ITEM
+    CONSUMER_ITEMS
     const int row[2] = {m0 + 64 * c + 16 * (warp % 4) + lane / 4, m0 + 64 * c + 16 * (warp % 4) + lane / 4 + 8};
     const int first_row = m0 + 64 * c;
 
@@ -579,7 +614,9 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
     float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
     float sc[BLOCK_N / 2];
     unsigned pa[BLOCK_N / 16][4];
-    mbar_wait(qb, item & 1);
+#if !PERSISTENT
+    mbar_wait(qb, 0);  // (a persistent block waited above, for the item's number)
+#endif
 
     // Batch p (0 .. n_tiles) is S(p) (p < n_tiles) and P V(p - 1) (p > 0). The turns: warpgroup 0 goes first (1's
     // opening pass), each batch ends by passing the turn, and warpgroup 1's last pass, which no one would wait
@@ -664,7 +701,10 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
         if (lane == 0) mbar_arrive(veb + 8 * sp);
     }
 #if PERSISTENT
-    else if (lane == 0) mbar_arrive(qeb);  // no key tile: Q was not read
+    else {  // no key tile: Q was not read (every lane past its wait for Q before lane 0 lets the next one in)
+        __syncwarp();
+        if (lane == 0) mbar_arrive(qeb);
+    }
 #endif
 #else
     if (n_tiles > 0 && c == 1) turn_pass(0);
@@ -714,5 +754,5 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
                 pack_half2(float_to_half_bits<BF16>(x0), float_to_half_bits<BF16>(x1));
         }
     }
-    END_ITEM
+    END_CONSUMER_ITEM
 }

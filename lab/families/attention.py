@@ -43,7 +43,10 @@ under its own P V products: 1; its first build, whose SASS ran them after the pr
 and 2 at D = 64 and 128 (results/h100/attention_study.json, an H100 at 07cca46; the kernel's header has the figures).
 Rung 05's GPU tests passed with 1 at every head dim at 07cca46 and with 2 (then built as 1) at 85fdfc4
 (results/h100/overlap_run_*.log); compute-sanitizer's three tools were clean for both on its D = 64 and 128 cases
-(results/h100/sanitize_attention/; D = 256 has no sanitizer case yet).
+(results/h100/sanitize_attention/; D = 256 has no sanitizer case yet). Rung 05's PERSISTENT build (a block an SM,
+taking query blocks from a counter in lab.families.attention_schedule's order, sections of heads by section_heads)
+is checked on every check case by its GPU tests with a few blocks looping over many items, and timed by the
+attention study beside the default build.
 """
 
 from __future__ import annotations
@@ -149,10 +152,16 @@ def tma_smem_bytes(knobs: dict, D: int) -> int:
 
 def section_heads(params: dict, l2_bytes: int) -> int:
     """Rung 05's PERSISTENT build runs the (batch, head) pairs in sections of this many, each section's query blocks
-    in turn (longest first when causal): as many heads as keep their K and V (2 * S_k * D * 2 bytes a head, counted
-    per query head, so GQA's sharing only helps) within L2_SHARE of L2, at least one."""
+    in turn (longest first when causal): sections of equal size (within one head), as few as keep a section's K and V
+    (2 * S_k * D * 2 bytes a head, counted per query head, so GQA's sharing only helps) within L2_SHARE of L2. Equal,
+    because a short last section puts long items late (lab.families.attention_schedule's model: B=2 H=16 S=4096
+    causal on 132 SMs, sections of 15, 15 and 2 heads leave the busiest SM 151 tiles, three of 11 or 10 leave 131,
+    an ordinary launch 149, the even share 128)."""
+    heads_total = params["B"] * params["H"]
     per_head = 4 * params["S_k"] * params["D"]
-    return max(1, min(params["B"] * params["H"], int(l2_bytes * L2_SHARE) // max(per_head, 1)))
+    most = max(1, min(heads_total, int(l2_bytes * L2_SHARE) // max(per_head, 1)))
+    sections = -(-heads_total // most)
+    return -(-heads_total // sections)
 
 
 def _gpu_figure(name: str, default: int) -> int:
@@ -168,6 +177,21 @@ def _gpu_figure(name: str, default: int) -> int:
 
 def _sm_count() -> int:
     return _gpu_figure("sm_count", DEFAULT_SM_COUNT)
+
+
+_WORK_COUNTERS: dict = {}  # (device, stream) -> the persistent build's item counter
+
+
+def work_counter():
+    """The int32 the PERSISTENT build's blocks take their next item from, on the current device and stream (two
+    launches at once on one counter would share items): zeroed when made, and the kernel's last fetch leaves it at 0
+    again."""
+    import cupy as cp
+
+    key = (cp.cuda.Device().id, cp.cuda.get_current_stream().ptr)
+    if key not in _WORK_COUNTERS:
+        _WORK_COUNTERS[key] = cp.zeros(1, dtype=cp.int32)
+    return _WORK_COUNTERS[key]
 
 
 def _l2_bytes() -> int:
@@ -526,8 +550,8 @@ class AttentionFamily(Family):
         if self.launch_scheme(rung) == "row_per_step":
             ints.append(np.int32(p["D"]))
         operands = (q, k, v) if self.launch_scheme(rung) != "flash_tma" else self._tensor_maps(built, p, q, k, v)
-        if _knobs(rung).get("PERSISTENT"):
-            operands += (np.int32(p["B"]), np.int32(section_heads(p, _l2_bytes())))
+        if _knobs(rung).get("PERSISTENT"):  # after O, as the kernel takes them
+            ints = [work_counter(), np.int32(p["B"]), np.int32(section_heads(p, _l2_bytes())), *ints]
         kernel(self.grid(rung, p), (_knobs(rung)["THREADS"],), (*operands, out, *ints, scale_log2), shared_mem=smem)
 
     @staticmethod
