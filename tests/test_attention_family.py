@@ -479,6 +479,15 @@ def test_the_persistent_order_is_every_item_once_and_the_model_ranks_the_counter
         params = {"B": B, "H": H, "S_k": S, "D": 128}
         r = model.compare_orders(B, H, S, True, 132, section_heads(params, 60 * 1024 * 1024))
         assert r["even_share"] <= r["persistent_counter"] <= min(r["launch_order"], r["persistent_round_robin"]), r
+    # Notebook 09's reading of lab.lessons.attention.schedule_table: the counter closest to the even share in every
+    # row, and a fixed share worse than the ordinary launch in some.
+    from lab.lessons.attention import SCHEDULE_L2_BYTES, SCHEDULE_SHAPES, SCHEDULE_SMS
+
+    rows = [model.compare_orders(B, H, S, True, SCHEDULE_SMS,
+                                 section_heads({"B": B, "H": H, "S_k": S, "D": 128}, SCHEDULE_L2_BYTES))
+            for B, H, S in SCHEDULE_SHAPES]
+    assert all(r["persistent_counter"] == min(v for k, v in r.items() if k != "even_share") for r in rows), rows
+    assert any(r["persistent_round_robin"] > r["launch_order"] for r in rows), rows
     # The figures the launcher's and the kernel's comments quote (B=2 H=16 S=4096 causal, 132 SMs).
     uneven, equal = (model.compare_orders(2, 16, 4096, True, 132, g) for g in (15, 11))
     assert (uneven["persistent_counter"], equal["persistent_counter"], equal["launch_order"]) == (151, 131, 149)

@@ -485,6 +485,31 @@ def causal_text(rs: RecordSet | None) -> str:
     return "\n".join(lines)
 
 
+SCHEDULE_SHAPES = ((2, 16, 4096), (4, 32, 4096), (2, 16, 8192), (16, 32, 1024))  # B, H, S: causal, D = 128
+SCHEDULE_SMS = 132  # the H200's (and H100's) SMs
+SCHEDULE_L2_BYTES = 60 * 1024 * 1024  # the H200's L2, which sizes the persistent build's sections
+
+
+def schedule_table() -> Markdown:
+    """A model, not a measurement (lab.families.attention_schedule): for causal problems on 132 SMs, the busiest
+    SM's key tiles when the blocks are handed out in launch order, with each head's longest first, as a fixed share
+    of the persistent build's order, and from its counter; the even share is the floor."""
+    from lab.families.attention import section_heads
+    from lab.families.attention_schedule import compare_orders
+
+    lines = ["A model of the causal tail, not a measurement (`lab.families.attention_schedule`: every block's work is "
+             f"its key tiles, nothing else counted; {SCHEDULE_SMS} SMs, D = 128, sections sized for a "
+             f"{SCHEDULE_L2_BYTES // 2**20} MB L2): the busiest SM's key tiles under each hand-out.", "",
+             "| B x H x S | sections of | even share | launch order | longest first | fixed share | counter |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for B, H, S in SCHEDULE_SHAPES:
+        heads = section_heads({"B": B, "H": H, "S_k": S, "D": 128}, SCHEDULE_L2_BYTES)
+        r = compare_orders(B, H, S, True, SCHEDULE_SMS, heads)
+        lines.append(f"| {B} x {H} x {S} | {heads} heads | {r['even_share']:.0f} | {r['launch_order']} | "
+                     f"{r['longest_first']} | {r['persistent_round_robin']} | {r['persistent_counter']} |")
+    return md("\n".join(lines))
+
+
 def head_dim_text(rs: RecordSet | None) -> str:
     """D = 64 against D = 128 on otherwise equal prefill problems: TFLOP/s per target."""
     if rs is None:

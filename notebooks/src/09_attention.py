@@ -318,6 +318,25 @@ print(lesson.study_reading(STUDY))
 print(lesson.causal_text(RECORDS["headline"]))
 
 # %% [markdown]
+# **Who takes the next block.** With a causal mask a query block near the top of the sequence sees one key tile and
+# one near the bottom sees all of them, so the end of the run depends on which SM gets which block. An ordinary
+# launch hands the next block (in launch order) to whichever SM frees first. Rung 05 has a knob, `PERSISTENT`, that
+# launches one block per SM instead; each block then loops over the query blocks of every head, in sections of heads
+# whose K and V fit in L2, longest first. It can take its next block either as a fixed share (block b takes b,
+# b + 132, ...) or from a counter in global memory, like the hardware's own hand-out. A model that counts only key
+# tiles ranks the four ways (its figures are tiles, not times):
+
+# %%
+lesson.schedule_table()
+
+# %% [markdown]
+# **Reading it.** A fixed share can be worse than the ordinary launch: one block can end up with several of a
+# section's longest items. The counter comes closest to the even share, and that is what the kernel uses. The
+# model's gain is an upper bound. It leaves out L2, where a section of many heads keeps more K and V in flight than
+# an ordinary launch does, and each block's start, which a persistent kernel saves. The study above times the build
+# as `05 PERSISTENT=1`, where its record holds that row.
+
+# %% [markdown]
 # ### The head dimension
 #
 # At D = 64 a K/V tile carries half the bytes and each score half the FLOPs, while the softmax's work per score
