@@ -34,7 +34,8 @@
 //   SDPA's backends, rung 04 and PEELED = 0 in the same interleaved rounds): 1.02-1.06x rung 04 on every shape of
 //   the study, the low end of the prediction or under it, and 1.20-1.36x PEELED = 0; 0.88x cuDNN's kernel at B=2
 //   H=16 D = 128 fp16 (0.93x causal, 0.89x bf16; 0.79x at B=4 H=32, whose rounds spread 7%), 0.85-0.86x at D = 64,
-//   1.3-1.7x the flash backend. Again at 40aa909 (results/h100/attention_study.json): 1.04-1.08x rung 04, 0.89x
+//   1.3-1.7x the flash backend. Again at 40aa909 (results/h100/varlen_run_40aa909.log, the study's printed summary):
+//   1.04-1.08x rung 04, 0.89x
 //   cuDNN (0.93x causal, 0.89x bf16, 0.91x at B=4 H=32), 0.85x at D = 64, 1.33-1.86x the flash backend. What is
 //   left is the overlap inside one warpgroup (above). lab.ops sends prefills on sm_90 here.
 // LONGEST_FIRST = 1 (a knob, 0 by default): with a causal mask, block x of a head takes query block
@@ -43,7 +44,8 @@
 //   each: 384 threads, 160 KB of shared memory), about 7.8 waves; in launch order a head's longest block (32 tiles)
 //   starts last, so the last wave can hold a block that runs as long as a quarter of an SM's share. Prediction
 //   (before any timing): causal 1.03-1.08x the default build, non-causal level (every block has the same work:
-//   the control). Measured (results/h100/attention_study.json, an H100 at 40aa909, same rounds):
+//   the control). Measured (results/h100/varlen_run_40aa909.log, the study's summary on an H100 at 40aa909, same
+//   rounds):
 //   causal 1.01x (D = 128: 485 against 480 TFLOP/s; D = 64: 317 against 314), non-causal level but for one shape
 //   (B=4 H=32: 1.00x by median TFLOP/s, whose rounds spread 3-7%). The prediction failed: the last wave's tail is
 //   smaller than the model above says, or the block scheduler does not start blocks in launch order. The default
@@ -137,7 +139,7 @@
 //   Prediction for SOFTMAX_OVERLAP = 1 (before its first timing): the exponentials (about half a warpgroup's
 //   softmax) under its own P V (about half its products) as well: 1.00-1.05x SOFTMAX_OVERLAP = 2 at D = 128 and 256,
 //   1.02-1.06x at D = 64, where a tile's products are shortest against its softmax.
-//   Measured (results/h100/attention_study.json, an H100 at 07cca46, where 1 was the default at every head dim: its
+//   Measured (results/h100/attention_study_07cca46.json, an H100 at 07cca46, where 1 was the default at every head dim: its
 //   rows are 05_pingpong; 0 and 2 beside it in the same rounds; time of 1 over time of 2, median of the per-round
 //   ratios): D = 256 0.94x, causal 0.96x (1 faster: 626 TFLOP/s, 0.92x cuDNN's kernel and 2.07x the flash backend;
 //   causal 512, 0.90x and 1.83x); D = 128 1.00x (fp16), 0.99x (bf16), causal 1.02x, 0.91x at B=4 H=32 (whose rounds

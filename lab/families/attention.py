@@ -35,18 +35,19 @@ with its loop peeled (PEELED = 1, the default since aa2b89c): the GPU tests of t
 passed on an H100 at 5b68074 (results/h100/attention_gpu_tests_5b68074.log), rung 05's again at 40aa909 with its
 other builds (PEELED = 0, LONGEST_FIRST = 1; results/h100/varlen_run_40aa909.log); compute-sanitizer memcheck and
 synccheck clean at 5b68074, racecheck clean at 40aa909 (results/h100/sanitize_attention/);
-results/h100/attention_study.json holds its timing beside SDPA's backends (with LONGEST_FIRST = 1: 1.01x on causal
-shapes, the default stays 0), results/h100/attention_sweep.json its sweep. Its knobs LONGEST_FIRST and VARLEN (the
-packed sequences of lab.families.attention_varlen) at 0 leave every attention build's SASS as it was
-(scripts/same_sass.py, 36 variants), as SOFTMAX_OVERLAP at 0 does. SOFTMAX_OVERLAP (each warpgroup's exponentials
-under its own P V products: 1; its first build, whose SASS ran them after the products: 2) defaults to 1 at D = 256
-and 2 at D = 64 and 128 (results/h100/attention_study.json, an H100 at 07cca46; the kernel's header has the figures).
-Rung 05's GPU tests passed with 1 at every head dim at 07cca46 and with 2 (then built as 1) at 85fdfc4
+results/h100/attention_study.json holds its newest timing beside SDPA's backends (LONGEST_FIRST = 1 measured
+1.01x on causal shapes at 40aa909, results/h100/varlen_run_40aa909.log; the default stays 0),
+results/h100/attention_sweep.json its sweep. Its knobs LONGEST_FIRST, PERSISTENT and VARLEN (the packed sequences of
+lab.families.attention_varlen) at 0 leave every attention build's SASS as it was (scripts/same_sass.py), as
+SOFTMAX_OVERLAP at 0 does. SOFTMAX_OVERLAP (each warpgroup's exponentials under its own P V products: 1; its first
+build, whose SASS ran them after the products: 2) defaults to 1 at D = 256 and 2 at D = 64 and 128
+(results/h100/attention_study_07cca46.json, an H100 at 07cca46; the kernel's header has the figures). Rung 05's GPU
+tests passed with 1 at every head dim at 07cca46 and with 2 (then built as 1) at 85fdfc4
 (results/h100/overlap_run_*.log); compute-sanitizer's three tools were clean for both on its D = 64 and 128 cases
-(results/h100/sanitize_attention/; D = 256 has no sanitizer case yet). Rung 05's PERSISTENT build (a block an SM,
-taking query blocks from a counter in lab.families.attention_schedule's order, sections of heads by section_heads)
-is checked on every check case by its GPU tests with a few blocks looping over many items, and timed by the
-attention study beside the default build.
+(results/h100/sanitize_attention/; its D = 256 cases and the PERSISTENT build have not yet run under it). Rung 05's
+PERSISTENT build (a block an SM, taking query blocks from a counter in lab.families.attention_schedule's order,
+sections of heads by section_heads) is checked on every check case by its GPU tests with a few blocks looping over
+many items, and timed by the attention study beside the default build.
 """
 
 from __future__ import annotations
