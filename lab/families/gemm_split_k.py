@@ -298,13 +298,16 @@ class GemmSplitKFamily(GemmTcFamily):
 
     def launch_notes(self, rung: Rung, problem: Problem, out) -> dict:
         notes = super().launch_notes(rung, problem, out)
-        k = dict(self.variant(rung, problem, out).spec.knobs)
+        built = self.variant(rung, problem, out)
+        k = dict(built.spec.knobs)
         notes["tile"] = f"{k['BM']}x{k['BN']}"
         if self.launch_scheme(rung) == "split_k":
             notes["splits"] = self.splits_for(rung, problem)
             notes["reduction"] = MODE_NAMES[split_mode(rung)]
-            if split_mode(rung) == 3:
+            if split_mode(rung) == 3:  # the cluster size chosen, and how many such clusters the GPU runs at once
                 notes["cluster"] = k["SPLIT_CLUSTER"]
+                if (fit := cluster_fit(built)) is not None:  # None with no GPU to ask
+                    notes["clusters_at_once"] = fit
         return notes
 
     def rungs_for(self, kind: str, params: dict, quick: bool = False) -> tuple[Rung, ...]:
