@@ -43,6 +43,8 @@
 #                                              against torch.mm and cuBLASLt
 #   bash scripts/device_run.sh persist-a       split-K's cluster launcher (GPU tests, rounds study), then attention rung 05's
 #                                              PERSISTENT build: its GPU tests, the attention study
+#   bash scripts/device_run.sh persist-default rung 05 persistent by default: attention and lab.ops.attention GPU
+#                                              tests, the attention study, racecheck on the PERSISTENT build
 #   bash scripts/device_run.sh persist-b       compute-sanitizer on attention rung 05's PERSISTENT build
 #   bash scripts/device_run.sh underfill-b     GPU tests of split-K, grouped and decode, the split study, exercise
 #                                              07's grading, `lab bench` (headline) of the three families
@@ -835,6 +837,19 @@ for r in rs.records:
       echo "== split-K rounds study"
       timeout "$(box 75 70)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -40
       gpu_tests "$(box 70 2)" tests/test_gpu_attention.py -k "persistent" --durations=4 ;;
+    persist-default)  # rung 05 persistent by default at D = 128 and causal D = 64: the attention family's and
+                      # lab.ops.attention's GPU tests, split-K's launch notes, the attention study, then racecheck on
+                      # the PERSISTENT build in what is left (its cases past one block an SM need more than 45 s)
+      carried; mkdir -p "$pack/study" "$pack/sanitize"
+      gpu_tests "$(box 200 330)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py \
+        tests/test_gpu_split_k.py -k "not test_gpu_split_k or launch_notes" --durations=6
+      echo "== attention study"
+      timeout "$(box 150 120)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
+      keep_cache
+      echo "== racecheck on attention rung 05 PERSISTENT=1"
+      timeout "$(box 200 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05_persistent_race.json" \
+        --family attention --rungs 05 --knobs PERSISTENT=1 --tools racecheck --budget "$(box 195 8)" \
+        --child-timeout 150 | tail -4 ;;
     persist-b)  # compute-sanitizer on attention rung 05's PERSISTENT build (its cases past one block an SM, D = 256)
       carried; mkdir -p "$pack/sanitize"
       timeout "$(box 150 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05_persistent.json" \

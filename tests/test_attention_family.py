@@ -412,8 +412,9 @@ def test_the_persistent_build_plans_a_block_an_sm_and_sections_that_fit_l2(fam, 
     monkeypatch.setattr(attention_module, "_sm_count", lambda: 132)
     base = fam.rung("05")
     rung = dataclasses.replace(base, spec=base.spec.with_knobs(PERSISTENT=1))
-    big = {"B": 2, "H": 16, "S_q": 4096, "S_k": 4096, "D": 128}
-    assert fam.grid(rung, big) == (132, 1, 1) and fam.grid(base, big) == (32, 16, 2)
+    one_each = dataclasses.replace(base, spec=base.spec.with_knobs(PERSISTENT=0))
+    big = {"B": 2, "H": 16, "S_q": 4096, "S_k": 4096, "D": 128, "causal": 0}
+    assert fam.grid(rung, big) == (132, 1, 1) and fam.grid(one_each, big) == (32, 16, 2)
     assert fam.grid(rung, dict(big, S_q=130, H=8, B=1)) == (16, 1, 1)  # 2 query blocks x 8 heads
     mib = 1024 * 1024
     assert section_heads(big, 60 * mib) == 11  # 2 MiB of K and V a head: 15 fit 30 MiB, so 3 sections of 11, 11, 10
@@ -423,6 +424,29 @@ def test_the_persistent_build_plans_a_block_an_sm_and_sections_that_fit_l2(fam, 
     assert section_heads(dict(big, S_k=64), 60 * mib) == 32  # every head
 
 
+def test_rung_05_is_persistent_by_default_where_it_measured_faster(fam, monkeypatch):
+    """Without a PERSISTENT knob of its own, rung 05 builds and launches persistent at D = 128, and at D = 64 when
+    causal (persistent_default); one block a query block at D = 256 and non-causal D = 64. A knob set on the rung
+    wins, and the packed (VARLEN) and unpeeled builds are never persistent."""
+    import dataclasses
+
+    from lab.families import attention as attention_module
+
+    monkeypatch.setattr(attention_module, "_sm_count", lambda: 132)
+    base = fam.rung("05")
+    expected = {(128, 0): 1, (128, 1): 1, (64, 1): 1, (64, 0): 0, (256, 0): 0, (256, 1): 0}
+    for (D, causal), want in expected.items():
+        p = {"B": 2, "H": 16, "S_q": 4096, "S_k": 4096, "D": D, "causal": causal, "dtype": "float16"}
+        assert dict(fam.variant_for(base, p).spec.knobs).get("PERSISTENT", 0) == want, (D, causal)
+        assert fam.grid(base, p) == ((132, 1, 1) if want else (32, 16, 2)), (D, causal)
+        assert ("section_heads" in fam.launch_notes(base, fam.make_problem(**{k: p[k] for k in ("D", "causal")},
+                                                                             S_q=200, S_k=200, B=1, H=2),
+                                                    None)) == bool(want)
+        for other in ({"PERSISTENT": 1 - want}, {"VARLEN": 1}, {"PEELED": 0}):
+            rung = dataclasses.replace(base, spec=base.spec.with_knobs(**other))
+            assert attention_module.persistent_build(rung, p) == other.get("PERSISTENT", 0), (D, causal, other)
+
+
 @pytest.mark.skipif(build.find_nvdisasm() is None, reason="nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_the_persistent_build_keeps_the_loop_as_the_default_build_has_it(fam, D):
@@ -430,6 +454,7 @@ def test_the_persistent_build_keeps_the_loop_as_the_default_build_has_it(fam, D)
     same tensor-core instructions and the same exponentials between the waits for S and for P V."""
     for causal in (0, 1):
         default = fam.variant_for(fam.rung("05"), {"dtype": "bfloat16", "causal": causal, "D": D}).spec
+        default = default.with_knobs(PERSISTENT=0)  # the one-block-a-query-block build, whichever is the default
         persistent = default.with_knobs(PERSISTENT=1)
         assert "Potential Performance Loss" not in build.compile_cubin(persistent, 90).log
         rep, base = _report(persistent, 90), _report(default, 90)
@@ -460,8 +485,11 @@ def test_the_persistent_build_takes_its_counter_and_sizes_after_o(fam, monkeypat
     assert args[:4] == ("map_q", "map_k", "map_v", out) and args[4] is counter
     assert [int(a) for a in args[5:11]] == [2, section_heads(p.params, 60 * 1024 * 1024), 8, 2, 300, 200]
     assert len(args) == 12 and grid == (48, 1, 1) and block == (384,)
-    _, (grid, _, args, _, _) = _recorded_launch(fam, monkeypatch, base, p, out)
+    one_each = dataclasses.replace(base, spec=base.spec.with_knobs(PERSISTENT=0))
+    _, (grid, _, args, _, _) = _recorded_launch(fam, monkeypatch, one_each, p, out)
     assert args[3] is out and [int(a) for a in args[4:8]] == [8, 2, 300, 200] and grid == (3, 8, 2)
+    _, (grid, _, args, _, _) = _recorded_launch(fam, monkeypatch, base, p, out)  # D = 128: persistent by default
+    assert args[4] is counter and grid == (48, 1, 1)
 
 
 def test_the_persistent_order_is_every_item_once_and_the_model_ranks_the_counter_first():

@@ -8,22 +8,27 @@ from lab.studies import attention_study as study
 
 
 @pytest.mark.parametrize("D", [128, 64])
-def test_each_head_dim_gets_the_tiled_rungs_and_the_settings_meant_for_it(D):
-    """Rung 05's SOFTMAX_OVERLAP = 1 beside its default build at D = 64 and 128 (where the default is 2)."""
+@pytest.mark.parametrize("causal", [0, 1])
+def test_each_head_dim_gets_the_tiled_rungs_and_the_settings_meant_for_it(D, causal):
+    """Rung 05's SOFTMAX_OVERLAP = 1 beside its default build at D = 64 and 128 (where the default is 2), and the
+    PERSISTENT value its default build does not have for the shape (persistent_default)."""
     att = get_family("attention")
-    rungs = study.rung_settings(att, {"D": D})
+    rungs = study.rung_settings(att, {"D": D, "causal": causal})
     tiled = [r.key for r in att.rungs if r.number >= 2]
-    settings = ["03 BLOCK_M=128", "05 PERSISTENT=1", "05 SOFTMAX_OVERLAP=0", "05 SOFTMAX_OVERLAP=1"]
+    other = 0 if D == 128 or causal else 1
+    settings = ["03 BLOCK_M=128", f"05 PERSISTENT={other}", "05 SOFTMAX_OVERLAP=0", "05 SOFTMAX_OVERLAP=1"]
     assert list(rungs) == tiled + settings
     assert dict(rungs["05 SOFTMAX_OVERLAP=1"].spec.knobs)["SOFTMAX_OVERLAP"] == 1
-    assert dict(rungs["05 PERSISTENT=1"].spec.knobs)["PERSISTENT"] == 1
+    assert dict(rungs[f"05 PERSISTENT={other}"].spec.knobs)["PERSISTENT"] == other
     assert dict(rungs["03 BLOCK_M=128"].spec.knobs)["THREADS"] == 256  # THREADS follows BLOCK_M, unnamed
 
 
 def test_the_wide_head_dim_times_the_other_overlap_build():
-    """At D = 256, whose default build is SOFTMAX_OVERLAP = 1, the setting timed beside it is 2."""
+    """At D = 256, whose default build is SOFTMAX_OVERLAP = 1 and one block a query block, the settings timed beside
+    it are SOFTMAX_OVERLAP 2 and 0, and PERSISTENT = 1."""
     rungs = study.rung_settings(get_family("attention"), {"D": 256})
     assert "05 SOFTMAX_OVERLAP=2" in rungs and "05 SOFTMAX_OVERLAP=1" not in rungs and "05 SOFTMAX_OVERLAP=0" in rungs
+    assert "05 PERSISTENT=1" in rungs and "05 PERSISTENT=0" not in rungs
 
 
 def test_the_summary_takes_same_round_ratios_to_cudnn_and_flash():

@@ -50,7 +50,8 @@
 //   (B=4 H=32: 1.00x by median TFLOP/s, whose rounds spread 3-7%). The prediction failed: the last wave's tail is
 //   smaller than the model above says, or the block scheduler does not start blocks in launch order. The default
 //   stays 0.
-// PERSISTENT = 1 (a knob, 0 by default; FlashAttention-3's persistent scheduler, CUTLASS's persistent tile schedulers):
+// PERSISTENT = 1 (a knob, 0 here; the family builds 1 where it measured faster, below; FlashAttention-3's persistent
+//   scheduler, CUTLASS's persistent tile schedulers):
 //   one block an SM (grid min(items, SMs)) loops over the work items, the query blocks of every batch and head, in a
 //   fixed order: (batch, head) pairs in equal sections whose K and V fit half of L2 (the launcher's section_heads),
 //   inside a section the query blocks across its heads, most key tiles first when causal (longest-processing-time
@@ -71,6 +72,11 @@
 //   1.04-1.10x (the model's 149 / 131 is 1.14x of tile time, less what the sections cost in L2 reuse: 11 heads' K and
 //   V in flight, where an ordinary launch has about 4); non-causal 1.00-1.03x (every item the same length, so only
 //   each item's start is saved: the prologue and Q's latency, about 1-2 us of an item's ~60 us).
+//   Measured (results/h100/attention_study.json and attention_study_d*.json, an H100 at 262d23d, two runs of three
+//   rounds; same-round speed over PERSISTENT = 0): causal 1.12x at D = 128 (above the prediction: the sections' L2
+//   cost is smaller than allowed) and 1.17x at D = 64; non-causal 1.00-1.03x at D = 128 (B=4 H=32: 0.94-1.17x, a
+//   noisy shape); but 0.98x non-causal at D = 64 and 0.95-1.00x at D = 256 (not yet profiled). So
+//   lab.families.attention builds PERSISTENT = 1 at D = 128 and at causal D = 64 (persistent_default), else 0.
 // Requires: as rung 04 (sm_90a; Q, K, V, O 16-byte aligned), HEAD_DIM 64, 128 or 256 (256 with BLOCK_N = 64). Launch: as rung 04 (grid
 //   (ceil(S_q / 128), H, B), THREADS = 384, SMEM_BYTES = (128 + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2 + 1024 of
 //   dynamic shared memory, three 3-D tensor maps).

@@ -8,7 +8,7 @@ same round. The methods:
     sdpa_cudnn, sdpa_flash, sdpa_efficient   torch.nn.functional.scaled_dot_product_attention forced to one backend
                                              (torch.nn.attention.sdpa_kernel), its own output (no copy into ours)
     02_flash_mma, 03_flash_pipelined, ...    the tiled rungs as the family launches them
-    03 BLOCK_M=128, 05 PERSISTENT=1, ...     a rung with other knobs (THREADS follows BLOCK_M); some only at
+    03 BLOCK_M=128, 05 PERSISTENT=0, ...     a rung with other knobs (THREADS follows BLOCK_M); some only at
                                              the head dims they are meant for (SOFTMAX_OVERLAP = 2 at D = 256)
 
 Every rung setting passes a check on a small odd case (check_case: S = 333 against 517 keys, GQA, causal) before it
@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from lab.families import get_family
-from lab.families.attention import head_dims
+from lab.families.attention import head_dims, persistent_build
 from lab.measure.records import (
     newest_study_record,
     provenance,
@@ -38,16 +38,18 @@ from lab.measure.records import (
 
 BACKENDS = ("cudnn", "flash", "efficient")
 # Other settings of a rung beside its defaults, and the head dims they are timed at (None: every one): rung 03 at 128
-# query rows a block (8 warps of 16 rows); rung 05 persistent (PERSISTENT = 1: a block an SM looping over the query
-# blocks of every head, in sections of heads whose K and V fit L2, longest first when causal); rung 05 without a
-# warpgroup's own exponentials under its P V products (SOFTMAX_OVERLAP = 0), and with the value its default build does
-# not have at that head dim: its default is 1 (the exponentials under P V) at D = 256 and 2 (the first build: ptxas
-# hoisted the wait above the exponentials) at D = 64 and 128, so 2 is timed beside it at D = 256 and 1 at D = 64 and
-# 128. Settings timed before and settled, no longer timed here (the kernel headers give their figures): rung 05 as
-# first built (PEELED = 0, 1.20-1.36x slower), with its causal blocks reversed (LONGEST_FIRST = 1, 1.01x), and rungs
-# 04 and 05 with 4 K/V stages at D = 64 (level with 2); results/h100/attention_study_5b68074.json and, at 40aa909,
-# results/h100/varlen_run_40aa909.log.
+# query rows a block (8 warps of 16 rows); rung 05 persistent or not (PERSISTENT = 1: a block an SM looping over the
+# query blocks of every head, in sections of heads whose K and V fit L2, longest first when causal; its default
+# depends on the shape, lab.families.attention.persistent_default, and a setting the default build already has for a
+# shape is not timed twice); rung 05 without a warpgroup's own exponentials under its P V products (SOFTMAX_OVERLAP =
+# 0), and with the value its default build does not have at that head dim: its default is 1 (the exponentials under
+# P V) at D = 256 and 2 (the first build: ptxas hoisted the wait above the exponentials) at D = 64 and 128, so 2 is
+# timed beside it at D = 256 and 1 at D = 64 and 128. Settings timed before and settled, no longer timed here (the
+# kernel headers give their figures): rung 05 as first built (PEELED = 0, 1.20-1.36x slower), with its causal blocks
+# reversed (LONGEST_FIRST = 1, 1.01x), and rungs 04 and 05 with 4 K/V stages at D = 64 (level with 2);
+# results/h100/attention_study_5b68074.json and, at 40aa909, results/h100/varlen_run_40aa909.log.
 RUNG_SETTINGS = (("03", {"BLOCK_M": 128, "THREADS": 256}, None), ("05", {"PERSISTENT": 1}, None),
+                 ("05", {"PERSISTENT": 0}, None),
                  ("05", {"SOFTMAX_OVERLAP": 0}, None), ("05", {"SOFTMAX_OVERLAP": 1}, (64, 128)),
                  ("05", {"SOFTMAX_OVERLAP": 2}, (256,)))
 SHAPES = [dict(B=2, H=16, S=4096, D=d, causal=c, dtype="float16") for d in (128, 64) for c in (0, 1)]
@@ -110,12 +112,16 @@ def _sdpa(att, backend: str, problem):
 
 def rung_settings(att, shape: dict) -> dict:
     """name -> rung: the tiled rungs (02 on) as the family builds them, and the RUNG_SETTINGS meant for this shape's
-    head dim."""
+    head dim that differ from what the family's own build of the rung has for the shape."""
     rungs = {r.key: r for r in att.rungs if r.number >= 2 and shape["D"] in head_dims(r)}
     for key, knobs, dims in RUNG_SETTINGS:
         if dims is not None and shape["D"] not in dims or shape["D"] not in head_dims(att.rung(key)):
             continue
         base = att.rung(key)
+        built = dict(att.variant_for(base, {"dtype": "float16", "causal": 0, **shape}).spec.knobs)
+        built.setdefault("PERSISTENT", persistent_build(base, {"causal": 0, **shape}))
+        if all(built.get(k) == v for k, v in knobs.items()):  # the default build, timed under the rung's own name
+            continue
         name = f"{key} " + " ".join(f"{k}={v}" for k, v in knobs.items() if k != "THREADS")
         rungs[name] = dataclasses.replace(base, spec=base.spec.with_knobs(**knobs))
     return rungs
