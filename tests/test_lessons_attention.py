@@ -249,6 +249,23 @@ def test_the_study_of_sdpas_backends(replay_dir):
     plt.close(fig)
 
 
+def test_the_persistent_table_reads_which_build_was_the_default_from_the_other_row():
+    """A record whose other row is `05 PERSISTENT=1` had the one-block-a-query-block build as rung 05's default, and
+    one whose other row is `05 PERSISTENT=0` the persistent one; a shape without either row is left out."""
+    prov = {"device": "GPU", "arch": "sm_90", "date": "2026-12-07", "commit": "abc"}
+    shape = {"B": 2, "H": 16, "S": 4096, "D": 128, "dtype": "float16"}
+    summary = [{"shape": shape, "method": "05_pingpong", "TFLOP/s": 500.0},
+               {"shape": shape, "method": "05 PERSISTENT=1", "TFLOP/s": 550.0},
+               {"shape": dict(shape, causal=1), "method": "05_pingpong", "TFLOP/s": 440.0},
+               {"shape": dict(shape, causal=1), "method": "05 PERSISTENT=0", "TFLOP/s": 400.0},
+               {"shape": dict(shape, D=64), "method": "05_pingpong", "TFLOP/s": 300.0}]
+    text = lesson.persistent_table({"provenance": prov, "summary": summary}).text
+    assert "| B=2 H=16 S=4096 D=128 float16 | 500 | 550 | 1.10x | 0 |" in text
+    assert "| B=2 H=16 S=4096 D=128 float16 causal | 400 | 440 | 1.10x | 1 |" in text
+    assert "D=64" not in text
+    assert lesson.persistent_table(None).text.startswith("NO RECORDS")
+
+
 def test_the_study_missing_or_malformed(empty_dir):
     assert lesson.load_study() is None
     assert lesson.study_table(None).text.startswith("NO RECORDS for attention_study:")

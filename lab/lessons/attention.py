@@ -677,6 +677,29 @@ def study_table(study: dict | None) -> Markdown:
     return md("\n".join(lines + ([""] + notes if notes else [])))
 
 
+def persistent_table(study: dict | None) -> Markdown:
+    """Per shape of the study: rung 05 with one block a query block (PERSISTENT = 0) and one block an SM (1), median
+    TFLOP/s over the rounds, the persistent build's speed over the other (a ratio of the medians), and which one the
+    rung's default build was when the record was made (the other is the study's `05 PERSISTENT=...` row)."""
+    if study is None:
+        return md(study_missing())
+    lines = [f"rung 05 one block a query block (PERSISTENT = 0) and one block an SM (1), median TFLOP/s "
+             f"({study_label(study)})", "",
+             "| shape | PERSISTENT = 0 | PERSISTENT = 1 | 1 over 0 | default then |", "|---|---:|---:|---:|---:|"]
+    by_shape: dict[str, dict[str, float]] = {}
+    for s in study["summary"]:
+        by_shape.setdefault(study_shape_label(s["shape"]), {})[s["method"]] = s["TFLOP/s"]
+    for label, methods in by_shape.items():
+        default = methods.get("05_pingpong")
+        for other, value in ((0, methods.get("05 PERSISTENT=0")), (1, methods.get("05 PERSISTENT=1"))):
+            if default is None or value is None:
+                continue
+            speeds = {other: value, 1 - other: default}
+            lines.append(f"| {label} | {speeds[0]:.0f} | {speeds[1]:.0f} | {speeds[1] / speeds[0]:.2f}x | "
+                         f"{1 - other} |")
+    return md("\n".join(lines))
+
+
 VARLEN_STUDY = "varlen_attention_study"
 
 
