@@ -841,10 +841,10 @@ for r in rs.records:
                       # lab.ops.attention's GPU tests, split-K's launch notes, the attention study, then racecheck on
                       # the PERSISTENT build in what is left (its cases past one block an SM need more than 45 s)
       carried; mkdir -p "$pack/study" "$pack/sanitize"
-      gpu_tests "$(box 200 330)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py \
+      gpu_tests "$(box 170 200)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py \
         tests/test_gpu_split_k.py -k "not test_gpu_split_k or launch_notes" --durations=6
       echo "== attention study"
-      timeout "$(box 150 120)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
+      timeout "$(box 135 60)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
       keep_cache
       echo "== racecheck on attention rung 05 PERSISTENT=1"
       timeout "$(box 200 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05_persistent_race.json" \
