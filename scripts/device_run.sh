@@ -45,6 +45,7 @@
 #                                              PERSISTENT build: its GPU tests, the attention study
 #   bash scripts/device_run.sh persist-default rung 05 persistent by default: attention and lab.ops.attention GPU
 #                                              tests, the attention study, racecheck on the PERSISTENT build
+#   bash scripts/device_run.sh persist-tests   its GPU tests alone
 #   bash scripts/device_run.sh persist-b       compute-sanitizer on attention rung 05's PERSISTENT build
 #   bash scripts/device_run.sh underfill-b     GPU tests of split-K, grouped and decode, the split study, exercise
 #                                              07's grading, `lab bench` (headline) of the three families
@@ -850,6 +851,11 @@ for r in rs.records:
       timeout "$(box 200 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05_persistent_race.json" \
         --family attention --rungs 05 --knobs PERSISTENT=1 --tools racecheck --budget "$(box 195 8)" \
         --child-timeout 150 | tail -4 ;;
+    persist-tests)  # the least of persist-default: the attention family's and lab.ops.attention's GPU tests, split-K's
+                    # launch notes
+      carried
+      gpu_tests "$(box 240 3)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py \
+        tests/test_gpu_split_k.py -k "not test_gpu_split_k or launch_notes" --durations=6 ;;
     persist-b)  # compute-sanitizer on attention rung 05's PERSISTENT build (its cases past one block an SM, D = 256)
       carried; mkdir -p "$pack/sanitize"
       timeout "$(box 150 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05_persistent.json" \

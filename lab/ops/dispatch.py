@@ -11,8 +11,9 @@ addresses replay them, which costs a dictionary lookup and the launches themselv
 kept in a recording as bare addresses (the recording never keeps the caller's memory alive); the lab's own
 scratch and workspaces stay referenced. Recordings are kept for the most recent MAX_RECORDINGS addresses.
 
-Limits: a runtime is for one thread, and its recordings hold the split-K and stream-K workspaces of the stream they
-were made on; work issued on several streams at once wants a runtime per stream (Runtime(table, store)).
+Limits: a runtime is for one thread, and its recordings hold the split-K and stream-K workspaces (and persistent
+attention's work counter) of the stream they were made on; work issued on several streams at once wants a runtime
+per stream (Runtime(table, store)).
 """
 
 from __future__ import annotations
