@@ -59,12 +59,15 @@ def test_large_logits_stay_finite_and_rows_without_keys_are_zero(rung, dtype):
 FLASH_RUNGS = [r for r in ATTENTION.rungs if r.number >= 2]
 
 
-@pytest.mark.parametrize("knobs", [{"PEELED": 0}, {"LONGEST_FIRST": 1}, {"SOFTMAX_OVERLAP": 0}, {"SOFTMAX_OVERLAP": 2}],
-                         ids=["unpeeled", "longest_first", "no_softmax_overlap", "overlap_first_build"])
+@pytest.mark.parametrize("knobs", [{"PEELED": 0}, {"LONGEST_FIRST": 1}, {"SOFTMAX_OVERLAP": 0}, {"SOFTMAX_OVERLAP": 2},
+                                   {"PERSISTENT": 0}],
+                         ids=["unpeeled", "longest_first", "no_softmax_overlap", "overlap_first_build",
+                              "one_block_a_query_block"])
 def test_rung_05_other_builds_are_correct_on_every_case(knobs):
     """The builds the study times beside the default: PEELED = 0 (the first build, its products under conditions),
     LONGEST_FIRST = 1 (causal query blocks in reverse launch order), SOFTMAX_OVERLAP = 0 (the exponentials after
-    the P V products, as before the knob) and 2 (its first build): every check case, as the rungs themselves."""
+    the P V products, as before the knob) and 2 (its first build), PERSISTENT = 0 where the default is persistent
+    (D = 128, causal D = 64): every check case, as the rungs themselves."""
     import dataclasses
 
     from lab.measure.verify import check_rung
