@@ -74,8 +74,8 @@
 //   each item's start is saved: the prologue and Q's latency, about 1-2 us of an item's ~60 us).
 //   Measured (results/h100/attention_study.json and attention_study_d*.json, an H100 at 262d23d, two runs of three
 //   rounds; same-round speed over PERSISTENT = 0): causal 1.12x at D = 128 (above the prediction: the sections' L2
-//   cost is smaller than allowed) and 1.17x at D = 64; non-causal 1.00-1.03x at D = 128 (B=4 H=32: 0.94-1.17x, a
-//   noisy shape); but 0.98x non-causal at D = 64 and 0.95-1.00x at D = 256 (not yet profiled). So
+//   cost is smaller than allowed) and 1.17x at D = 64; non-causal 1.00-1.04x at D = 128 (B=4 H=32: 0.94-1.17x, a
+//   noisy shape); but 0.98-0.99x non-causal at D = 64 and 0.95-1.00x at D = 256 (not yet profiled). So
 //   lab.families.attention builds PERSISTENT = 1 at D = 128 and at causal D = 64 (persistent_default), else 0.
 // Requires: as rung 04 (sm_90a; Q, K, V, O 16-byte aligned), HEAD_DIM 64, 128 or 256 (256 with BLOCK_N = 64). Launch: as rung 04 (grid
 //   (ceil(S_q / 128), H, B), THREADS = 384, SMEM_BYTES = (128 + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2 + 1024 of

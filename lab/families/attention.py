@@ -157,8 +157,9 @@ def tma_smem_bytes(knobs: dict, D: int) -> int:
 def persistent_default(params: dict) -> int:
     """Rung 05's PERSISTENT knob where the rung does not set it: 1 at D = 128, and at D = 64 when causal; 0 elsewhere.
     Measured against PERSISTENT = 0 in the same rounds (results/h100/attention_study.json and attention_study_d*.json,
-    an H100 at 262d23d, three rounds each): causal 1.12x at D = 128 and 1.17x at D = 64, non-causal 1.00-1.17x at
-    D = 128; but 0.98x non-causal at D = 64 and 0.95-1.00x at D = 256, which keep one block a query block."""
+    an H100 at 262d23d, three rounds each): causal 1.12x at D = 128 and 1.17x at D = 64, non-causal 1.00-1.04x at
+    D = 128 (0.94-1.17x on B=4 H=32); but 0.98-0.99x non-causal at D = 64 and 0.95-1.00x at D = 256, which keep one
+    block a query block."""
     return int(params["D"] == 128 or (params["D"] == 64 and bool(params["causal"])))
 
 
