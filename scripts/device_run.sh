@@ -46,6 +46,7 @@
 #   bash scripts/device_run.sh persist-default rung 05 persistent by default: attention and lab.ops.attention GPU
 #                                              tests, the attention study, racecheck on the PERSISTENT build
 #   bash scripts/device_run.sh persist-tests   its GPU tests alone
+#   bash scripts/device_run.sh profile-c       ncu on a decode attention step (rung 02 against SDPA) and on split-K's modes
 #   bash scripts/device_run.sh persist-b       compute-sanitizer on attention rung 05's PERSISTENT build
 #   bash scripts/device_run.sh underfill-b     GPU tests of split-K, grouped and decode, the split study, exercise
 #                                              07's grading, `lab bench` (headline) of the three families
@@ -856,6 +857,11 @@ for r in rs.records:
       carried
       gpu_tests "$(box 240 3)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py \
         tests/test_gpu_split_k.py -k "not test_gpu_split_k or launch_notes" --durations=6 ;;
+    profile-c)  # Nsight Compute where two targets stand furthest off: a decode attention step (rung 02 and SDPA's
+                # kernels, B = 1 and 8, L = 8192) and split-K's four modes (the cluster mode's stalls beside the others)
+      carried
+      echo "== ncu on a decode step"; timeout "$(box 170 200)" python3 scripts/decode_ncu.py "$pack" | tail -30
+      echo "== ncu on the split-K kernels"; timeout "$(box 300 3)" python3 scripts/split_k_ncu.py "$pack" | tail -40 ;;
     persist-b)  # compute-sanitizer on attention rung 05's PERSISTENT build (its cases past one block an SM, D = 256)
       carried; mkdir -p "$pack/sanitize"
       timeout "$(box 150 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05_persistent.json" \

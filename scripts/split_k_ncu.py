@@ -12,7 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-METRICS = "gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct"
+# With the SMs' active cycles and the stalls the cluster mode adds (its cluster barrier and DSMEM reads) beside the
+# workspace mode's (the reduction kernel's loads).
+METRICS = ("gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,"
+           "sm__cycles_active.avg,sm__cycles_elapsed.avg,"
+           "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,"
+           "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,"
+           "smsp__average_warps_issue_stalled_membar_per_issue_active.ratio")
 SHAPES = ({"M": 256, "N": 256, "K": 65536}, {"M": 128, "N": 128, "K": 131072})
 
 
@@ -33,6 +39,7 @@ def target() -> None:
 
 
 def main(out_dir: Path) -> int:
+    from lab.families.gemm_split_k import SPLIT_MODES
     from lab.measure.records import provenance
     from lab.studies.profile import find_ncu
 
@@ -46,9 +53,8 @@ def main(out_dir: Path) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "split_k_ncu.csv").write_text(proc.stdout)
     rows = [line for line in proc.stdout.splitlines() if line.startswith('"') and "gemm_tc_split" in line]
-    (out_dir / "split_k_ncu.json").write_text(json.dumps({"provenance": provenance(), "shapes": SHAPES,
-                                                          "order": "per shape: 08_split_k, 08_split_k_in_kernel, "
-                                                                   "08_split_k_atomic, two launches each",
+    order = f"per shape: {', '.join(SPLIT_MODES)}, two launches each"
+    (out_dir / "split_k_ncu.json").write_text(json.dumps({"provenance": provenance(), "shapes": SHAPES, "order": order,
                                                           "rows": rows, "stderr": proc.stderr[-2000:]}, indent=1))
     print("\n".join(rows[-60:]))
     return proc.returncode
