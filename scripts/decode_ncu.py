@@ -6,6 +6,12 @@ before each kernel). Per kernel: its duration, DRAM bytes and throughput, the SM
 achieved occupancy, and the warps' stall reasons that a memory-bound kernel shows (long scoreboard: waiting on global
 memory; barrier: __syncthreads). Writes the ncu CSV and a JSON summary.
 
+Before ncu, the same two calls are timed with CUDA events in 3 interleaved rounds after each of the lab's two L2
+evictions: by writing a buffer twice the L2 (what records use: the L2 left full of dirty lines, which a reading
+kernel's misses must write back to HBM first) and by reading one (clean lines). ncu flushes and invalidates the
+caches itself, so its durations are the clean case. A step of 33.5 MB (B = 1) is about half the L2: if the
+write-backs cost its time, the written-evicted step takes up to twice the read-evicted one, for rung 02 and SDPA alike.
+
     python3 scripts/decode_ncu.py OUT_DIR            (on a GPU machine with ncu; --clock-control none)
 """
 
@@ -36,18 +42,13 @@ def target(shape: dict) -> None:
     import cupy as cp
     from cupyx.profiler import time_range
 
-    from lab.families.attention_decode import AttentionDecodeFamily
     from lab.measure import timing
-    from lab.studies.decode_attention_study import HEADS
 
-    fam = AttentionDecodeFamily()
-    problem = fam.make_problem(seed=9, **HEADS, **shape, dtype="float16")
-    out = cp.empty(problem.out_shape, problem.dtype)
-    rung = fam.rung("02_split_kv")
-    calls = (lambda: fam.launch(rung, problem, out), lambda: fam.launch_ceiling(problem, out))
+    fam, problem, named = _problem(shape)
+    calls = tuple(named.values())
     for call in calls:
         call(), call()
-    print("plan", fam.launch_notes(rung, problem, out), flush=True)
+    print("plan", fam.plan(fam.rung("02_split_kv"), problem.params), flush=True)
     timing.L2Flusher().flush()
     cp.cuda.Device().synchronize()
     with time_range(RANGE):
@@ -56,12 +57,45 @@ def target(shape: dict) -> None:
         cp.cuda.Device().synchronize()
 
 
+def _problem(shape: dict):
+    import cupy as cp
+
+    from lab.families.attention_decode import AttentionDecodeFamily
+    from lab.studies.decode_attention_study import HEADS
+
+    fam = AttentionDecodeFamily()
+    problem = fam.make_problem(seed=9, **HEADS, **shape, dtype="float16")
+    out = cp.empty(problem.out_shape, problem.dtype)
+    rung = fam.rung("02_split_kv")
+    return fam, problem, {"02_split_kv": lambda i=0: fam.launch(rung, problem, out),
+                          "sdpa": lambda i=0: fam.launch_ceiling(problem, out)}
+
+
+def timed_by_flush(rounds: int = 3) -> list[dict]:
+    """Median event time of each call on each shape after each L2 eviction, interleaved rounds."""
+    from lab.measure import timing
+
+    flushers = {"write": timing.L2Flusher(by="write"), "read": timing.L2Flusher(by="read")}
+    rows = []
+    for shape in SHAPES:
+        _, problem, calls = _problem(shape)
+        for r in range(rounds):
+            for by, flusher in flushers.items():
+                for name, call in calls.items():
+                    t = timing.measure(call, l2="cold", flusher=flusher, min_time_ms=5.0)
+                    rows.append({"shape": shape, "method": name, "evicted_by": by, "round": r,
+                                 "median_us": t.median_ms * 1e3, "GB/s": problem.bytes_moved / t.median_ms / 1e6})
+                    print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main(out_dir: Path) -> int:
     from lab.measure.records import provenance
     from lab.tools import ncu
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    record = {"provenance": provenance(), "about": __doc__.split("\n\n")[0], "metrics": METRICS, "shapes": []}
+    record = {"provenance": provenance(), "about": __doc__.split("\n\n")[0], "metrics": METRICS, "shapes": [],
+              "timed_by_flush": timed_by_flush()}
     for shape in SHAPES:
         cmd = ncu.command([sys.executable, __file__, "--target", json.dumps(shape)], METRICS.values(),
                           nvtx_include=f"{RANGE}/")
