@@ -46,6 +46,7 @@
 #   bash scripts/device_run.sh persist-default rung 05 persistent by default: attention and lab.ops.attention GPU
 #                                              tests, the attention study, racecheck on the PERSISTENT build
 #   bash scripts/device_run.sh persist-tests   its GPU tests alone
+#   bash scripts/device_run.sh persist-profile persist-default's tests and study (no racecheck), with profile-c's ncu runs
 #   bash scripts/device_run.sh profile-c       ncu on a decode attention step (rung 02 against SDPA) and on split-K's modes
 #   bash scripts/device_run.sh persist-b       compute-sanitizer on attention rung 05's PERSISTENT build
 #   bash scripts/device_run.sh underfill-b     GPU tests of split-K, grouped and decode, the split study, exercise
@@ -857,6 +858,17 @@ for r in rs.records:
       carried
       gpu_tests "$(box 240 3)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py \
         tests/test_gpu_split_k.py -k "not test_gpu_split_k or launch_notes" --durations=6 ;;
+    persist-profile)  # the owed checks first, then the profiles, each boxed to fit BUDGET_S (580): the attention family's
+                      # and lab.ops.attention's GPU tests with rung 05 persistent by default, split-K's launch notes; ncu
+                      # on a decode step; the attention study of the new defaults; ncu on split-K's modes
+      carried; mkdir -p "$pack/study"
+      gpu_tests "$(box 170 410)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py \
+        tests/test_gpu_split_k.py -k "not test_gpu_split_k or launch_notes" --durations=6
+      echo "== ncu on a decode step"; timeout "$(box 110 290)" python3 scripts/decode_ncu.py "$pack" | tail -30
+      echo "== attention study"
+      timeout "$(box 135 150)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
+      keep_cache
+      echo "== ncu on the split-K kernels"; timeout "$(box 150 3)" python3 scripts/split_k_ncu.py "$pack" | tail -40 ;;
     profile-c)  # Nsight Compute where two targets stand furthest off: a decode attention step (rung 02 and SDPA's
                 # kernels, B = 1 and 8, L = 8192) and split-K's four modes (the cluster mode's stalls beside the others)
       carried
