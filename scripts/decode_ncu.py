@@ -11,6 +11,9 @@ evictions: by writing a buffer twice the L2 (what records use: the L2 left full 
 kernel's misses must write back to HBM first) and by reading one (clean lines). ncu flushes and invalidates the
 caches itself, so its durations are the clean case. A step of 33.5 MB (B = 1) is about half the L2: if the
 write-backs cost its time, the written-evicted step takes up to twice the read-evicted one, for rung 02 and SDPA alike.
+Predicted before the run (H200 or H100, B = 1): rung 02 read-evicted 11-14 us and under ncu 9-12 us, write-evicted
+21-24 us as in the decode study's records; SDPA likewise within 10% of rung 02 in each condition. At B = 8 (268 MB,
+four times the L2) the write-backs are a quarter of the bytes at most: 1.1-1.25x between the two evictions.
 
     python3 scripts/decode_ncu.py OUT_DIR            (on a GPU machine with ncu; --clock-control none)
 """
