@@ -77,6 +77,13 @@
 //   cost is smaller than allowed) and 1.17x at D = 64; non-causal 1.00-1.04x at D = 128 (B=4 H=32: 0.94-1.17x, a
 //   noisy shape); but 0.98-0.99x non-causal at D = 64 and 0.95-1.00x at D = 256 (not yet profiled). So
 //   lab.families.attention builds PERSISTENT = 1 at D = 128 and at causal D = 64 (persistent_default), else 0.
+//   Measured again with those defaults (results/h100/attention_study.json, 96aa2fa, 3 rounds; same-round speed over
+//   PERSISTENT = 0): causal D = 128 1.12-1.13x, causal D = 64 1.17x, D = 128 fp16 0.99-1.02x and bf16 1.01-1.04x;
+//   B=4 H=32 0.82-1.06x, 1.05x in the median of the nine rounds of three runs (0.82-1.17x: the noisiest shape, where
+//   cuDNN itself moved 577-657 TFLOP/s from round to round).
+//   compute-sanitizer racecheck on PERSISTENT = 1 found a hazard the tests cannot: the consumers' lanes read
+//   next_work and only lane 0 arrived on q_empty, and an arrive orders only its own thread's reads before the
+//   producer's next write. A __syncwarp before that arrive orders the whole warp's (the same reads, no new wait).
 // Requires: as rung 04 (sm_90a; Q, K, V, O 16-byte aligned), HEAD_DIM 64, 128 or 256 (256 with BLOCK_N = 64). Launch: as rung 04 (grid
 //   (ceil(S_q / 128), H, B), THREADS = 384, SMEM_BYTES = (128 + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2 + 1024 of
 //   dynamic shared memory, three 3-D tensor maps).
@@ -694,7 +701,11 @@ attention_pingpong(const __grid_constant__ TensorMap map_q, const __grid_constan
 #endif
         }
 #if PERSISTENT
-        if (lane == 0) mbar_arrive(qeb);  // every S(p) is done: Q's tile is free for the next item's while P V runs
+        // Every S(p) is done: Q's tile (and next_work) are free for the next item's while P V runs. A lane's arrive
+        // releases only its own reads, so the warp syncs first: every lane's read of next_work is then ordered before
+        // lane 0's arrive, and so before the producer's next write (racecheck found that hazard without it).
+        __syncwarp();
+        if (lane == 0) mbar_arrive(qeb);
 #endif
         const int sp = STAGE_OF(n_tiles - 1);
         mbar_wait(vb + 8 * sp, PHASE_OF(n_tiles - 1));
