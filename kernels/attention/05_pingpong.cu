@@ -72,8 +72,8 @@
 //   1.04-1.10x (the model's 149 / 131 is 1.14x of tile time, less what the sections cost in L2 reuse: 11 heads' K and
 //   V in flight, where an ordinary launch has about 4); non-causal 1.00-1.03x (every item the same length, so only
 //   each item's start is saved: the prologue and Q's latency, about 1-2 us of an item's ~60 us).
-//   Measured (results/h100/attention_study.json and attention_study_d*.json, an H100 at 262d23d, two runs of three
-//   rounds; same-round speed over PERSISTENT = 0): causal 1.12x at D = 128 (above the prediction: the sections' L2
+//   Measured (results/h100/attention_study_262d23d.json and attention_study_d*.json, an H100 at 262d23d, two runs
+//   of three rounds; same-round speed over PERSISTENT = 0): causal 1.12x at D = 128 (above the prediction: the sections' L2
 //   cost is smaller than allowed) and 1.17x at D = 64; non-causal 1.00-1.04x at D = 128 (B=4 H=32: 0.94-1.17x, a
 //   noisy shape); but 0.98-0.99x non-causal at D = 64 and 0.95-1.00x at D = 256 (not yet profiled). So
 //   lab.families.attention builds PERSISTENT = 1 at D = 128 and at causal D = 64 (persistent_default), else 0.

@@ -26,12 +26,22 @@
 // Measured (results/h200/decode_attention_study_d9b549a.json, three rounds, SDPA with enable_gqa in the same run):
 //   23 us at that shape, 1459 GB/s, 4.3x rung 01 but level with SDPA (0.97x; SDPA took 22 us): half the predicted
 //   rate. From B = 1 to 8 rung 02 runs 0.94-1.00x SDPA, at B = 32-64 0.92-0.93x (4.0 TB/s against SDPA's 4.3), level
-//   with rung 01 there. Not yet explained: a profile of the 23 us (the first tiles' latency, the combine's read-back,
-//   the launch) is the next step. The first combine, a serial loop over the splits in 32 of the 128 threads, cost 2x
+//   with rung 01 there. The first combine, a serial loop over the splits in 32 of the 128 threads, cost 2x
 //   at 43 splits and is now parallel. A varlen batch (16 sequences of 1 .. 8192 keys) ran 4.3x SDPA on the cache
 //   padded to the longest and masked. A paged cache (pages of 64 keys in random order) against the same values
 //   contiguous: the study's "paged" rows (notebook 09 prints them; PAGED_STAGES in lab/families/attention_decode.py
 //   says why it runs at 2 stages).
+// Profiled (results/h100/decode_ncu.json, scripts/decode_ncu.py, an H100 at 96aa2fa; B = 1, L = 8192, 15 splits of
+//   576 keys, one block an SM). Predicted before the run: the records' L2 eviction (writing a buffer twice the L2)
+//   leaves dirty lines that this step's misses must write back, so after an eviction by reading (clean lines) it
+//   would take 11-14 us, not 22-24. It failed: 22.2-22.8 us read-evicted against 27.5-27.6 write-evicted (SDPA
+//   23.2-24.1 and 29.2-29.4, so rung 02 is 1.04-1.08x SDPA either way on this GPU); the write-backs cost a fifth.
+//   Under ncu (caches flushed clean) the kernel takes 21.2 us at half the DRAM peak, and its SMs are active for 62%
+//   of its cycles: 4 warps an SM, and the time with no block on an SM (the launch's ramp, the 12 SMs without a
+//   split, the slowest split and the combine after it) is a third of the kernel. SDPA here is cuDNN's kernel
+//   (17.3 us) and its reduction kernel (4.4 us). At B = 8 (268 MB) DRAM reaches 81% of peak and the two are within 2%.
+//   Next: each block's start and end (%globaltimer) to split the ramp from the tail, then more bytes in flight a
+//   warp (TMA bulk copies of whole tiles instead of 16-byte cp.async) with the same grid.
 // Requires: sm_80+ (mma.sync, cp.async), HEAD_DIM 64 or 128, 16-byte-aligned Q, K, V, O, page_size >= 1.
 //   Launch: grid (splits, H_kv * ceil(G * S_q / 16), B), block THREADS, dynamic shared memory
 //   (16 + 2 * STAGES * BLOCK_N) * (HEAD_DIM + PAD) * 2 bytes; a workspace of splits * 16 * HEAD_DIM fp32 output rows

@@ -35,8 +35,9 @@ with its loop peeled (PEELED = 1, the default since aa2b89c): the GPU tests of t
 passed on an H100 at 5b68074 (results/h100/attention_gpu_tests_5b68074.log), rung 05's again at 40aa909 with its
 other builds (PEELED = 0, LONGEST_FIRST = 1; results/h100/varlen_run_40aa909.log); compute-sanitizer memcheck and
 synccheck clean at 5b68074, racecheck clean at 40aa909 (results/h100/sanitize_attention/);
-results/h100/attention_study.json holds its newest timing beside SDPA's backends (LONGEST_FIRST = 1 measured
-1.01x on causal shapes at 40aa909, results/h100/varlen_run_40aa909.log; the default stays 0),
+results/h100/attention_study.json holds its newest timing beside SDPA's backends (at 96aa2fa, rung 05 persistent by
+default at D = 128 and causal D = 64; LONGEST_FIRST = 1 measured 1.01x on causal shapes at 40aa909,
+results/h100/varlen_run_40aa909.log; the default stays 0),
 results/h100/attention_sweep.json its sweep. Its knobs LONGEST_FIRST, PERSISTENT and VARLEN (the packed sequences of
 lab.families.attention_varlen) at 0 leave every attention build's SASS as it was (scripts/same_sass.py), as
 SOFTMAX_OVERLAP at 0 does. SOFTMAX_OVERLAP (each warpgroup's exponentials under its own P V products: 1; its first
@@ -156,10 +157,11 @@ def tma_smem_bytes(knobs: dict, D: int) -> int:
 
 def persistent_default(params: dict) -> int:
     """Rung 05's PERSISTENT knob where the rung does not set it: 1 at D = 128, and at D = 64 when causal; 0 elsewhere.
-    Measured against PERSISTENT = 0 in the same rounds (results/h100/attention_study.json and attention_study_d*.json,
-    an H100 at 262d23d, three rounds each): causal 1.12x at D = 128 and 1.17x at D = 64, non-causal 1.00-1.04x at
-    D = 128 (0.94-1.17x on B=4 H=32); but 0.98-0.99x non-causal at D = 64 and 0.95-1.00x at D = 256, which keep one
-    block a query block."""
+    Measured against PERSISTENT = 0 in the same rounds (results/h100/attention_study_262d23d.json and
+    attention_study_d*.json, an H100 at 262d23d, three rounds each): causal 1.12x at D = 128 and 1.17x at D = 64,
+    non-causal 1.00-1.04x at D = 128 (0.94-1.17x on B=4 H=32); but 0.98-0.99x non-causal at D = 64 and 0.95-1.00x at
+    D = 256, which keep one block a query block. Again with these defaults (results/h100/attention_study.json, 96aa2fa):
+    causal 1.12x and 1.17x, D = 128 0.99-1.04x, B=4 H=32 0.82-1.06x (1.05x over the nine rounds of three runs)."""
     return int(params["D"] == 128 or (params["D"] == 64 and bool(params["causal"])))
 
 

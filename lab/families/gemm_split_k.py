@@ -18,7 +18,10 @@ modes bit-identical run to run and to each other); compute-sanitizer memcheck cl
 split_k_factors.json, split_k_ncu.json. Racecheck and synccheck not yet run on rung 08. The cluster mode
 (08_split_k_cluster): its GPU tests passed on an H100 at 0195461 (every check case, the same bits every run) and
 memcheck, racecheck and synccheck are clean there (results/h100/sanitize_split_k/); its launcher's cluster plan
-(_cluster_plan) came after that run and has not run on a GPU.
+(_cluster_plan) came after that run, and its GPU tests passed again with it on an H100 at 262d23d (every check case,
+the same bits every run, the clusters that fit; results/h100/persist_run_262d23d.log) but for the launch-notes test,
+since changed to check the splits against the driver's count. Where its time goes: the kernel's header
+(results/h100/split_k_ncu.json).
 """
 
 from __future__ import annotations
