@@ -49,6 +49,7 @@
 #   bash scripts/device_run.sh persist-profile persist-default's tests and study (no racecheck), with profile-c's ncu runs
 #   bash scripts/device_run.sh fix-check       racecheck on attention rung 05 PERSISTENT=1, its GPU tests in full, split-K's
 #                                              cluster plans against the driver's counts, the attention study at D = 128
+#   bash scripts/device_run.sh fix-min         the least of fix-check: racecheck, rung 05's and lab.ops.attention's GPU tests
 #   bash scripts/device_run.sh profile-c       ncu on a decode attention step (rung 02 against SDPA) and on split-K's modes
 #   bash scripts/device_run.sh persist-b       compute-sanitizer on attention rung 05's PERSISTENT build
 #   bash scripts/device_run.sh underfill-b     GPU tests of split-K, grouped and decode, the split study, exercise
@@ -883,6 +884,15 @@ for r in rs.records:
       echo "== split-K cluster plans"; timeout "$(box 40 75)" python3 scripts/split_k_cluster_fit.py "$pack/split_k_cluster_fit.json"
       echo "== attention study, D = 128"
       timeout "$(box 75 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 --head-dim 128 2>&1 | tail -12 ;;
+    fix-min)  # the least of fix-check (BUDGET_S 320): racecheck on rung 05 PERSISTENT = 1, rung 05's GPU tests (its default
+              # build on every case, the PERSISTENT builds, large logits) with lab.ops.attention's, split-K's cluster plans
+      carried; mkdir -p "$pack/sanitize"
+      echo "== racecheck on attention rung 05 PERSISTENT=1"
+      timeout "$(box 100 200)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05_persistent_race.json" \
+        --family attention --rungs 05 --knobs PERSISTENT=1 --tools racecheck --budget 95 --child-timeout 90 | tail -4
+      gpu_tests "$(box 175 25)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py -k "05 or persistent or ops" \
+        --durations=6
+      echo "== split-K cluster plans"; timeout "$(box 25 2)" python3 scripts/split_k_cluster_fit.py "$pack/split_k_cluster_fit.json" ;;
     profile-c)  # Nsight Compute where two targets stand furthest off: a decode attention step (rung 02 and SDPA's
                 # kernels, B = 1 and 8, L = 8192) and split-K's four modes (the cluster mode's stalls beside the others)
       carried
