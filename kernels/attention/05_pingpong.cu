@@ -80,10 +80,13 @@
 //   Measured again with those defaults (results/h100/attention_study.json, 96aa2fa, 3 rounds; same-round speed over
 //   PERSISTENT = 0): causal D = 128 1.12-1.13x, causal D = 64 1.17x, D = 128 fp16 0.99-1.02x and bf16 1.01-1.04x;
 //   B=4 H=32 0.82-1.06x, 1.05x in the median of the nine rounds of three runs (0.82-1.17x: the noisiest shape, where
-//   cuDNN itself moved 577-657 TFLOP/s from round to round).
+//   cuDNN itself moved 577-657 TFLOP/s from round to round). Timed before the q_empty change below (31 more arrivals
+//   a warp an item, not timed since).
 //   compute-sanitizer racecheck on PERSISTENT = 1 found a hazard the tests cannot: every consumer lane reads
 //   next_work, but only lane 0 of each warp arrived on q_empty, and an arrive orders only its own thread's reads
-//   before the producer's next write. Now all 256 consumer threads arrive (q_empty counts them), once an item.
+//   before the producer's next write. Now all 256 consumer threads arrive (q_empty counts them), once an item:
+//   racecheck clean on its cases (D = 64 and 256; results/h100/sanitize_attention/), and the GPU tests of this rung
+//   and of lab.ops.attention passed (an H100 at 823c643, results/h100/fix_run_823c643.log).
 // Requires: as rung 04 (sm_90a; Q, K, V, O 16-byte aligned), HEAD_DIM 64, 128 or 256 (256 with BLOCK_N = 64). Launch: as rung 04 (grid
 //   (ceil(S_q / 128), H, B), THREADS = 384, SMEM_BYTES = (128 + 2 * STAGES * BLOCK_N) * HEAD_DIM * 2 + 1024 of
 //   dynamic shared memory, three 3-D tensor maps).

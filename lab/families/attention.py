@@ -36,7 +36,9 @@ passed on an H100 at 5b68074 (results/h100/attention_gpu_tests_5b68074.log), run
 other builds (PEELED = 0, LONGEST_FIRST = 1; results/h100/varlen_run_40aa909.log); compute-sanitizer memcheck and
 synccheck clean at 5b68074, racecheck clean at 40aa909 (results/h100/sanitize_attention/);
 results/h100/attention_study.json holds its newest timing beside SDPA's backends (at 96aa2fa, rung 05 persistent by
-default at D = 128 and causal D = 64; LONGEST_FIRST = 1 measured 1.01x on causal shapes at 40aa909,
+default at D = 128 and causal D = 64, whose GPU tests, with lab.ops.attention's, passed on an H100 at 823c643:
+results/h100/fix_run_823c643.log; racecheck on the persistent build is clean there, after a fix of the hazard it
+found at 96aa2fa; LONGEST_FIRST = 1 measured 1.01x on causal shapes at 40aa909,
 results/h100/varlen_run_40aa909.log; the default stays 0),
 results/h100/attention_sweep.json its sweep. Its knobs LONGEST_FIRST, PERSISTENT and VARLEN (the packed sequences of
 lab.families.attention_varlen) at 0 leave every attention build's SASS as it was (scripts/same_sass.py), as
