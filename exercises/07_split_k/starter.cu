@@ -75,6 +75,22 @@
 //   about mode 0's first-wave time with no second kernel, so the prediction above; where they do not, clusters of 4
 //   (or fewer splits) and 1.0-1.15x mode 0. Whether a cluster's barriers and DSMEM reads cost more than the
 //   reduction kernel they replace is what that run must show.
+// Measured with that launcher (results/h100/split_k_rounds.json, an H100 at 262d23d, 3 rounds): 1.00-1.01x mode 0 at
+//   128 x 128 x 131072 (120 splits: the 15 clusters of 8 the driver counts), but 0.85-0.92x elsewhere (0.85-0.88x at
+//   256 x 256 x 65536), against 1.0-1.25x predicted; 0.75-0.89x the library. Nsight Compute on both shapes
+//   (results/h100/split_k_ncu.json, scripts/split_k_ncu.py, 96aa2fa; caches flushed clean) says where: at 256 x 256
+//   x 65536 mode 0's split kernel takes 30.5 us with its SMs active 90% of its cycles, then 7.2 us of reduction
+//   kernel (37.7 us); mode 3 takes 44.7 us with its SMs active 67% of its cycles and 5.0-5.2 warps stalled on a
+//   barrier per instruction issued (0.4 in mode 0): blocks wait at the cluster barrier for the slowest of their
+//   cluster, and SMs stand empty meanwhile. At 128 x 128 x 131072: 36.1 us against 30.1 + 8.0-8.3 (active 76%,
+//   barrier stalls 8.7-8.8). No second wave explains it: the driver counts 15 clusters of 8, 30 of 4, 66 of 2 at once
+//   on that H100, and the launcher ran 64 clusters of 2 (S = 32) at 256 x 256 x 65536, 15 of 8 (S = 120) at 128 x 128
+//   x 131072 (results/h100/split_k_cluster_fit.json, scripts/split_k_cluster_fit.py, 823c643). What is left, not yet
+//   measured apart: clusters of 2 leave 16 slices a tile, which the last cluster of each band sums alone while the
+//   other SMs idle, and every block waits at its cluster barrier for its partner. The plan counts busy SMs only.
+//   Next: a plan that weighs the slices too (8 x 24 splits leaves 3 slices a tile, 4 x 28 leaves 7), timed beside
+//   it in the rounds study; then the sums without a whole-cluster wait (each block pushes its band to its owner and
+//   arrives on that block's mbarrier, as the norms' st.async exchange does).
 // Mainloop: tensor maps, tails and the k-loop as rung 06; the consumers' k-loop is a do-while (every unit has at least one
 //   k-tile), which keeps ptxas from serializing the wgmmas (rung 07's lesson).
 // Requires: sm_90a; A and B as rung 04 (the launcher repacks otherwise). Launch: THREADS threads, a 1-D grid of
