@@ -35,7 +35,7 @@
 //   576 keys, one block an SM). Predicted before the run: the records' L2 eviction (writing a buffer twice the L2)
 //   leaves dirty lines that this step's misses must write back, so after an eviction by reading (clean lines) it
 //   would take 11-14 us, not 22-24. It failed: 22.2-22.8 us read-evicted against 27.5-27.6 write-evicted (SDPA
-//   23.2-24.1 and 29.2-29.4, so rung 02 is 1.04-1.08x SDPA either way on this GPU); the write-backs cost a fifth.
+//   23.2-24.1 and 29.2-29.4: rung 02 1.02-1.09x SDPA by round, either way, on this GPU); the write-backs cost a fifth.
 //   Under ncu (caches flushed clean) the kernel takes 21.2 us at half the DRAM peak, and its SMs are active for 62%
 //   of its cycles: 4 warps an SM, and the time with no block on an SM (the launch's ramp, the 12 SMs without a
 //   split, the slowest split and the combine after it) is a third of the kernel. SDPA here is cuDNN's kernel
