@@ -47,9 +47,8 @@
 #                                              tests, the attention study, racecheck on the PERSISTENT build
 #   bash scripts/device_run.sh persist-tests   its GPU tests alone
 #   bash scripts/device_run.sh persist-profile persist-default's tests and study (no racecheck), with profile-c's ncu runs
-#   bash scripts/device_run.sh fix-check       racecheck on attention rung 05 PERSISTENT=1, its GPU tests in full, split-K's
-#                                              cluster plans against the driver's counts, the attention study at D = 128
-#   bash scripts/device_run.sh fix-min         the least of fix-check: racecheck, rung 05's and lab.ops.attention's GPU tests
+#   bash scripts/device_run.sh fix-min         racecheck on attention rung 05 PERSISTENT=1, rung 05's and lab.ops.attention's
+#                                              GPU tests, split-K's cluster plans against the driver's counts
 #   bash scripts/device_run.sh profile-c       ncu on a decode attention step (rung 02 against SDPA) and on split-K's modes
 #   bash scripts/device_run.sh persist-b       compute-sanitizer on attention rung 05's PERSISTENT build
 #   bash scripts/device_run.sh underfill-b     GPU tests of split-K, grouped and decode, the split study, exercise
@@ -872,19 +871,7 @@ for r in rs.records:
       timeout "$(box 135 150)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
       keep_cache
       echo "== ncu on the split-K kernels"; timeout "$(box 150 3)" python3 scripts/split_k_ncu.py "$pack" | tail -40 ;;
-    fix-check)  # after rung 05's __syncwarp before its q_empty arrive: racecheck on the PERSISTENT = 1 build first (what
-                # found the hazard), then the attention family's and lab.ops.attention's GPU tests in full, split-K's
-                # launch notes, the cluster mode's plan against the driver's counts, the attention study at D = 128
-      carried; mkdir -p "$pack/sanitize" "$pack/study"
-      echo "== racecheck on attention rung 05 PERSISTENT=1"
-      timeout "$(box 120 420)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05_persistent_race.json" \
-        --family attention --rungs 05 --knobs PERSISTENT=1 --tools racecheck --budget 110 --child-timeout 100 | tail -4
-      gpu_tests "$(box 300 110)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py \
-        tests/test_gpu_split_k.py -k "not test_gpu_split_k or launch_notes" --durations=6
-      echo "== split-K cluster plans"; timeout "$(box 40 75)" python3 scripts/split_k_cluster_fit.py "$pack/split_k_cluster_fit.json"
-      echo "== attention study, D = 128"
-      timeout "$(box 75 3)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 --head-dim 128 2>&1 | tail -12 ;;
-    fix-min)  # the least of fix-check (BUDGET_S 320): racecheck on rung 05 PERSISTENT = 1, rung 05's GPU tests (its default
+    fix-min)  # in BUDGET_S 320: racecheck on rung 05 PERSISTENT = 1, rung 05's GPU tests (its default
               # build on every case, the PERSISTENT builds, large logits) with lab.ops.attention's, split-K's cluster plans
       carried; mkdir -p "$pack/sanitize"
       echo "== racecheck on attention rung 05 PERSISTENT=1"

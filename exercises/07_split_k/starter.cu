@@ -78,10 +78,10 @@
 // Measured with that launcher (results/h100/split_k_rounds.json, an H100 at 262d23d, 3 rounds): 1.00-1.01x mode 0 at
 //   128 x 128 x 131072 (120 splits: the 15 clusters of 8 the driver counts), but 0.85-0.92x elsewhere (0.85-0.88x at
 //   256 x 256 x 65536), against 1.0-1.25x predicted; 0.75-0.89x the library. Nsight Compute on both shapes
-//   (results/h100/split_k_ncu.json, scripts/split_k_ncu.py, 96aa2fa; caches flushed clean) says where: at 256 x 256
-//   x 65536 mode 0's split kernel takes 30.5 us with its SMs active 90% of its cycles, then 7.2 us of reduction
-//   kernel (37.7 us); mode 3 takes 44.7 us with its SMs active 67% of its cycles and 5.0-5.2 warps stalled on a
-//   barrier per instruction issued (0.4 in mode 0): blocks wait at the cluster barrier for the slowest of their
+//   (results/h100/split_k_ncu.json, scripts/split_k_ncu.py, 96aa2fa; caches flushed clean) says where: at 256 x 256 x
+//   65536 mode 0's split kernel takes 30.5-30.8 us with its SMs active 90% of its cycles, then 7.2 us of reduction
+//   kernel (37.7-38.0 us); mode 3 takes 44.7-44.8 us with its SMs active 67% of its cycles and 5.0-5.2 warps stalled
+//   on a barrier per instruction issued (0.4 in mode 0): blocks wait at the cluster barrier for the slowest of their
 //   cluster, and SMs stand empty meanwhile. At 128 x 128 x 131072: 36.1 us against 30.1 + 8.0-8.3 (active 76%,
 //   barrier stalls 8.7-8.8). No second wave explains it: the driver counts 15 clusters of 8, 30 of 4, 66 of 2 at once
 //   on that H100, and the launcher ran 64 clusters of 2 (S = 32) at 256 x 256 x 65536, 15 of 8 (S = 120) at 128 x 128
