@@ -172,9 +172,15 @@ class GemmSplitKFamily(GemmTcFamily):
 
     def make_problem(self, seed: int = 0, dist: str = "normal", M: int = 64, N: int = 64, K: int = 64,
                      alpha: float = 1.0, beta: float = 0.0, pad: int = 0, layout: str = "TN", dtype: str = "float16",
-                     sets: int = 1, splits: int = 0) -> Problem:
+                     sets: int = 1, splits: int = 0, cluster: int = 0) -> Problem:
+        """`splits` fixes S (0: the launcher's choice); `cluster` fixes the cluster mode's blocks a cluster (0: the
+        launcher's _cluster_plan; 1, 2, 4 or 8: that size, S rounded down to a multiple of it), for the studies that
+        time one plan against another."""
         if splits < 0:
             raise LabError(f"splits is the number of K splits (0 lets the launcher choose); got {splits}.")
+        if cluster not in (0, 1, 2, 4, 8):
+            raise LabError(f"cluster is the cluster mode's blocks a cluster: 1, 2, 4 or 8 (0 lets the launcher "
+                           f"choose); got {cluster}.")
         if M * (-(-N // 4) * 4) >= 1 << 31:
             raise LabError(f"gemm_split_k's workspace slices hold fewer than 2^31 floats (M x N rounded up to 4 "
                            f"columns); {M} x {N} is too large: split M into row blocks, or use gemm_tc.")
@@ -183,6 +189,9 @@ class GemmSplitKFamily(GemmTcFamily):
         problem.params["splits"] = splits
         if splits:
             problem.label += f" S={splits}"
+        if cluster:
+            problem.params["cluster"] = cluster
+            problem.label += f" cluster={cluster}"
         return problem
 
     # --- launching ------------------------------------------------------------------------------
@@ -212,8 +221,14 @@ class GemmSplitKFamily(GemmTcFamily):
         16 of 8), and a cluster that does not fit runs in a second wave, after the first: each size (8, 4, 2, 1,
         up to S) gets as many clusters a tile as fit for every tile at once (at most MAX_SLICES, the slices the last
         cluster sums), and the size that keeps the most SMs busy wins, the widest within a tenth of it (fewer slices).
-        With no count (no GPU, or the driver cannot say): the widest, S rounded down to a multiple of it."""
+        With no count (no GPU, or the driver cannot say): the widest, S rounded down to a multiple of it. A problem
+        made with `cluster` gets that size, S rounded down to a multiple of it (at least one cluster)."""
         wanted = self._wanted_splits(tiled, problem)
+        if pinned := problem.params.get("cluster"):
+            if wanted < pinned:
+                raise LabError(f"clusters of {pinned} need at least {pinned} splits of K, and this problem has "
+                               f"{wanted}: ask for a smaller cluster or a longer K.")
+            return pinned, pinned * (wanted // pinned)
         k, p = dict(tiled.spec.knobs), problem.params
         tiles = -(-p["M"] // k["BM"]) * -(-p["N"] // k["BN"])
         widest = split_cluster_width(wanted)

@@ -1,0 +1,130 @@
+"""Split-K's cluster mode, every plan that runs in one wave: for each cluster size (1, 2, 4, 8 blocks) and each
+number of clusters a tile (the slices the tile's last cluster sums, band by band), the time of one launch beside the
+workspace mode (rung 08 with its reduction kernel) and the library, in the same interleaved rounds on cold L2.
+
+The launcher's plan (gemm_split_k._cluster_plan) picks the size that keeps the most SMs busy. It does not weigh
+what a plan costs after its main loop: a cluster's blocks wait for one another at its barriers, and a tile's last
+cluster sums every other cluster's slice alone. This study measures each plan so that a rule can be read off the
+table rather than guessed. Each plan is checked on an odd case (its cluster size and number of clusters pinned)
+before it is timed; one that fails gets a row saying so and is not timed. Nothing here asserts a speed.
+
+    python -m lab.studies.split_k_plans OUT_DIR [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from lab.families import get_family
+from lab.measure.records import provenance, write_json
+from lab.studies.rounds import interleaved_rows, same_round_summary, summary_line
+
+STUDY_FILE = "split_k_plans.json"
+SHAPES = [dict(M=256, N=256, K=65536, layout="TN", dtype="float16"),
+          dict(M=128, N=128, K=131072, layout="TN", dtype="float16")]
+CLUSTER_RUNG = "08_split_k_cluster"
+REFERENCE = "08_split_k"  # the workspace mode, at the launcher's S
+GROUPS = (1, 2, 3, 4, 6, 8, 12, 16)  # clusters a tile to try (and the most that fit, where fewer than 16)
+CHECK_K = 8192 + 3  # the odd check case's K: 129 k-tiles, enough for 8 x 16 splits
+CHECK_CASE = {"M": 200, "N": 136, "layout": "TN"}
+
+
+def plan_name(width: int, groups: int) -> str:
+    """A plan as the records name it: "cluster 4 x 7 (S=28)"."""
+    return f"cluster {width} x {groups} (S={width * groups})"
+
+
+def one_wave_plans(fam, shape: dict) -> list[tuple[int, int]]:
+    """(cluster size, clusters a tile) for every plan of GROUPS (and the most that fit) whose clusters all run at
+    once on this GPU (the driver's count, gemm_split_k.cluster_fit) and whose splits are at least
+    MIN_K_TILES_PER_SPLIT k-tiles long; none where the driver cannot say."""
+    from lab.families.gemm_split_k import MAX_SLICES, MIN_K_TILES_PER_SPLIT, cluster_fit
+
+    problem = fam.make_problem(seed=3, **shape)
+    rung = fam.rung(CLUSTER_RUNG)
+    tiled = fam._tiled(rung, problem)  # the tile the family picks for this shape, before any cluster plan
+    k = dict(tiled.spec.knobs)
+    tiles = -(-shape["M"] // k["BM"]) * -(-shape["N"] // k["BN"])
+    k_tiles = -(-shape["K"] // k["BK"])
+    plans = []
+    for width in (1, 2, 4, 8):
+        fit = cluster_fit(dataclasses.replace(tiled, spec=tiled.spec.with_knobs(SPLIT_CLUSTER=width)))
+        if fit is None:
+            return []
+        most = min(fit // tiles, MAX_SLICES, k_tiles // (MIN_K_TILES_PER_SPLIT * width))
+        plans += [(width, g) for g in sorted({g for g in GROUPS if g <= most} | ({most} if most else set()))]
+    return plans
+
+
+def _plan_checked(fam, rung, width: int, groups: int, dtype: str, failed: list, shape: dict) -> bool:
+    from lab.measure.verify import check_case
+
+    case = CHECK_CASE | {"K": CHECK_K, "dtype": dtype, "splits": width * groups, "cluster": width}
+    result = check_case(fam, rung, case, seed=21)
+    if not result.passed:
+        failed.append({"shape": shape, "method": plan_name(width, groups), "failed": result.reasons})
+    return result.passed
+
+
+def plan_methods(fam, shape: dict, failed: list, plans_by_shape: dict) -> tuple[dict, object]:
+    """name -> launch(i) for one shape: the library calls, the workspace mode at the launcher's S, the cluster mode
+    at the launcher's plan, and every one-wave plan (each on a copy of the problem with S and the cluster size
+    pinned, the same operands)."""
+    import cupy as cp
+
+    from lab.studies.hopper_gemm_study import study_methods
+
+    methods, problem = study_methods(fam, shape, failed, (REFERENCE, CLUSTER_RUNG))
+    rung = fam.rung(CLUSTER_RUNG)
+    out = cp.empty(problem.out_shape, problem.dtype)
+    plans = one_wave_plans(fam, shape)
+    plans_by_shape[tuple(sorted(shape.items()))] = plans
+    for width, groups in plans:
+        if not _plan_checked(fam, rung, width, groups, shape["dtype"], failed, shape):
+            continue
+        pinned = dataclasses.replace(problem, params=problem.params | {"splits": width * groups, "cluster": width})
+        methods[plan_name(width, groups)] = lambda i, p=pinned: fam.launch(rung, p, out)
+    return methods, problem
+
+
+def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0) -> dict:
+    from lab.measure import timing
+    from lab.studies.split_k_rounds import launch_choices
+
+    fam = get_family("gemm_split_k")
+    flusher = timing.L2Flusher()
+    failed: list = []
+    plans: dict = {}
+    rows = interleaved_rows(shapes, lambda shape: plan_methods(fam, shape, failed, plans), rounds, flusher,
+                            min_time_ms, lambda problem, ms: {"TFLOP/s": problem.flops / ms / 1e9})
+    summary = same_round_summary(rows, "TFLOP/s", ("torch_mm", "cublaslt"), "x_library", REFERENCE, "x_08")
+    return {"provenance": provenance(), "about": __doc__.split("\n\n")[0], "rounds": rounds,
+            "launches": launch_choices(fam, shapes, (REFERENCE, CLUSTER_RUNG)),
+            "plans": [{"shape": dict(k), "plans": v} for k, v in plans.items()],
+            "rows": rows, "summary": summary, "failed": failed}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    record = study(args.rounds)
+    path = write_json(Path(args.out_dir) / STUDY_FILE, record)
+    for entry in record["launches"]:
+        print("launch:", entry)
+    for s in sorted(record["summary"], key=lambda s: (s["shape"]["K"], -s["TFLOP/s"])):
+        sh = s["shape"]
+        print(summary_line(s, f"{sh['M']}x{sh['N']}x{sh['K']}",
+                           {"x_library": "x library", "x_library_min": "(min)", "x_08": "x 08"}))
+    for failed in record["failed"]:
+        print("not timed:", failed)
+    print(f"written: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

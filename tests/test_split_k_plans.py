@@ -1,0 +1,61 @@
+"""The split-K plan study without a GPU: the plans it times (every one that runs in one wave, from the driver's
+count), how a problem pins a plan, and the sentence a wrong pin gets."""
+
+import dataclasses
+
+import pytest
+
+from lab.core.errors import LabError
+from lab.families import gemm_split_k as family_module
+from lab.families import get_family
+from lab.studies import split_k_plans as study
+
+FITS = {1: 132, 2: 66, 4: 30, 8: 15}  # clusters of each size at once, as an H100's driver counts them
+
+
+@pytest.fixture
+def fam(monkeypatch):
+    monkeypatch.setattr(family_module, "cluster_fit", lambda built: FITS[dict(built.spec.knobs)["SPLIT_CLUSTER"]])
+    fam = get_family("gemm_split_k")
+    fam.array_module = __import__("numpy")  # operands drawn on the host: no GPU here
+    return fam
+
+
+def test_a_pinned_cluster_fixes_the_plan(fam):
+    rung = fam.rung(study.CLUSTER_RUNG)
+    problem = fam.make_problem(M=256, N=256, K=65536, splits=30, cluster=4)
+    assert fam._cluster_plan(fam._tiled(rung, problem), problem) == (4, 28)  # S rounded down to clusters of 4
+    assert dict(fam.variant(rung, problem).spec.knobs)["SPLIT_CLUSTER"] == 4
+    assert "cluster=4" in problem.label
+    unpinned = fam.make_problem(M=256, N=256, K=65536, splits=30)
+    assert "cluster" not in unpinned.params
+
+
+def test_a_wrong_pin_gets_one_sentence(fam):
+    with pytest.raises(LabError, match="1, 2, 4 or 8"):
+        fam.make_problem(M=256, N=256, K=65536, cluster=3)
+    problem = fam.make_problem(M=64, N=64, K=128, splits=2, cluster=8)  # 2 k-tiles: no cluster of 8 fits in K
+    with pytest.raises(LabError, match="longer K"):
+        fam._cluster_plan(fam._tiled(fam.rung(study.CLUSTER_RUNG), problem), problem)
+
+
+def test_the_plans_are_those_that_run_in_one_wave(fam):
+    plans = study.one_wave_plans(fam, study.SHAPES[0])  # 256 x 256 x 65536: 4 tiles of 128 x 128
+    assert (8, 3) in plans and (8, 4) not in plans  # 15 clusters of 8 fit: 3 a tile
+    assert (4, 7) in plans and (4, 8) not in plans
+    assert (2, 16) in plans and (1, 16) in plans and (1, 33) not in plans  # at most MAX_SLICES a tile
+    assert all(w * g * 4 <= FITS[w] * w for w, g in plans)
+    one_tile = study.one_wave_plans(fam, study.SHAPES[1])  # 128 x 128 x 131072: one tile
+    assert (8, 15) in one_tile and (8, 16) not in one_tile and (4, 16) in one_tile
+
+
+def test_every_plan_has_its_own_name():
+    names = {study.plan_name(w, g) for w in (1, 2, 4, 8) for g in study.GROUPS}
+    assert len(names) == 4 * len(study.GROUPS)
+    assert study.plan_name(4, 7) == "cluster 4 x 7 (S=28)"
+
+
+def test_a_pinned_copy_keeps_the_operands(fam):
+    problem = fam.make_problem(M=64, N=64, K=1024)
+    pinned = dataclasses.replace(problem, params=problem.params | {"splits": 8, "cluster": 4})
+    assert pinned.inputs is problem.inputs and problem.params.get("cluster") is None
