@@ -107,8 +107,8 @@
 #                                              GPU tests; on an H200 the row ladders' GPU tests
 #   bash scripts/device_run.sh overlap-c       rung 05's and the packed family's GPU tests with SOFTMAX_OVERLAP the default,
 #                                              lab.ops's attention tests, sanitizers on the packed family, both studies
-#   bash scripts/device_run.sh owed-a          attention's and lab.ops.attention's GPU tests, the attention study, split-K's
-#                                              cluster plans timed one by one; owed-b: rows-stats-b, then memcheck and
+#   bash scripts/device_run.sh owed-a          attention's and lab.ops.attention's GPU tests, the attention study; owed-b:
+#                                              split-K's cluster plans timed one by one, rows-stats-b, then memcheck and
 #                                              synccheck on attention rung 05 PERSISTENT=1
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
@@ -940,30 +940,31 @@ for r in rs.records:
       echo "== gemm_tc under compute-sanitizer"
       timeout 200 python3 scripts/gemm_tc_sanitize.py "$pack/gemm_tc_sanitize.json" --budget 180
       echo "== lab profile gemm_tc"; timeout 150 python3 -m lab profile gemm_tc --json "$pack/gemm_tc_profile.json" ;;
-    owed-a)  # in BUDGET_S 580: attention's and lab.ops.attention's GPU tests (rung 05 persistent by default, after the
-             # q_empty fix), the attention study, then split-K's cluster plans timed one by one (lab.studies.split_k_plans)
+    owed-a)  # in BUDGET_S 580 on a machine with no compile cache: attention's and lab.ops.attention's GPU tests (rung 05
+             # persistent by default, after the q_empty fix), then the attention study
       carried; mkdir -p "$pack/study"
-      gpu_tests "$(box 250 300)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py --durations=6
-      echo "== attention study"
-      timeout "$(box 150 150)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
+      gpu_tests "$(box 400 160)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py --durations=6
       keep_cache
-      echo "== split-K plans"
-      timeout "$(box 140 3)" python3 -m lab.studies.split_k_plans "$pack/study" --rounds 3 2>&1 | tail -70
+      echo "== attention study"
+      timeout "$(box 150 5)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
       keep_cache ;;
-    owed-b)  # in BUDGET_S 580, after owed-a on the same machine: rows-stats-b, then memcheck and synccheck on attention
-             # rung 05 PERSISTENT = 1 (racecheck ran clean after the q_empty fix)
+    owed-b)  # in BUDGET_S 580, after owed-a: split-K's cluster plans timed one by one (lab.studies.split_k_plans),
+             # rows-stats-b, then memcheck and synccheck on attention rung 05 PERSISTENT = 1
       carried; mkdir -p "$pack/sanitize" "$pack/study"
-      gpu_tests "$(box 170 390)" tests/test_gpu_norms.py tests/test_gpu_ops.py -k "not test_gpu_ops or row_ops" \
+      echo "== split-K plans"
+      timeout "$(box 140 420)" python3 -m lab.studies.split_k_plans "$pack/study" --rounds 3 2>&1 | tail -70
+      gpu_tests "$(box 170 250)" tests/test_gpu_norms.py tests/test_gpu_ops.py -k "not test_gpu_ops or row_ops" \
         --durations=8
       echo "== cluster-rows study"
-      timeout "$(box 150 220)" python3 -m lab.studies.cluster_rows_study "$pack/study" --rounds 3 2>&1 | tail -40
+      timeout "$(box 120 130)" python3 -m lab.studies.cluster_rows_study "$pack/study" --rounds 3 2>&1 | tail -40
       echo "== compute-sanitizer on layernorm rung 04"
-      timeout "$(box 60 160)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_layernorm_04.json" --family layernorm \
+      timeout "$(box 60 70)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize_layernorm_04.json" --family layernorm \
         --rungs 04 --tools memcheck,racecheck,synccheck --budget 55 | tail -5
       echo "== memcheck and synccheck on attention rung 05 PERSISTENT=1"
-      timeout "$(box 155 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05_persistent_mem_sync.json" \
-        --family attention --rungs 05 --knobs PERSISTENT=1 --tools memcheck,synccheck --budget "$(box 150 8)" \
-        --child-timeout 60 | tail -6 ;;
+      timeout "$(box 150 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05_persistent_mem_sync.json" \
+        --family attention --rungs 05 --knobs PERSISTENT=1 --tools memcheck,synccheck --budget "$(box 145 8)" \
+        --child-timeout 60 | tail -6
+      keep_cache ;;
     *) echo "unknown mode $mode"; exit 2 ;;
   esac
   nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv
