@@ -109,7 +109,8 @@
 #                                              lab.ops's attention tests, sanitizers on the packed family, both studies
 #   bash scripts/device_run.sh owed-a          attention's and lab.ops.attention's GPU tests, the attention study; owed-b:
 #                                              split-K's cluster plans timed one by one, rows-stats-b, then memcheck and
-#                                              synccheck on attention rung 05 PERSISTENT=1
+#                                              synccheck on attention rung 05 PERSISTENT=1; owed-one: the split-K plans, the
+#                                              attention study, rung 05's and lab.ops.attention's GPU tests in one call
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
@@ -947,6 +948,17 @@ for r in rs.records:
       keep_cache
       echo "== attention study"
       timeout "$(box 150 5)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
+      keep_cache ;;
+    owed-one)  # owed-a and owed-b's first part in one call (BUDGET_S 585, no compile cache): split-K's cluster plans
+               # timed one by one, the attention study after the q_empty fix, rung 05's and lab.ops.attention's GPU tests
+      carried; mkdir -p "$pack/study"
+      echo "== split-K plans"
+      timeout "$(box 150 430)" python3 -m lab.studies.split_k_plans "$pack/study" --rounds 3 2>&1 | tail -70
+      echo "== attention study"
+      timeout "$(box 160 250)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
+      keep_cache
+      gpu_tests "$(box 260 5)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py -k "05 or persistent or ops" \
+        --durations=6
       keep_cache ;;
     owed-b)  # in BUDGET_S 580, after owed-a: split-K's cluster plans timed one by one (lab.studies.split_k_plans),
              # rows-stats-b, then memcheck and synccheck on attention rung 05 PERSISTENT = 1

@@ -1,13 +1,18 @@
 """CPU: the decode-attention family's logic with NumPy arrays: the paged cache holds each sequence's keys where its
 block table says and nothing else does, the per-sequence reference is the attention family's on the visible keys,
 the split plan fills the GPU's block slots and names its limits, the launcher lowers the stages to what a GPU holds,
-and each misuse is one sentence."""
+and each misuse is one sentence. Rung 02's TIMELINE build and the summary scripts/decode_timeline.py makes of it."""
 
 from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from lab.core import build, device
 from lab.core.errors import LabError
 from lab.families.attention import AttentionFamily
 from lab.families.attention_decode import (
@@ -18,6 +23,8 @@ from lab.families.attention_decode import (
     split_plan,
     wave_share,
 )
+
+TIMELINE_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "decode_timeline.py"
 
 
 def numpy_family(cls=AttentionDecodeFamily):
@@ -146,3 +153,46 @@ def test_a_paged_cache_gets_a_plan_of_its_own_build(monkeypatch):
     paged = fam.plan(rung, params | {"page_size": 64})
     assert paged.splits > contiguous.splits
     assert fam.plan(rung, params) == contiguous
+
+
+@pytest.fixture(scope="module")
+def decode_timeline():
+    spec = importlib.util.spec_from_file_location("decode_timeline", TIMELINE_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_timeline_build_has_its_global_and_the_default_build_none(decode_timeline):
+    """TIMELINE = 1 adds the array scripts/decode_timeline.py reads by name, as many rows as the script expects; the
+    default build leaves it out."""
+    spec = AttentionDecodeFamily().rung("02").spec
+    symbol = decode_timeline.SYMBOL.encode()
+    assert symbol in build.compile_cubin(spec.with_knobs(TIMELINE=1), 90).cubin
+    assert symbol not in build.compile_cubin(spec, 90).cubin
+    rows = re.search(r"#define TIMELINE_BLOCKS \(1 << (\d+)\)", spec.path.read_text())
+    assert rows and 1 << int(rows[1]) == decode_timeline.TIMELINE_BLOCKS
+
+
+def test_the_timeline_summary_splits_the_ramp_from_the_tail(decode_timeline):
+    # Grid (3, 2, 1): two block rows of three splits on SMs 0-3; block 5 never recorded.
+    rows = np.array([[1000, 5000, 5200, 0], [1100, 6000, 6100, 1], [1300, 5500, 9000, 2],
+                     [1000, 7000, 7100, 3], [1200, 6500, 8000, 0], [0, 0, 0, 0]], dtype=np.uint64)
+    s = decode_timeline.summarize(rows, (3, 2, 1))
+    assert s["blocks"] == 6 and s["blocks_missing"] == 1
+    assert (s["ramp_ns"], s["loop_end_first_ns"], s["loop_end_last_ns"], s["span_ns"]) == (300, 4000, 6000, 8000)
+    assert s["combine_tail_ns"] == 2000 and s["median_block_ns"] == 6100
+    assert (s["head_tail_median_ns"], s["head_tail_max_ns"]) == (2000, 3000)  # rows 9000 - 6000 and 8000 - 7000
+    assert s["sms_used"] == 4 and s["blocks_per_sm"] == {"1": 3, "2": 1}
+    assert s["timer_step_ns"] == 100
+    raw = decode_timeline.raw_blocks(rows)
+    assert raw["start_ns"] == [0, 100, 300, 0, 200, None] and raw["smid"] == [0, 1, 2, 3, 0, None]
+
+
+def test_the_timeline_script_says_in_one_sentence_that_it_needs_a_gpu(decode_timeline, tmp_path, capsys):
+    if device.gpu_available():
+        pytest.skip("a GPU is present: the script would run")
+    assert decode_timeline.main(tmp_path) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("decode_timeline.py needs a CUDA GPU") and "\n" not in err
+    assert not (tmp_path / "decode_timeline.json").exists()

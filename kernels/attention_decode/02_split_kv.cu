@@ -49,6 +49,7 @@
 // Knobs: BF16, CAUSAL, HEAD_DIM (set per problem), PAGED (0: contiguous (B, H_kv, S_k, D); 1: paged), BLOCK_N (64
 //   keys a tile: 16 a warp), STAGES (4 tiles of K and V, three in flight; the launcher lowers it until a block fits
 //   the GPU, 2 on sm_86/sm_89 at D = 128, and to 2 for a paged cache), THREADS (128), PAD (8 halves a row).
+//   TIMELINE (0; 1: instrumentation, each block's start, loop end, exit and SM, for scripts/decode_timeline.py).
 #include "lab_cp_async.cuh"  // cp_async_16_at, smem_u32addr
 #include "lab_mma.cuh"
 
@@ -76,6 +77,9 @@
 #ifndef PAD
 #define PAD 8
 #endif
+#ifndef TIMELINE
+#define TIMELINE 0
+#endif
 
 #define ROWS 16                        // query rows a block: the G * S_q rows of a key/value head, 16 at a time
 #define WARPS (THREADS / 32)
@@ -98,6 +102,30 @@ static_assert(PAD % 8 == 0, "rows stay 16-byte aligned for ldmatrix and cp.async
 static_assert((BLOCK_N * HEAD_DIM / 8) % THREADS == 0, "whole 16-byte chunks per thread");
 static_assert(MAX_SPLITS * ROWS * 4 <= (ROWS + 2 * STAGES * BLOCK_N) * STRIDE * 2, "the combine's weights fit");
 static_assert(THREADS % ROWS == 0 && HEAD_DIM % (4 * (THREADS / ROWS)) == 0, "the combine's float4 columns");
+static_assert(TIMELINE == 0 || TIMELINE == 1, "TIMELINE is 0 or 1");
+
+#if TIMELINE
+// Instrumentation: thread 0 of block i (linear id, x fastest) writes (start, loop end, exit, SM) to row i, blocks
+// past TIMELINE_BLOCKS write nothing. %globaltimer is in ns and shared by the SMs, so blocks compare directly.
+#define TIMELINE_BLOCKS (1 << 16)
+__device__ unsigned long long lab_decode_timeline[TIMELINE_BLOCKS][4];
+
+// "memory": each reading stays between the loads and stores written around it.
+__device__ __forceinline__ unsigned long long timeline_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+    return t;
+}
+__device__ __forceinline__ void timeline_record(unsigned long long start, unsigned long long loop_end) {
+    const unsigned long long end = timeline_ns();
+    const unsigned long long id = blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    if (threadIdx.x != 0 || id >= TIMELINE_BLOCKS) return;
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    unsigned long long* row = lab_decode_timeline[id];
+    row[0] = start, row[1] = loop_end, row[2] = end, row[3] = sm;
+}
+#endif
 
 typedef unsigned short half_bits;  // an fp16 or a bf16 value, as its 16 bits
 #define NEG_INF (-__int_as_float(0x7f800000))
@@ -171,6 +199,9 @@ attention_decode_split_kv(const half_bits* __restrict__ Q, const half_bits* __re
     __shared__ float warp_m[WARPS][ROWS], warp_l[WARPS][ROWS];
     __shared__ float row_total[ROWS];
     __shared__ int is_last;
+#if TIMELINE
+    const unsigned long long timeline_start = timeline_ns();
+#endif
 
     const int group = H / H_kv, packed = group * S_q;  // query rows of one key/value head
     const int row_groups = (packed + ROWS - 1) / ROWS;
@@ -292,6 +323,9 @@ attention_decode_split_kv(const half_bits* __restrict__ Q, const half_bits* __re
     // --- the block's rows: the warps' partials combined in warp order, over the (now idle) stages ---------------
     cp_async_wait<0>();
     __syncthreads();
+#if TIMELINE
+    const unsigned long long timeline_loop = timeline_ns();  // every warp is past its last tile
+#endif
     float* warp_o = reinterpret_cast<float*>(smem + ROWS * STRIDE);  // [WARPS][ROWS][HEAD_DIM]
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -334,6 +368,9 @@ attention_decode_split_kv(const half_bits* __restrict__ Q, const half_bits* __re
                 store_o4(O + q_row(p) + col0 + 4 * PER_ROW * c, make_float4(acc[c][0], acc[c][1], acc[c][2], acc[c][3]),
                          total);
         }
+#if TIMELINE
+        timeline_record(timeline_start, timeline_loop);
+#endif
         return;
     }
     // --- publish this split's rows, then count in; the last to arrive combines -------------------------------------
@@ -350,7 +387,12 @@ attention_decode_split_kv(const half_bits* __restrict__ Q, const half_bits* __re
     __syncthreads();
     if (threadIdx.x == 0) is_last = atomicAdd(arrivals + slot, 1u) == (unsigned)(splits - 1);
     __syncthreads();
-    if (!is_last) return;
+    if (!is_last) {
+#if TIMELINE
+        timeline_record(timeline_start, timeline_loop);
+#endif
+        return;
+    }
     __threadfence();  // the other splits' rows, read after their arrivals
     if (threadIdx.x == 0) arrivals[slot] = 0u;  // ready for the next launch
 
@@ -390,4 +432,8 @@ attention_decode_split_kv(const half_bits* __restrict__ Q, const half_bits* __re
         }
         store_o4(O + q_row(r0 + r) + c, a, row_total[r]);
     }
+#if TIMELINE
+    __syncthreads();  // the exit of the block's last thread to finish
+    timeline_record(timeline_start, timeline_loop);
+#endif
 }
