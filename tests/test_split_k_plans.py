@@ -44,9 +44,11 @@ def test_the_plans_are_those_that_run_in_one_wave(fam):
     assert (8, 3) in plans and (8, 4) not in plans  # 15 clusters of 8 fit: 3 a tile
     assert (4, 7) in plans and (4, 8) not in plans
     assert (2, 16) in plans and (1, 16) in plans and (1, 33) not in plans  # at most MAX_SLICES a tile
-    assert all(w * g * 4 <= FITS[w] * w for w, g in plans)
+    assert (2, 2) not in plans and (1, 4) not in plans  # 16 blocks: fewer than MIN_BLOCKS
+    assert all(w * g * 4 <= FITS[w] * w and w * g * 4 >= study.MIN_BLOCKS for w, g in plans)
     one_tile = study.one_wave_plans(fam, study.SHAPES[1])  # 128 x 128 x 131072: one tile
     assert (8, 15) in one_tile and (8, 16) not in one_tile and (4, 16) in one_tile
+    assert (8, 3) not in one_tile and not [p for p in one_tile if p[0] == 1]  # 24 and at most 16 blocks
 
 
 def test_every_plan_has_its_own_name():

@@ -28,6 +28,7 @@ SHAPES = [dict(M=256, N=256, K=65536, layout="TN", dtype="float16"),
 CLUSTER_RUNG = "08_split_k_cluster"
 REFERENCE = "08_split_k"  # the workspace mode, at the launcher's S
 GROUPS = (1, 2, 3, 4, 6, 8, 12, 16)  # clusters a tile to try (and the most that fit, where fewer than 16)
+MIN_BLOCKS = 32  # a plan with fewer blocks leaves three quarters of the GPU idle: not timed
 CHECK_K = 8192 + 3  # the odd check case's K: 129 k-tiles, enough for 8 x 16 splits
 CHECK_CASE = {"M": 200, "N": 136, "layout": "TN"}
 
@@ -39,8 +40,8 @@ def plan_name(width: int, groups: int) -> str:
 
 def one_wave_plans(fam, shape: dict) -> list[tuple[int, int]]:
     """(cluster size, clusters a tile) for every plan of GROUPS (and the most that fit) whose clusters all run at
-    once on this GPU (the driver's count, gemm_split_k.cluster_fit) and whose splits are at least
-    MIN_K_TILES_PER_SPLIT k-tiles long; none where the driver cannot say."""
+    once on this GPU (the driver's count, gemm_split_k.cluster_fit), whose splits are at least
+    MIN_K_TILES_PER_SPLIT k-tiles long and which run at least MIN_BLOCKS blocks; none where the driver cannot say."""
     from lab.families.gemm_split_k import MAX_SLICES, MIN_K_TILES_PER_SPLIT, cluster_fit
 
     problem = fam.make_problem(seed=3, **shape)
@@ -55,7 +56,8 @@ def one_wave_plans(fam, shape: dict) -> list[tuple[int, int]]:
         if fit is None:
             return []
         most = min(fit // tiles, MAX_SLICES, k_tiles // (MIN_K_TILES_PER_SPLIT * width))
-        plans += [(width, g) for g in sorted({g for g in GROUPS if g <= most} | ({most} if most else set()))]
+        groups = sorted({g for g in GROUPS if g <= most} | ({most} if most else set()))
+        plans += [(width, g) for g in groups if tiles * width * g >= MIN_BLOCKS]
     return plans
 
 
