@@ -957,9 +957,10 @@ for r in rs.records:
       echo "== attention study"
       timeout "$(box 160 250)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
       keep_cache
-      gpu_tests "$(box 260 5)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py -k "05 or persistent or ops" \
+      gpu_tests "$(box 260 45)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py -k "05 or persistent or ops" \
         --durations=6
-      keep_cache ;;
+      keep_cache
+      echo "== decode timeline"; timeout "$(box 60 2)" python3 scripts/decode_timeline.py "$pack" | tail -12 ;;
     owed-b)  # in BUDGET_S 580, after owed-a: split-K's cluster plans timed one by one (lab.studies.split_k_plans),
              # rows-stats-b, then memcheck and synccheck on attention rung 05 PERSISTENT = 1
       carried; mkdir -p "$pack/sanitize" "$pack/study"
