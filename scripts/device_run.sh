@@ -949,18 +949,18 @@ for r in rs.records:
       echo "== attention study"
       timeout "$(box 150 5)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
       keep_cache ;;
-    owed-one)  # owed-a and owed-b's first part in one call (BUDGET_S 585, no compile cache): split-K's cluster plans
-               # timed one by one, the attention study after the q_empty fix, rung 05's and lab.ops.attention's GPU tests
+    owed-one)  # the owed measurements in one call (BUDGET_S about 450, no compile cache): split-K's cluster plans timed
+               # one by one, the attention study after the q_empty fix, decode rung 02's block timeline, then rung 05's
+               # and lab.ops.attention's GPU tests in what is left
       carried; mkdir -p "$pack/study"
       echo "== split-K plans"
-      timeout "$(box 150 430)" python3 -m lab.studies.split_k_plans "$pack/study" --rounds 3 2>&1 | tail -70
+      timeout "$(box 150 250)" python3 -m lab.studies.split_k_plans "$pack/study" --rounds 3 2>&1 | tail -70
       echo "== attention study"
-      timeout "$(box 160 250)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
+      timeout "$(box 160 80)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
+      echo "== decode timeline"; timeout "$(box 60 15)" python3 scripts/decode_timeline.py "$pack" | tail -12
       keep_cache
-      gpu_tests "$(box 260 45)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py -k "05 or persistent or ops" \
-        --durations=6
-      keep_cache
-      echo "== decode timeline"; timeout "$(box 60 2)" python3 scripts/decode_timeline.py "$pack" | tail -12 ;;
+      gpu_tests "$(box 260 5)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py -k "05 or persistent or ops" \
+        --durations=6 ;;
     owed-b)  # in BUDGET_S 580, after owed-a: split-K's cluster plans timed one by one (lab.studies.split_k_plans),
              # rows-stats-b, then memcheck and synccheck on attention rung 05 PERSISTENT = 1
       carried; mkdir -p "$pack/sanitize" "$pack/study"
