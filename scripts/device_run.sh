@@ -961,6 +961,12 @@ for r in rs.records:
       keep_cache
       gpu_tests "$(box 260 5)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py -k "05 or persistent or ops" \
         --durations=6 ;;
+    owed-short)  # the least of owed-one (BUDGET_S about 230): split-K's cluster plans timed one by one, decode rung 02's
+                 # block timeline
+      carried; mkdir -p "$pack/study"
+      echo "== split-K plans"
+      timeout "$(box 150 70)" python3 -m lab.studies.split_k_plans "$pack/study" --rounds 3 2>&1 | tail -70
+      echo "== decode timeline"; timeout "$(box 60 3)" python3 scripts/decode_timeline.py "$pack" | tail -12 ;;
     owed-b)  # in BUDGET_S 580, after owed-a: split-K's cluster plans timed one by one (lab.studies.split_k_plans),
              # rows-stats-b, then memcheck and synccheck on attention rung 05 PERSISTENT = 1
       carried; mkdir -p "$pack/sanitize" "$pack/study"
