@@ -61,3 +61,13 @@ def test_a_pinned_copy_keeps_the_operands(fam):
     problem = fam.make_problem(M=64, N=64, K=1024)
     pinned = dataclasses.replace(problem, params=problem.params | {"splits": 8, "cluster": 4})
     assert pinned.inputs is problem.inputs and problem.params.get("cluster") is None
+
+
+def test_a_plans_bytes_follow_from_its_sizes():
+    shape = study.SHAPES[0]  # 256 x 256 x 65536 in 128 x 128 tiles: 1024 k-tiles
+    two = study.plan_bytes(shape, 128, 128, 64, 2, 16)
+    assert two["k_tiles_per_block"] == 32 and two["operand_bytes_per_block"] == 32 * 256 * 64 * 2
+    assert two["slice_bytes_per_block"] == 64 * 128 * 4 and two["last_sum_bytes_per_block"] == 16 * 64 * 128 * 4
+    eight = study.plan_bytes(shape, 128, 128, 64, 8, 3)  # 24 splits: 43 k-tiles, the last 35
+    assert eight["k_tiles_per_block"] == 43 and eight["last_sum_bytes_per_block"] == 3 * 16 * 128 * 4
+    assert study.plan_bytes(shape, 128, 128, 64, 8, 1)["last_sum_bytes_per_block"] == 0  # one cluster: no slices

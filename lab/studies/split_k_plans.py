@@ -8,6 +8,15 @@ cluster sums every other cluster's slice alone. This study measures each plan so
 table rather than guessed. Each plan is checked on an odd case (its cluster size and number of clusters pinned)
 before it is timed; one that fails gets a row saying so and is not timed. Nothing here asserts a speed.
 
+Prediction (written before the first run; fp16 TN, cold L2): at 256 x 256 x 65536 (four 128 x 128 tiles, 1024
+k-tiles) the launcher's plan of clusters of 2, 16 a tile (S = 32, 128 blocks), leaves each block of a tile's last
+cluster 16 band slices of 32 KB to read, 512 KB at about 110 GB/s (an SM's share of L2 bandwidth, 64 bytes a clock):
+a tail of ~5 us. Its SASS already keeps up to 17 of those loads in flight, so the tail is that bandwidth, not their
+latency. Clusters of 4, 7 a tile (S = 28) read 112 KB (~1 us), clusters of 8, 3 a tile (S = 24) 24 KB: predicted ~4 us
+faster than 2 x 16 (about 40 against 45 us on an H100), still behind the workspace mode (~38 us) unless the cluster
+waits cost less than the ncu stalls suggest. At 128 x 128 x 131072 (one tile) the launcher's 8 x 15 (S = 120) stays
+best: a block of its last cluster reads 15 x 8 KB, and the smaller plans run 64 blocks or fewer.
+
     python -m lab.studies.split_k_plans OUT_DIR [--rounds 3]
 """
 
@@ -61,6 +70,19 @@ def one_wave_plans(fam, shape: dict) -> list[tuple[int, int]]:
     return plans
 
 
+def plan_bytes(shape: dict, bm: int, bn: int, bk: int, width: int, groups: int) -> dict:
+    """What one block of a plan moves, from its sizes alone: the k-tiles of its split and their operand bytes, the
+    fp32 band it writes as its cluster's slice (none with one cluster a tile), and the slices a block of the tile's
+    last cluster reads back to sum its band (groups bands of BM / width rows). That last read runs on one cluster's
+    blocks while the rest of the grid has left, so it is the plan's tail; the study's times show whether it is."""
+    k_tiles = -(-shape["K"] // bk)
+    per_block = -(-k_tiles // (width * groups))
+    band = bm // width * bn * 4
+    return {"k_tiles_per_block": per_block, "operand_bytes_per_block": per_block * (bm + bn) * bk * 2,
+            "slice_bytes_per_block": band if groups > 1 else 0,
+            "last_sum_bytes_per_block": groups * band if groups > 1 else 0}
+
+
 def _plan_checked(fam, rung, width: int, groups: int, dtype: str, failed: list, shape: dict) -> bool:
     from lab.measure.verify import check_case
 
@@ -83,7 +105,11 @@ def plan_methods(fam, shape: dict, failed: list, plans_by_shape: dict) -> tuple[
     rung = fam.rung(CLUSTER_RUNG)
     out = cp.empty(problem.out_shape, problem.dtype)
     plans = one_wave_plans(fam, shape)
-    plans_by_shape[tuple(sorted(shape.items()))] = plans
+    k = dict(fam._tiled(rung, problem).spec.knobs)
+    tiles = -(-shape["M"] // k["BM"]) * -(-shape["N"] // k["BN"])
+    plans_by_shape[tuple(sorted(shape.items()))] = [
+        {"method": plan_name(w, g), "cluster": w, "groups": g, "splits": w * g, "blocks": tiles * w * g,
+         **plan_bytes(shape, k["BM"], k["BN"], k["BK"], w, g)} for w, g in plans]
     for width, groups in plans:
         if not _plan_checked(fam, rung, width, groups, shape["dtype"], failed, shape):
             continue
