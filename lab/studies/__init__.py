@@ -96,6 +96,9 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("splitk-rounds", "lab.studies.split_k_rounds", "split-K's workspace and cluster modes against torch.mm "
           "and cuBLASLt, in rounds", "split_k_rounds.json",
           options=(Option("rounds", int, 3, "interleaved rounds", at_least=1),)),
+    Study("splitk-plans", "lab.studies.split_k_plans", "split-K's cluster mode, every plan that runs in one wave, "
+          "beside the workspace mode and the library", "split_k_plans.json",
+          options=(Option("rounds", int, 3, "interleaved rounds", at_least=1),)),
     Study("grouped-table-cost", "lab.studies.grouped_table_cost", "host time to build grouped GEMM's problem table",
           "grouped_table_cost.json", options=(Option("repeats", int, 5, "builds timed per case", at_least=1),)),
     Study("checklist", "lab.studies.checklist", "the optimization checklist on GEMM + bias + GELU", "checklist.json",

@@ -118,7 +118,7 @@ def plan_methods(fam, shape: dict, failed: list, plans_by_shape: dict) -> tuple[
     return methods, problem
 
 
-def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0) -> dict:
+def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0, progress=None) -> dict:
     from lab.measure import timing
     from lab.studies.split_k_rounds import launch_choices
 
@@ -126,13 +126,19 @@ def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0) -> dict:
     flusher = timing.L2Flusher()
     failed: list = []
     plans: dict = {}
+    done = (lambda shape, rows: progress({"shape": shape, "rows": len(rows)})) if progress else None
     rows = interleaved_rows(shapes, lambda shape: plan_methods(fam, shape, failed, plans), rounds, flusher,
-                            min_time_ms, lambda problem, ms: {"TFLOP/s": problem.flops / ms / 1e9})
+                            min_time_ms, lambda problem, ms: {"TFLOP/s": problem.flops / ms / 1e9}, done)
     summary = same_round_summary(rows, "TFLOP/s", ("torch_mm", "cublaslt"), "x_library", REFERENCE, "x_08")
     return {"provenance": provenance(), "about": __doc__.split("\n\n")[0], "rounds": rounds,
             "launches": launch_choices(fam, shapes, (REFERENCE, CLUSTER_RUNG)),
             "plans": [{"shape": dict(k), "plans": v} for k, v in plans.items()],
             "rows": rows, "summary": summary, "failed": failed}
+
+
+def run(out_dir: Path, *, rounds: int = 3, progress=None) -> Path:
+    """The study (study), written to out_dir/STUDY_FILE; returns the path. progress(item) gets a line a shape."""
+    return write_json(Path(out_dir) / STUDY_FILE, study(rounds, progress=progress))
 
 
 def main(argv: list[str] | None = None) -> int:
