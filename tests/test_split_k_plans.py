@@ -71,3 +71,33 @@ def test_a_plans_bytes_follow_from_its_sizes():
     eight = study.plan_bytes(shape, 128, 128, 64, 8, 3)  # 24 splits: 43 k-tiles, the last 35
     assert eight["k_tiles_per_block"] == 43 and eight["last_sum_bytes_per_block"] == 3 * 16 * 128 * 4
     assert study.plan_bytes(shape, 128, 128, 64, 8, 1)["last_sum_bytes_per_block"] == 0  # one cluster: no slices
+
+
+def _record() -> dict:
+    shape = {"M": 256, "N": 256, "K": 65536, "layout": "TN", "dtype": "float16"}
+    entry = lambda method, ms, x08, xlib: {"shape": shape, "method": method, "TFLOP/s": 8.6e9 / ms / 1e9,  # noqa: E731
+                                           "median_ms": ms, "x_08": x08, "x_library": xlib}
+    plans = [{"method": study.plan_name(4, 7), "cluster": 4, "groups": 7, "splits": 28, "blocks": 112,
+              **study.plan_bytes(shape, 128, 128, 64, 4, 7)}]
+    return {"provenance": {"device": "NVIDIA H100 80GB HBM3", "arch": "sm_90", "date": "2000-01-02",
+                           "commit": "abcdef0"}, "rounds": 3,
+            "summary": [entry("torch_mm", 0.030, 1.25, 1.0), entry("08_split_k", 0.0375, 1.0, 0.8),
+                        entry(study.plan_name(4, 7), 0.0355, 1.056, None)],
+            "plans": [{"shape": shape, "plans": plans}]}
+
+
+def test_the_notebook_text_comes_from_the_record_fastest_first(tmp_path, monkeypatch):
+    import json
+
+    from lab.lessons.underfill import split_k as lesson
+
+    reference, h100 = tmp_path / "h200", tmp_path / "h100"
+    reference.mkdir(), h100.mkdir()
+    monkeypatch.setenv("LAB_REFERENCE_RESULTS", str(reference))
+    assert lesson.cluster_plans_text().startswith("no record of the split-K plans study")
+    (h100 / study.STUDY_FILE).write_text(json.dumps(_record()))
+    text = lesson.cluster_plans_text()
+    assert "NVIDIA H100 80GB HBM3" in text and "3 interleaved rounds" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "method" not in line]
+    assert [r.split(" | ")[0] for r in rows] == ["| torch_mm", "| cluster 4 x 7 (S=28)", "| 08_split_k"]
+    assert rows[1] == "| cluster 4 x 7 (S=28) | 112 | 37 | 112 | 35.5 | 1.06x | - |"

@@ -136,6 +136,39 @@ def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0, progress=No
             "rows": rows, "summary": summary, "failed": failed}
 
 
+def committed_record() -> tuple[dict, Path] | None:
+    """The newest committed record (results/h200, or results/h100 beside it: its provenance names the GPU) and its
+    path; None where there is none."""
+    from lab.measure.records import newest_study_record
+
+    return newest_study_record(STUDY_FILE, {"shape", "method", "TFLOP/s"})
+
+
+def plan_table(record: dict) -> list[str]:
+    """A record's plans as markdown rows, a table per shape, fastest first: the plan, its blocks, k-tiles a block and
+    the slices a block of its last cluster reads (KB), then the median time and the same-round speeds over the
+    workspace mode and the library; the workspace mode, the launcher's own plan and the library beside them."""
+    lines = []
+    by_method = {}
+    for entry in record["summary"]:
+        by_method.setdefault(tuple(sorted(entry["shape"].items())), []).append(entry)
+    plans = {(tuple(sorted(p["shape"].items())), q["method"]): q for p in record.get("plans", []) for q in p["plans"]}
+    for key, entries in by_method.items():
+        sh = dict(key)
+        lines += ["", f"{sh['M']} x {sh['N']} x {sh['K']}, {sh.get('dtype', '')}:", "",
+                  "| method | blocks | k-tiles a block | last cluster reads (KB a block) | us | x workspace "
+                  "| x library |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for e in sorted(entries, key=lambda e: e["median_ms"]):
+            plan = plans.get((key, e["method"]), {})
+            cells = [str(plan.get("blocks", "")), str(plan.get("k_tiles_per_block", "")),
+                     f"{plan['last_sum_bytes_per_block'] / 1024:.0f}" if plan else ""]
+            ratios = [f"{e[k]:.2f}x" if e.get(k) is not None else "-" for k in ("x_08", "x_library")]
+            lines.append(f"| {e['method']} | " + " | ".join(cells) + f" | {1e3 * e['median_ms']:.1f} | "
+                         + " | ".join(ratios) + " |")
+    return lines
+
+
 def run(out_dir: Path, *, rounds: int = 3, progress=None) -> Path:
     """The study (study), written to out_dir/STUDY_FILE; returns the path. progress(item) gets a line a shape."""
     return write_json(Path(out_dir) / STUDY_FILE, study(rounds, progress=progress))

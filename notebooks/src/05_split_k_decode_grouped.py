@@ -331,6 +331,17 @@ print(lesson.header_field("gemm_split_k", "08_split_k_cluster", "Prediction for 
 print(lesson.cluster_rounds_text())
 
 # %% [markdown]
+# Which plan? The launcher counts the SMs a plan keeps busy, but not what a plan costs after its main loop: with `G`
+# clusters a tile, the tile's last cluster reads the other clusters' slices back and sums them while the rest of the
+# grid has left, and a cluster's blocks wait for one another at its barriers. `lab study splitk-plans` times every
+# plan that runs in one wave (each cluster size, each number of clusters a tile) in the same rounds, beside the
+# workspace mode and the library, with what a block of each plan moves. The study's prediction, written before its
+# first run, is in `lab/studies/split_k_plans.py`; the record, where there is one:
+
+# %%
+print(lesson.cluster_plans_text())
+
+# %% [markdown]
 # ### The same bits on every run?
 #
 # The workspace and in-kernel modes add the slices in the order `s = 0 .. S-1`, whoever finished first: their

@@ -479,3 +479,17 @@ def cluster_rounds_text() -> str:
     if not lines:
         return f"no record of the split-K rounds study ({STUDY_FILE}): `lab study splitk-rounds --out DIR` on a GPU."
     return "\n".join(line for line in lines if line)
+
+
+def cluster_plans_text() -> str:
+    """Split-K's cluster mode, every plan that runs in one wave (lab.studies.split_k_plans), from the committed record
+    (results/h200, else results/h100: its GPU named), or a sentence saying there is none."""
+    from lab.studies.split_k_plans import STUDY_FILE, committed_record, plan_table
+
+    found = committed_record()
+    if found is None:
+        return f"no record of the split-K plans study ({STUDY_FILE}) yet: `lab study splitk-plans --out DIR` on a GPU."
+    record, path = found
+    head = (f"{path.name}: {describe_provenance(record['provenance'])}; {record.get('rounds', '?')} interleaved "
+            "rounds, cold L2")
+    return "\n".join([head] + plan_table(record))
