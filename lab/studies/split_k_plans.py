@@ -29,7 +29,8 @@ from pathlib import Path
 
 from lab.families import get_family
 from lab.measure.records import provenance, write_json
-from lab.studies.rounds import interleaved_rows, same_round_summary, summary_line
+from lab.studies.rounds import interleaved_rows, same_round_summary
+from lab.studies.split_k_rounds import print_record
 
 STUDY_FILE = "split_k_plans.json"
 SHAPES = [dict(M=256, N=256, K=65536, layout="TN", dtype="float16"),
@@ -181,15 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     record = study(args.rounds)
     path = write_json(Path(args.out_dir) / STUDY_FILE, record)
-    for entry in record["launches"]:
-        print("launch:", entry)
-    for s in sorted(record["summary"], key=lambda s: (s["shape"]["K"], -s["TFLOP/s"])):
-        sh = s["shape"]
-        print(summary_line(s, f"{sh['M']}x{sh['N']}x{sh['K']}",
-                           {"x_library": "x library", "x_library_min": "(min)", "x_08": "x 08"}))
-    for failed in record["failed"]:
-        print("not timed:", failed)
-    print(f"written: {path}")
+    print_record(record, path, sorted(record["summary"], key=lambda s: (s["shape"]["K"], -s["TFLOP/s"])))
     return 0
 
 

@@ -92,16 +92,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     record = study(args.rounds)
     path = write_json(Path(args.out_dir) / STUDY_FILE, record)  # as run() writes it, and printed below
+    print_record(record, path, record["summary"])
+    return 0
+
+
+def print_record(record: dict, path: Path, summary: list[dict]) -> None:
+    """A split-K study's record on the console: the launches, one line per entry of `summary` (its ratios to the
+    library and to the workspace mode), what was not timed, and where the record went."""
     for entry in record["launches"]:
         print("launch:", entry)
-    for s in record["summary"]:
+    for s in summary:
         sh = s["shape"]
         print(summary_line(s, f"{sh['M']}x{sh['N']}x{sh['K']} {sh['dtype']:<9}",
                            {"x_library": "x library", "x_library_min": "(min)", "x_08": "x 08"}))
     for failed in record["failed"]:
         print("not timed:", failed)
     print(f"written: {path}")
-    return 0
 
 
 if __name__ == "__main__":
