@@ -107,10 +107,11 @@
 #                                              GPU tests; on an H200 the row ladders' GPU tests
 #   bash scripts/device_run.sh overlap-c       rung 05's and the packed family's GPU tests with SOFTMAX_OVERLAP the default,
 #                                              lab.ops's attention tests, sanitizers on the packed family, both studies
-#   bash scripts/device_run.sh owed-a          attention's and lab.ops.attention's GPU tests, the attention study; owed-b:
-#                                              split-K's cluster plans timed one by one, rows-stats-b, then memcheck and
-#                                              synccheck on attention rung 05 PERSISTENT=1; owed-one: the split-K plans, the
-#                                              attention study, rung 05's and lab.ops.attention's GPU tests in one call
+#   bash scripts/device_run.sh owed-one        split-K's cluster plans timed one by one, the attention study, decode rung
+#                                              02's block timeline, rung 05's and lab.ops.attention's GPU tests in one
+#                                              call; owed-short: the split-K plans and the decode timeline alone; owed-b
+#                                              (after owed-one, same machine): the plans, rows-stats-b, then memcheck and
+#                                              synccheck on attention rung 05 PERSISTENT=1
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
@@ -941,14 +942,6 @@ for r in rs.records:
       echo "== gemm_tc under compute-sanitizer"
       timeout 200 python3 scripts/gemm_tc_sanitize.py "$pack/gemm_tc_sanitize.json" --budget 180
       echo "== lab profile gemm_tc"; timeout 150 python3 -m lab profile gemm_tc --json "$pack/gemm_tc_profile.json" ;;
-    owed-a)  # in BUDGET_S 580 on a machine with no compile cache: attention's and lab.ops.attention's GPU tests (rung 05
-             # persistent by default, after the q_empty fix), then the attention study
-      carried; mkdir -p "$pack/study"
-      gpu_tests "$(box 400 160)" tests/test_gpu_attention.py tests/test_gpu_ops_attention.py --durations=6
-      keep_cache
-      echo "== attention study"
-      timeout "$(box 150 5)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
-      keep_cache ;;
     owed-one)  # the owed measurements in one call (BUDGET_S about 450, no compile cache): split-K's cluster plans timed
                # one by one, the attention study after the q_empty fix, decode rung 02's block timeline, then rung 05's
                # and lab.ops.attention's GPU tests in what is left
@@ -967,7 +960,7 @@ for r in rs.records:
       echo "== split-K plans"
       timeout "$(box 150 70)" python3 -m lab.studies.split_k_plans "$pack/study" --rounds 3 2>&1 | tail -70
       echo "== decode timeline"; timeout "$(box 60 3)" python3 scripts/decode_timeline.py "$pack" | tail -12 ;;
-    owed-b)  # in BUDGET_S 580, after owed-a: split-K's cluster plans timed one by one (lab.studies.split_k_plans),
+    owed-b)  # in BUDGET_S 580, after owed-one: split-K's cluster plans timed one by one (lab.studies.split_k_plans),
              # rows-stats-b, then memcheck and synccheck on attention rung 05 PERSISTENT = 1
       carried; mkdir -p "$pack/sanitize" "$pack/study"
       echo "== split-K plans"
