@@ -110,8 +110,8 @@
 #   bash scripts/device_run.sh owed-one        split-K's cluster plans timed one by one, the attention study, decode rung
 #                                              02's block timeline, rung 05's and lab.ops.attention's GPU tests in one
 #                                              call; owed-short: the split-K plans and the decode timeline alone; owed-b
-#                                              (after owed-one, same machine): the plans, rows-stats-b, then memcheck and
-#                                              synccheck on attention rung 05 PERSISTENT=1
+#                                              (after owed-one, same machine): rows-stats-b, then memcheck and synccheck
+#                                              on attention rung 05 PERSISTENT=1
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
@@ -960,11 +960,9 @@ for r in rs.records:
       echo "== split-K plans"
       timeout "$(box 150 70)" python3 -m lab.studies.split_k_plans "$pack/study" --rounds 3 2>&1 | tail -70
       echo "== decode timeline"; timeout "$(box 60 3)" python3 scripts/decode_timeline.py "$pack" | tail -12 ;;
-    owed-b)  # in BUDGET_S 580, after owed-one: split-K's cluster plans timed one by one (lab.studies.split_k_plans),
-             # rows-stats-b, then memcheck and synccheck on attention rung 05 PERSISTENT = 1
+    owed-b)  # in BUDGET_S 580, after owed-one on the same machine: rows-stats-b, then memcheck and synccheck on
+             # attention rung 05 PERSISTENT = 1
       carried; mkdir -p "$pack/sanitize" "$pack/study"
-      echo "== split-K plans"
-      timeout "$(box 140 420)" python3 -m lab.studies.split_k_plans "$pack/study" --rounds 3 2>&1 | tail -70
       gpu_tests "$(box 170 250)" tests/test_gpu_norms.py tests/test_gpu_ops.py -k "not test_gpu_ops or row_ops" \
         --durations=8
       echo "== cluster-rows study"
