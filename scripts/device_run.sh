@@ -947,7 +947,7 @@ for r in rs.records:
                # and lab.ops.attention's GPU tests in what is left
       carried; mkdir -p "$pack/study"
       echo "== split-K plans"
-      timeout "$(box 150 250)" python3 -m lab.studies.split_k_plans "$pack/study" --rounds 3 2>&1 | tail -70
+      timeout "$(box 190 230)" python3 -m lab.studies.split_k_plans "$pack/study" --rounds 3 2>&1 | tail -70
       echo "== attention study"
       timeout "$(box 160 80)" python3 -m lab.studies.attention_study "$pack/study" --rounds 3 2>&1 | tail -50
       echo "== decode timeline"; timeout "$(box 60 15)" python3 scripts/decode_timeline.py "$pack" | tail -12

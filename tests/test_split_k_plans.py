@@ -101,3 +101,25 @@ def test_the_notebook_text_comes_from_the_record_fastest_first(tmp_path, monkeyp
     rows = [line for line in text.splitlines() if line.startswith("| ") and "method" not in line]
     assert [r.split(" | ")[0] for r in rows] == ["| torch_mm", "| cluster 4 x 7 (S=28)", "| 08_split_k"]
     assert rows[1] == "| cluster 4 x 7 (S=28) | 112 | 37 | 112 | 35.5 | 1.06x | - |"
+
+
+def test_a_run_cut_short_keeps_the_shapes_it_timed(monkeypatch):
+    from lab.measure import timing
+    from lab.studies import split_k_rounds
+
+    def fake_rows(shapes, methods_for, rounds, flusher, min_time_ms, rates, after_case):
+        rows = []
+        for shape in shapes:
+            rows.append({"shape": shape, "method": "08_split_k", "round": 0, "median_ms": 0.04, "TFLOP/s": 200.0})
+            after_case(shape, rows)
+        return rows
+
+    monkeypatch.setattr(study, "interleaved_rows", fake_rows)
+    monkeypatch.setattr(timing, "L2Flusher", lambda: None)
+    monkeypatch.setattr(study, "provenance", lambda: {"device": "no GPU: this test's stand-in"})
+    monkeypatch.setattr(split_k_rounds, "launch_choices", lambda fam, shapes, rungs: [dict(s) for s in shapes])
+    saved = []
+    record = study.study(rounds=1, checkpoint=saved.append)
+    assert len(saved) == 1 and saved[0]["partial"] and len(saved[0]["rows"]) == 1  # after the first shape only
+    assert saved[0]["launches"] == [study.SHAPES[0]]
+    assert "partial" not in record and len(record["rows"]) == 2 and len(record["summary"]) == 2

@@ -119,22 +119,35 @@ def plan_methods(fam, shape: dict, failed: list, plans_by_shape: dict) -> tuple[
     return methods, problem
 
 
-def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0, progress=None) -> dict:
+def study(rounds: int = 3, shapes=SHAPES, min_time_ms: float = 20.0, progress=None, checkpoint=None) -> dict:
+    """The record. checkpoint(record) gets the record of the shapes timed so far after each shape (marked
+    "partial"), so that a run cut short by its time limit still leaves its first shape."""
     from lab.measure import timing
-    from lab.studies.split_k_rounds import launch_choices
 
     fam = get_family("gemm_split_k")
     flusher = timing.L2Flusher()
     failed: list = []
     plans: dict = {}
-    done = (lambda shape, rows: progress({"shape": shape, "rows": len(rows)})) if progress else None
+
+    def done(shape, rows):
+        if progress:
+            progress({"shape": shape, "rows": len(rows)})
+        if checkpoint and len(rows) and shape != shapes[-1]:
+            checkpoint(_record(fam, rows, plans, failed, rounds, shapes[:shapes.index(shape) + 1]) | {"partial": True})
+
     rows = interleaved_rows(shapes, lambda shape: plan_methods(fam, shape, failed, plans), rounds, flusher,
                             min_time_ms, lambda problem, ms: {"TFLOP/s": problem.flops / ms / 1e9}, done)
+    return _record(fam, rows, plans, failed, rounds, shapes)
+
+
+def _record(fam, rows: list, plans: dict, failed: list, rounds: int, shapes) -> dict:
+    from lab.studies.split_k_rounds import launch_choices
+
     summary = same_round_summary(rows, "TFLOP/s", ("torch_mm", "cublaslt"), "x_library", REFERENCE, "x_08")
     return {"provenance": provenance(), "about": __doc__.split("\n\n")[0], "rounds": rounds,
             "launches": launch_choices(fam, shapes, (REFERENCE, CLUSTER_RUNG)),
             "plans": [{"shape": dict(k), "plans": v} for k, v in plans.items()],
-            "rows": rows, "summary": summary, "failed": failed}
+            "rows": list(rows), "summary": summary, "failed": list(failed)}
 
 
 def committed_record() -> tuple[dict, Path] | None:
@@ -171,8 +184,10 @@ def plan_table(record: dict) -> list[str]:
 
 
 def run(out_dir: Path, *, rounds: int = 3, progress=None) -> Path:
-    """The study (study), written to out_dir/STUDY_FILE; returns the path. progress(item) gets a line a shape."""
-    return write_json(Path(out_dir) / STUDY_FILE, study(rounds, progress=progress))
+    """The study (study), written to out_dir/STUDY_FILE after each shape; returns the path. progress(item) gets a
+    line a shape."""
+    path = Path(out_dir) / STUDY_FILE
+    return write_json(path, study(rounds, progress=progress, checkpoint=lambda record: write_json(path, record)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,8 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out_dir")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
-    record = study(args.rounds)
-    path = write_json(Path(args.out_dir) / STUDY_FILE, record)
+    path = Path(args.out_dir) / STUDY_FILE
+    record = study(args.rounds, progress=lambda item: print("timed:", item),
+                   checkpoint=lambda partial: write_json(path, partial))
+    write_json(path, record)
     print_record(record, path, sorted(record["summary"], key=lambda s: (s["shape"]["K"], -s["TFLOP/s"])))
     return 0
 
