@@ -112,6 +112,8 @@
 #                                              call; owed-short: the split-K plans and the decode timeline alone; owed-b
 #                                              (after owed-one, same machine): rows-stats-b, then memcheck and synccheck
 #                                              on attention rung 05 PERSISTENT=1
+#   bash scripts/device_run.sh new-rungs       the candidate rungs (gemm_tc 12, gemm_tc_epilogue's 10): GPU tests,
+#                                              their studies, compute-sanitizer (BUDGET_S 570; its own call)
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
@@ -974,6 +976,22 @@ for r in rs.records:
       timeout "$(box 150 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_attention_05_persistent_mem_sync.json" \
         --family attention --rungs 05 --knobs PERSISTENT=1 --tools memcheck,synccheck --budget "$(box 145 8)" \
         --child-timeout 60 | tail -6
+      keep_cache ;;
+    new-rungs)  # in BUDGET_S about 570: the rungs not yet in the ladder, first checked (GPU tests), then timed, then
+                # under compute-sanitizer: gemm_tc rung 12 (stream-K over clusters on rung 10's loop) and
+                # gemm_tc_epilogue's rung 10 (the chain before the TMA store)
+      carried; mkdir -p "$pack/study" "$pack/sanitize"
+      gpu_tests "$(box 150 400)" tests/test_gpu_gemm_tc.py -k "12" --durations=6
+      gpu_tests "$(box 120 280)" tests/test_gpu_epilogue.py -k "rung_10" --durations=4
+      echo "== stream-K cluster study"
+      timeout "$(box 100 180)" python3 -m lab.studies.stream_k_cluster_study "$pack/study" --rounds 3 2>&1 | tail -30
+      echo "== fused epilogue study"
+      timeout "$(box 80 100)" python3 -m lab.studies.fused_epilogue_study "$pack/study" --rounds 3 2>&1 | tail -25
+      echo "== compute-sanitizer on gemm_tc rung 12 (SK_MIN_GAIN=0: every partial wave split) and the fused rung 10"
+      timeout "$(box 60 40)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_gemm_tc_12.json" --rungs 12 \
+        --knobs SK_MIN_GAIN=0 --tools memcheck,racecheck,synccheck --budget "$(box 55 45)" --child-timeout 40 | tail -6
+      timeout "$(box 40 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_gemm_tc_epilogue_10.json" \
+        --family gemm_tc_epilogue --rungs 10 --tools memcheck --budget "$(box 35 5)" --child-timeout 30 | tail -6
       keep_cache ;;
     *) echo "unknown mode $mode"; exit 2 ;;
   esac

@@ -12,11 +12,11 @@ repeated runs), so a run passes only when the sanitizer is clean AND the answers
                                                                       of the layouts named)
 
 Each (tool, rung) is a child process (this script with --child TOOL RUNG) under the sanitizer, with its
-own time limit, so one crash or hang hides nothing else. Rungs come from GemmTcFamily().rungs, so rungs
-added later are covered; a rung the GPU cannot run (KernelSpec.min_arch, arch_suffix) is listed as skipped
-with the reason. OUT.json (provenance, sanitizer version, per tool and rung: shapes, error and hazard
-counts, pass/fail, wall time) is rewritten after every child, so a run stopped from outside keeps what it
-finished; children left when the budget is spent are listed as not run.
+own time limit, so one crash or hang hides nothing else. Rungs come from the family's rungs and its candidate
+rungs (not yet in the ladder), so rungs added later are covered; a rung the GPU cannot run (KernelSpec.min_arch,
+arch_suffix) is listed as skipped with the reason. OUT.json (provenance, sanitizer version, per tool and rung:
+shapes, error and hazard counts, pass/fail, wall time) is rewritten after every child, so a run stopped from outside
+keeps what it finished; children left when the budget is spent are listed as not run.
 """
 
 from __future__ import annotations
@@ -265,7 +265,8 @@ def main(out: Path, budget_s: float, tools: tuple[str, ...], rungs: tuple[str, .
     start = time.monotonic()
     path = sanitizer.find_sanitizer()
     fam = get_family(family)
-    chosen = [r for r in fam.rungs if not rungs or any(r.key.startswith(prefix) for prefix in rungs)]
+    chosen = [r for r in fam.rungs + fam.candidate_rungs
+              if not rungs or any(r.key.startswith(prefix) for prefix in rungs)]
     rows_planned = plan(chosen, device.current().arch, tools, family)
     payload = {"provenance": records.provenance(), "family": family, "budget_s": budget_s,
                "sanitizer": {"path": path, "version": sanitizer.sanitizer_version(path) if path else None},

@@ -179,12 +179,23 @@ def _assert_no_spills(report):
                                               ("row_scale+col_scale+gelu_erf+residual", "e4m3", False),
                                               ("silu+clamp+relu", "same", False)])
 @pytest.mark.parametrize("bf16", [0, 1])
-def test_fused_rung_06_compiles_without_spills_or_serialization(chain, out, qrow, bf16):
+@pytest.mark.parametrize("key", ["06_persistent", "10_tma_store"])
+def test_fused_rungs_compile_without_spills_or_serialization(chain, out, qrow, bf16, key):
+    """Rung 06 and the candidate rung 10 (its chain before the TMA store) with each chain: no spills, and no wgmma
+    serialized by ptxas ("Performance Loss")."""
     fam = get_family("gemm_tc_epilogue")
     epi = E.Epilogue.parse(chain, out, qrow)
-    spec = fam.rungs[0].spec.with_knobs(BF16=bf16, TN=1, **epi.knobs())
+    spec = fam.rung(key).spec.with_knobs(BF16=bf16, TN=1, **epi.knobs())
     assert "Performance Loss" not in compile_cubin(spec, 90).log
     _assert_no_spills(compile_report(spec, 90))
+
+
+def test_rung_10_at_its_defaults_is_the_plain_gemm_and_takes_no_chain_argument():
+    """The chain's code is all behind FUSED_EPILOGUE: rung 10's default build is gemm_tc's rung 10, one kernel for
+    both families, and its extra argument exists only when a chain is set."""
+    source = (KERNELS_DIR / "gemm_tc/10_tma_store.cu").read_text()
+    assert "#if FUSED_EPILOGUE\n                  , const __grid_constant__ LabEpilogue ep\n#endif" in source
+    assert get_family("gemm_tc_epilogue").rung("10").spec == get_family("gemm_tc").rung("10").spec
 
 
 @pytest.mark.parametrize("arch", [75, 80, 90])

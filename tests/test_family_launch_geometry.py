@@ -2,8 +2,9 @@
 launch_geometry.json) captured from the launchers before the rungs stated their launch scheme (Rung.launch): the
 kernel variant each launch builds, its grid, block, dynamic shared memory (and the opt-in above 48 KB), every kernel
 argument, and what `launch_notes` says (the path), for every rung of every family on the family's check cases and
-headline problems; with each rung's shared memory, block resources, companion kernels and reproducibility, which
-rungs each problem times, and the key lists the other layers read (VEC_RUNGS, SPLIT_MODES, ...).
+headline problems (a family's candidate rungs too, not yet in its ladder); with each rung's shared memory, block
+resources, companion kernels and reproducibility, which rungs each problem times, and the key lists the other layers
+read (VEC_RUNGS, SPLIT_MODES, ...).
 
 Nothing reaches a GPU. `lab.core.build.get_kernel` gives kernels that record their launches instead of running them
 (their registers and static shared memory fixed stand-ins), `lab.core.device.current` a 132-SM sm_90 GPU, `cupy`
@@ -449,7 +450,7 @@ def record_family(family, calls_of, cases: list[tuple[str, dict]] | None = None)
     constants |= {c: _jsonable(getattr(module, c)) for c in MODULE_CONSTANTS.get(family.name, ())
                   if hasattr(module, c)}
     rungs = {}
-    for r in family.rungs:
+    for r in family.rungs + family.candidate_rungs:
         rungs[r.key] = {"spec": _spec_repr(r.spec), "dynamic_smem": family.dynamic_smem_bytes(r),
                         "block_resources": _jsonable(family.block_resources(r)),
                         "companions": list(family.companion_entries(r)), "reproducible": family.reproducible(r)}
@@ -459,7 +460,7 @@ def record_family(family, calls_of, cases: list[tuple[str, dict]] | None = None)
     for kind, case in cases:
         row = {"kind": kind, "case": _jsonable(case), "rungs_for": _rungs_for(family, case)}
         launches = {}
-        for r in family.rungs:
+        for r in family.rungs + family.candidate_rungs:
             def run(r=r, case=case):
                 prob, out = problem(family, case, calls_of.alloc())
                 family.launch(r, prob, out)
@@ -612,7 +613,7 @@ def test_the_golden_table_covers_every_family_and_every_rung():
     golden = _golden()
     assert set(golden) == set(FAMILIES) == set(families())
     for name, family in families().items():
-        assert list(golden[name]["rungs"]) == [r.key for r in family.rungs]
+        assert list(golden[name]["rungs"]) == [r.key for r in family.rungs + family.candidate_rungs]
         kinds = {row["kind"] for row in golden[name]["cases"]}
         assert kinds == {"check", "headline"}, name
 

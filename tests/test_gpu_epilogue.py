@@ -21,6 +21,39 @@ def test_fused_rung_correct_on_every_case(name):
     assert not failures, "\n".join(failures)
 
 
+def test_rung_10_with_the_chain_is_correct_on_every_case():
+    """The candidate rung (rung 10, the chain before its TMA store) on every check case of the family: half outputs
+    through the TMA store, quantized outputs, beta != 0 and unaligned C through its register stores."""
+    from lab.measure.verify import check_rung
+
+    fam = get_family("gemm_tc_epilogue")
+    failures = [r.line() for r in check_rung(fam, fam.rung("10_tma_store"), seed=21) if not r.passed]
+    assert not failures, "\n".join(failures)
+
+
+# Shapes whose C the TMA store takes (N a multiple of 8, C 16-byte aligned, beta = 0), with M and K tails, for each
+# kind of op: per column, per row, per element (the residual), activations and the clamp.
+TMA_CHAINS = ("bias+gelu_tanh", "bias+gelu_tanh+residual", "row_scale+col_scale", "col_scale+silu+clamp", "gelu_erf")
+TMA_SHAPES = ({"M": 129, "N": 264, "K": 65, "layout": "TN", "dtype": "float16"},
+              {"M": 300, "N": 512, "K": 200, "layout": "NN", "dtype": "bfloat16"})
+
+
+@pytest.mark.parametrize("chain", TMA_CHAINS)
+def test_rung_10_applies_the_chain_before_its_tma_store(chain):
+    import cupy as cp
+
+    from lab.measure.verify import check_case
+
+    fam = get_family("gemm_tc_epilogue")
+    rung = fam.rung("10_tma_store")
+    for shape in TMA_SHAPES:
+        case = shape | {"epilogue": chain}
+        problem = fam.make_problem(seed=9, **case)
+        assert fam.launch_notes(rung, problem, cp.empty(problem.out_shape, problem.dtype))["store"] == "tma"
+        result = check_case(fam, rung, case, seed=36)
+        assert result.passed, result.line()
+
+
 SPECIAL = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5, 127.5, 128.0, 1e6, -127.5, -128.5, -1e6, np.nan, np.inf,
                     -np.inf, 0.0, -0.0, 1.0625, 1.1875, 448.0, 464.0, 2.0 ** -10, 3 * 2.0 ** -10, 2.0 ** -12, 33.3,
                     -7.77, 0.25], dtype=np.float32)

@@ -163,6 +163,9 @@ STREAM_K = TC.rung("07_stream_k")
 FORCED_SPLIT = dataclasses.replace(STREAM_K, spec=STREAM_K.spec.with_knobs(SK_MIN_GAIN=0))
 # Rung 07's old, serialized k-loop (its header): still checked, as the scheduling study times it for contrast.
 WHILE_LOOP = dataclasses.replace(FORCED_SPLIT, spec=FORCED_SPLIT.spec.with_knobs(KLOOP_DO_WHILE=0))
+# Rung 12: stream-K over clusters of two on rung 10's loop, as launched and splitting every partial wave.
+STREAM_K_CLUSTER = TC.rung("12_stream_k_cluster")
+FORCED_CLUSTER_SPLIT = dataclasses.replace(STREAM_K_CLUSTER, spec=STREAM_K_CLUSTER.spec.with_knobs(SK_MIN_GAIN=0))
 # Shapes that cut tiles across blocks on a GPU with 132 SMs (and on any other SM count, differently): a wave plus
 # 12 tiles with a short K, odd sides, one tile with a K of 129 k-tiles spread over every SM, fewer tiles than SMs,
 # and a whole number of waves (no stream-K region: rung 06's schedule).
@@ -174,20 +177,23 @@ STREAM_K_CASES = [{"M": 1152, "N": 4096, "K": 520, "layout": "TN", "dtype": "flo
 
 
 @HOPPER
-def test_stream_k_is_correct_where_tiles_are_cut_across_blocks():
+@pytest.mark.parametrize("rungs", [(STREAM_K, FORCED_SPLIT, WHILE_LOOP), (STREAM_K_CLUSTER, FORCED_CLUSTER_SPLIT)],
+                         ids=["07", "12"])
+def test_stream_k_is_correct_where_tiles_are_cut_across_blocks(rungs):
     """The family's checks (float64 reference, guard zones, NaN poison, two runs compared bit for bit) on shapes
-    whose tiles are split between blocks, so the fix-up's waits and sums are exercised."""
+    whose tiles are split between blocks (rung 12: between clusters), so the fix-up's waits and sums are
+    exercised."""
     from lab.measure.verify import check_rung
 
-    failures = [r.line() for rung in (STREAM_K, FORCED_SPLIT, WHILE_LOOP)
-                for r in check_rung(TC, rung, STREAM_K_CASES, seed=31) if not r.passed]
+    failures = [r.line() for rung in rungs for r in check_rung(TC, rung, STREAM_K_CASES, seed=31) if not r.passed]
     assert not failures, "\n".join(failures)
 
 
 @HOPPER
-def test_stream_k_gives_the_same_bits_every_run_and_leaves_every_flag_clear():
-    """The fix-up adds contributions in block order, so five runs give identical bits; each owner clears the flags
-    it consumed, so the workspace is ready for the next launch with no host-side reset."""
+@pytest.mark.parametrize("rung", [FORCED_SPLIT, FORCED_CLUSTER_SPLIT], ids=["07", "12"])
+def test_stream_k_gives_the_same_bits_every_run_and_leaves_every_flag_clear(rung):
+    """The fix-up adds contributions in block (rung 12: cluster) order, so five runs give identical bits; each owner
+    clears the flags it consumed, so the workspace is ready for the next launch with no host-side reset."""
     import cupy as cp
     import numpy as np
 
@@ -197,7 +203,7 @@ def test_stream_k_gives_the_same_bits_every_run_and_leaves_every_flag_clear():
     outs = []
     for _ in range(5):
         out = cp.full(problem.out_shape, np.nan, dtype=problem.dtype)
-        TC.launch(FORCED_SPLIT, problem, out)
+        TC.launch(rung, problem, out)
         outs.append(cp.asnumpy(out).view(np.uint16))
     assert all(np.array_equal(o, outs[0]) for o in outs[1:])
     _, flags = _WORKSPACES[(cp.cuda.Device().id, cp.cuda.get_current_stream().ptr)]
@@ -207,7 +213,7 @@ def test_stream_k_gives_the_same_bits_every_run_and_leaves_every_flag_clear():
 @HOPPER
 @pytest.mark.parametrize("order,group_m", [("row", 0), ("column", 0), ("grouped", 3), ("snake", 2), ("snake", 16)])
 @pytest.mark.parametrize("key", ["06_persistent", "07_stream_k", "09_cluster_multicast", "10_tma_store",
-                                 "11_pingpong"])
+                                 "11_pingpong", "12_stream_k_cluster"])
 def test_every_tile_order_computes_every_tile(key, order, group_m):
     """The RASTER knob (lab_tile_order.cuh) on grids whose tile-rows are not a multiple of the group: a tile the
     order skipped would keep its NaN poison."""
@@ -217,7 +223,7 @@ def test_every_tile_order_computes_every_tile(key, order, group_m):
     cases = [{"M": 128 * 5 + 1, "N": 256 * 3 - 7, "K": 200, "layout": "TN", "dtype": "float16"},
              {"M": 128 * 17, "N": 256 * 2, "K": 72, "layout": "NN", "dtype": BFLOAT16}]
     rung = order_rung(TC, key, order, group_m)
-    if key == "07_stream_k":
+    if rung.launch in ("stream_k", "cluster_stream_k"):
         rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(SK_MIN_GAIN=0))
     failures = [r.line() for r in check_rung(TC, rung, cases, seed=32) if not r.passed]
     assert not failures, "\n".join(failures)
@@ -250,7 +256,28 @@ def test_the_cluster_rung_is_compiled_in_pairs_and_fills_no_more_clusters_than_f
 
 
 @HOPPER
-@pytest.mark.parametrize("key", ["09_cluster_multicast", "10_tma_store", "11_pingpong"])
+def test_the_stream_k_cluster_rung_runs_a_cluster_per_slot_or_per_k_tile_and_a_flag_per_block():
+    """Rung 12's grid: two blocks for each of pair tiles x k-tiles, up to the clusters that fit; its workspace holds
+    a slot and a flag for every block of the grid."""
+    import cupy as cp
+
+    from lab.core.build import get_kernel
+    from lab.core.cluster import required_cluster_width
+    from lab.families.gemm_tc import _WORKSPACES, CLUSTER, stream_k_cluster_slots
+
+    for case, work in (({"M": 128, "N": 256, "K": 64 * 3}, 3), ({"M": 4096, "N": 4096, "K": 64}, 256)):
+        problem = TC.make_problem(seed=6, layout="TN", dtype="float16", **case)
+        built = TC.variant(STREAM_K_CLUSTER, problem)
+        assert required_cluster_width(get_kernel(built.spec)) == CLUSTER
+        grid = TC.grid(built, problem.params)
+        assert grid == (CLUSTER * min(work, stream_k_cluster_slots(built)),)
+        TC.launch(built, problem, cp.empty(problem.out_shape, problem.dtype))
+        slots, flags = _WORKSPACES[(cp.cuda.Device().id, cp.cuda.get_current_stream().ptr)]
+        assert flags.size >= grid[0] and slots.size >= grid[0] * 128 * 256
+
+
+@HOPPER
+@pytest.mark.parametrize("key", ["09_cluster_multicast", "10_tma_store", "11_pingpong", "12_stream_k_cluster"])
 def test_the_cluster_rungs_are_correct_where_pairs_run_past_m_and_clusters_walk_many_tiles(key):
     from lab.measure.verify import check_rung
 
@@ -266,9 +293,9 @@ def test_the_cluster_rungs_are_correct_where_pairs_run_past_m_and_clusters_walk_
     ({"M": 257, "N": 512, "K": 200, "layout": "TN", "dtype": BFLOAT16, "alpha": -2.0, "beta": 0.5}, "beta"),
     ({"M": 129, "N": 131, "K": 67, "layout": "TN", "dtype": BFLOAT16, "pad": 5}, "multiple of 8"),  # ldc = 136
 ])
-@pytest.mark.parametrize("key", ["10_tma_store", "11_pingpong"])
+@pytest.mark.parametrize("key", ["10_tma_store", "11_pingpong", "12_stream_k_cluster"])
 def test_the_tma_store_rungs_store_through_tma_where_they_can_and_from_registers_elsewhere(case, store, key):
-    """Rungs 10 and 11's two epilogues, each on the shapes that pick it: the launch notes name the path, and the
+    """Rungs 10-12's two epilogues, each on the shapes that pick it: the launch notes name the path, and the
     float64 check (poisoned output, guard zones) passes on both."""
     import cupy as cp
 

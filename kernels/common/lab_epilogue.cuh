@@ -253,4 +253,41 @@ __device__ __forceinline__ void lab_epi_store_wgmma_fragment(unsigned short* __r
                     acc[4 * (j0 + j) + 2 * h + 1], rows[h], e[j][h][0], e[j][h][1], ep);
     }
 }
+
+// The chain applied in place to a wgmma consumer's fragment, for a rung that stores the tile afterwards itself (gemm_tc
+// rung 10's staging for a TMA store): acc = chain(alpha * acc) in fp32, with the chunk's column values and residuals
+// loaded ahead of the math as above. The output type is the GEMM's own (OUT = 0) and C is not read (beta = 0): the
+// TMA store's conditions.
+template <int IS_BF16, int TILE_N, int OP1, int OP2, int OP3, int OP4,
+          int CHUNK = lab_epi_chunk<OP1, OP2, OP3, OP4>()>
+__device__ __forceinline__ void lab_epi_apply_wgmma_fragment(float (&acc)[TILE_N / 2], int row, int col0, int t, int M,
+                                                             int N, float alpha, const LabEpiRow (&rows)[2],
+                                                             const LabEpilogue& ep) {
+    static_assert((TILE_N / 8) % CHUNK == 0, "whole chunks of column pairs");
+#pragma unroll
+    for (int j0 = 0; j0 < TILE_N / 8; j0 += CHUNK) {
+        LabEpiElem e[CHUNK][2][2];  // [pair][h][column of the pair]
+#pragma unroll
+        for (int j = 0; j < CHUNK; ++j)
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+                const int col = col0 + 8 * (j0 + j) + 2 * t + k;
+                const LabEpiElem c = lab_epi_col<OP1, OP2, OP3, OP4>(ep, col, N);
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    e[j][h][k] = c;
+                    lab_epi_residual<OP1, OP2, OP3, OP4, IS_BF16>(e[j][h][k], ep, row + 8 * h, col, M, N);
+                }
+            }
+#pragma unroll
+        for (int j = 0; j < CHUNK; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int k = 0; k < 2; ++k) {
+                    float& v = acc[4 * (j0 + j) + 2 * h + k];
+                    v = lab_epi_chain<OP1, OP2, OP3, OP4>(alpha * v, e[j][h][k], rows[h], ep);
+                }
+    }
+}
 #endif  // sm_80+

@@ -3,7 +3,7 @@
 //
 // What changed (vs rung 06):
 //   1. The work is k-tiles, not tiles. With P = gridDim.x blocks and T tiles: if T is a multiple of P, or a model
-//      (StreamK below) predicts less than SK_MIN_GAIN, every tile is data-parallel (DP) as in rung 06.
+//      (lab_stream_k.cuh) predicts less than SK_MIN_GAIN, every tile is data-parallel (DP) as in rung 06.
 //      Otherwise the first SK_TILES = (T mod P) + SK_WAVES * P tiles
 //      (in the RASTER order; all T when fewer) form the stream-K region: their SK_TILES * k_tiles k-tiles are
 //      cut into P contiguous ranges that differ by at most one k-tile, block b takes range b, and then the
@@ -68,6 +68,7 @@
 #include "lab_hopper_gemm.cuh"
 #include "lab_tile_order.cuh"
 #include "lab_sync.cuh"
+#include "lab_stream_k.cuh"  // the stream-K region and each block's pieces
 #include "lab_hopper_knobs.cuh"  // the knobs' defaults, ACC, STAGE_BYTES, CONSUMERS, the register split
 
 #ifndef RASTER
@@ -80,7 +81,7 @@
 #define SK_FIXUP_COST 50  // the fix-up's cost in hundredths of a tile-time at 64 k-tiles, scaled by 64 / k_tiles
 #endif
 #ifndef SK_MIN_GAIN
-#define SK_MIN_GAIN 105  // percent: split along K only where the model below predicts at least this speed-up
+#define SK_MIN_GAIN 105  // percent: split along K only where the model (lab_stream_k.cuh) predicts at least this speed-up
 #endif
 #ifndef KLOOP_DO_WHILE
 #define KLOOP_DO_WHILE 1  // the consumers' k-loop as a do-while: no wgmma serialization (the header); 0 the old loop
@@ -104,62 +105,8 @@ __device__ __forceinline__ void tile_origin(int tile, int tiles_m, int tiles_n, 
     col0 = tile_n * BN;
 }
 
-// Who does what: the stream-K region and block b's range of its k-tiles [begin, end).
-struct StreamK {
-    int tiles, k_tiles, sk_tiles;
-    long long sk_iters;
-
-    __device__ StreamK(int tiles_, int k_tiles_, int blocks) : tiles(tiles_), k_tiles(k_tiles_) {
-        // The model, in hundredths of a tile-time: data-parallel takes ceil(T / P) rounds, stream-K T / P plus the
-        // fix-up (written once, read once per cut tile: a fixed cost, so a smaller share of a longer tile).
-        const long long dp = 100LL * ((tiles + blocks - 1) / blocks);
-        const long long sk = 100LL * tiles / blocks + 64LL * SK_FIXUP_COST / k_tiles;
-        const bool split = tiles % blocks != 0 && 100 * dp >= SK_MIN_GAIN * sk;
-        sk_tiles = split ? min(tiles, tiles % blocks + SK_WAVES * blocks) : 0;
-        sk_iters = static_cast<long long>(sk_tiles) * k_tiles;
-    }
-    __device__ long long begin(int b) const { return sk_iters * b / gridDim.x; }
-
-    // f(tile, k0, k1) for each piece of block b's work, in the order the block does it: the contribution (the
-    // range's last piece, when it ends inside a tile), the whole tiles of the range, the piece the range starts
-    // inside (the tail of a tile, whose owner this block is), then the block's data-parallel tiles.
-    // One call site for f (a lambda that holds the whole main loop): the pieces are numbered and decoded in
-    // one loop, since each extra call site is another inlined copy of the main loop and its registers.
-    template <class F>
-    __device__ void for_each_piece(int b, F&& f) const {
-        long long lo = begin(b), hi = begin(b + 1);
-        int contrib_tile = 0, contrib_k0 = 0, contrib_k1 = 0;
-        if (hi > lo) {
-            const int tile = static_cast<int>((hi - 1) / k_tiles);
-            const long long tile_start = static_cast<long long>(tile) * k_tiles;
-            if (hi - tile_start < k_tiles) {
-                const long long from = max(lo, tile_start);
-                contrib_tile = tile;
-                contrib_k0 = static_cast<int>(from - tile_start);
-                contrib_k1 = static_cast<int>(hi - tile_start);
-                hi = from;
-            }
-        }
-        const int tail_tile = static_cast<int>(lo / k_tiles), tail_k0 = static_cast<int>(lo % k_tiles);
-        const int tail = hi > lo && tail_k0 > 0;  // it then runs to the end of its tile: hi is a tile boundary
-        const int first_whole = static_cast<int>((lo + k_tiles - 1) / k_tiles);
-        const int whole = max(static_cast<int>(hi / k_tiles) - first_whole, 0);
-        const int contrib = contrib_k1 > 0, dp = sk_tiles + b < tiles ? (tiles - 1 - sk_tiles - b) / gridDim.x + 1 : 0;
-        for (int i = 0, n = contrib + whole + tail + dp; i < n; ++i) {
-            int tile = 0, k0 = 0, k1 = k_tiles, j = i;
-            if (j < contrib) {
-                tile = contrib_tile, k0 = contrib_k0, k1 = contrib_k1;
-            } else if ((j -= contrib) < whole) {
-                tile = first_whole + j;
-            } else if ((j -= whole) < tail) {
-                tile = tail_tile, k0 = tail_k0;
-            } else {
-                tile = sk_tiles + b + (j - tail) * static_cast<int>(gridDim.x);
-            }
-            f(tile, k0, k1);
-        }
-    }
-};
+// Who does what: the stream-K region, and each block's pieces in order (lab_stream_k.cuh).
+typedef LabStreamK<1, SK_WAVES, SK_FIXUP_COST, SK_MIN_GAIN> StreamK;
 
 __device__ __forceinline__ void consumers_sync() { named_barrier_sync<FIXUP_BARRIER, 128 * CONSUMERS>(); }
 
@@ -175,7 +122,7 @@ gemm_tc_stream_k(const __grid_constant__ TensorMap map_a, const __grid_constant_
     const unsigned full = smem_u32addr(full_bars), empty = smem_u32addr(empty_bars);
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    const StreamK work(tiles_m * tiles_n, (K + BK - 1) / BK, gridDim.x);
+    const StreamK work(tiles_m * tiles_n, (K + BK - 1) / BK);
 
     if (threadIdx.x == 0) {
         prefetch_tensor_map(&map_a);

@@ -50,18 +50,30 @@
 //   x BN. Predicted there before the H200 run: 1.33x at 3072^3 and 2176 x 2176 x 4096 (BN = 192), 1.14x at
 //   3200 x 4096 x 4096 (128), 1.11x at 4352 x 4096 x 4096 (192), the square 2048-8192 shapes kept at 256; measured
 //   in results/h200/hopper_tile_study.json (notebook 03 sets the two side by side).
+// A fused epilogue (EPI_* knobs, lab_epilogue.cuh; gemm_tc_epilogue builds it): each consumer applies the chain to its
+//   accumulators in registers, the chunk's bias and scale loads ahead of the math, then stages the result for the
+//   TMA store as above; a quantized output, beta != 0 or a C the TMA store cannot take goes through rung 06's
+//   register stores instead. At the knobs' defaults none of it is compiled (the same machine code as without it).
+//   Prediction (bias + GELU, fp16 TN, H200; written before any GPU run; lab/studies/fused_epilogue_study.py will
+//   measure it): about 15 instructions on each of a thread's 128 outputs a tile, ~2 us of issue against ~47 us of
+//   k-loop, not hidden (the warpgroup's next k-loop waits): ~1.04x rung 10's plain time. Against torch's
+//   F.gelu(F.linear(...)) (its GEMM about rung 10's, then a GELU kernel reading and writing C, ~20 us at 4096^3):
+//   1.03-1.07x at 4096^3, 1.01-1.03x at 8192^3; per-row int8 (torch: three more elementwise kernels) 1.15-1.25x.
 // Tensor maps, tails and the main loop as rung 09; C's map (when used) has boxes of 64 columns x 64 rows.
 // Requires: sm_90a (wgmma, setmaxnreg, clusters); A and B as rung 09; C 16-byte aligned with ldc a multiple of 8, and
 //   N one too where ldc > N, for the TMA store (else the register stores). Launch: rung 09's grid and threads,
 //   dynamic shared memory SMEM_BYTES = STAGES * (BM + BN) * BK * 2 + BM * BN * 2 / C_PARTS + 1024 (230400 bytes at
-//   the defaults); two more arguments after ldc: C's tensor map and store_by_tma (0 or 1).
+//   the defaults); two more arguments after ldc: C's tensor map and store_by_tma (0 or 1), then with a fused
+//   epilogue its LabEpilogue.
 // Knobs: BF16 (0/1), TN (1; 0: B is K x N), BM (128), BN (256; or 192, 128), BK (64), STAGES (4), C_PARTS (2), RASTER (2:
-//   grouped; 0 row, 1 column, 3 snake), GROUP_M (4: pair-tile rows per group), THREADS (384 = 128 * (1 + BM / 64)).
+//   grouped; 0 row, 1 column, 3 snake), GROUP_M (4: pair-tile rows per group), THREADS (384 = 128 * (1 + BM / 64));
+//   the epilogue as rung 06's: EPI_OP1 (0) .. EPI_OP4 (0), EPI_OUT (0), EPI_QROW (0).
 // Ideas: NVIDIA's PTX ISA (cp.async.bulk.tensor shared -> global, bulk async-groups, fence.proxy.async), CUTLASS's
 //   sm90 TMA epilogues, and Shankhdhar's worklog; code is this lab's own.
 #include "lab_cp_async.cuh"
 #include "lab_hopper_gemm.cuh"  // issue_stage_multicast, wgmma_k_step, stage_c_part, store_pair, cluster pieces
 #include "lab_tile_order.cuh"
+#include "lab_epilogue.cuh"
 
 #ifndef RASTER
 #define RASTER 2  // the pair-tile order: 0 row, 1 column, 2 grouped, 3 snake (lab_tile_order.cuh)
@@ -76,6 +88,25 @@
 #define STAGES 4  // with C_PARTS = 1 (a whole tile staged), only 3 fit
 #endif
 #include "lab_hopper_knobs.cuh"  // the other knobs' defaults, ACC, STAGE_BYTES, CONSUMERS, the register split
+#ifndef EPI_OP1
+#define EPI_OP1 0
+#endif
+#ifndef EPI_OP2
+#define EPI_OP2 0
+#endif
+#ifndef EPI_OP3
+#define EPI_OP3 0
+#endif
+#ifndef EPI_OP4
+#define EPI_OP4 0
+#endif
+#ifndef EPI_OUT
+#define EPI_OUT 0
+#endif
+#ifndef EPI_QROW
+#define EPI_QROW 0
+#endif
+#define FUSED_EPILOGUE (EPI_OP1 || EPI_OP2 || EPI_OP3 || EPI_OP4 || EPI_OUT)
 
 #define PART_COLS (BN / C_PARTS)
 #define STAGING_BYTES (64 * PART_COLS * 2)  // one consumer warpgroup's buffer: 64 rows x PART_COLS of C
@@ -93,7 +124,11 @@ typedef unsigned short half_bits;
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
 gemm_tc_tma_store(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, int M, int N,
                   int K, float alpha, float beta, half_bits* __restrict__ C, int ldc,
-                  const __grid_constant__ TensorMap map_c, int store_by_tma) {
+                  const __grid_constant__ TensorMap map_c, int store_by_tma
+#if FUSED_EPILOGUE
+                  , const __grid_constant__ LabEpilogue ep
+#endif
+) {
     extern __shared__ __align__(1024) unsigned char smem[];
     __shared__ __align__(8) unsigned long long full_bars[STAGES], empty_bars[STAGES];
     if (dynamic_smem_size() < SMEM_BYTES) __trap();  // launched with too little: stop, do not overrun it
@@ -170,12 +205,29 @@ gemm_tc_tma_store(const __grid_constant__ TensorMap map_a, const __grid_constant
 #pragma unroll
                 for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(empty_at[r] + 8 * ((it - 1) % STAGES));
 
+            float stage_alpha = alpha;  // what the staging multiplies by: 1 once a fused chain has applied alpha
+#if FUSED_EPILOGUE
+            {  // the chain (lab_epilogue.cuh): in place before the TMA store, else on the way out from registers
+                const int row = row0 + c * 64 + 16 * (warp % 4) + g;
+                const LabEpiRow rows[2] = {
+                    lab_epi_row<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4, EPI_OUT, EPI_QROW>(ep, row, M),
+                    lab_epi_row<EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4, EPI_OUT, EPI_QROW>(ep, row + 8, M)};
+                if (EPI_OUT != LAB_EPI_OUT_SAME || !store_by_tma) {
+                    lab_epi_store_wgmma_fragment<BF16, BN, EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4, EPI_OUT>(
+                        C, ldc, pairs, row, col0, t, M, N, alpha, beta, acc, rows, ep);
+                    continue;
+                }
+                lab_epi_apply_wgmma_fragment<BF16, BN, EPI_OP1, EPI_OP2, EPI_OP3, EPI_OP4>(acc, row, col0, t, M, N, alpha,
+                                                                                           rows, ep);
+                stage_alpha = 1.0f;
+            }
+#endif
             if (store_by_tma) {
 #pragma unroll
                 for (int part = 0; part < C_PARTS; ++part) {
                     if (storer) tma_store_wait_read<0>();  // the stores before have read the buffer
                     named_barrier_sync(1 + c, 128);
-                    stage_c_part<BF16, BN, PART_COLS>(staging, acc, alpha, part, warp, g, t);
+                    stage_c_part<BF16, BN, PART_COLS>(staging, acc, stage_alpha, part, warp, g, t);
                     fence_async_shared();  // this thread's writes, visible to the copy engine
                     named_barrier_sync(1 + c, 128);
                     if (storer) {

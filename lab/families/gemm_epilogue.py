@@ -17,6 +17,9 @@ passed on the H200 at c89eb79, the last change to the kernels' code; compute-san
 tensor-core rungs (results/h200/sanitize_fusion/). Records: results/h200/gemm_tc_epilogue.json and
 gemm_fp32_epilogue.json (c89eb79); the first run's, before the loads were issued ahead of the math,
 gemm_tc_epilogue_first_run.json.
+Candidate (`candidate_rungs`): gemm_tc rung 10 with the chain applied before its TMA store, compiled without spills for
+every chain the tests build, not yet run on a GPU (`scripts/device_run.sh new-rungs` checks and times it against
+torch's F.gelu(F.linear(...)) in lab.studies.fused_epilogue_study).
 """
 
 from __future__ import annotations
@@ -196,6 +199,12 @@ class GemmTcEpilogueFamily(_FusedEpilogue, GemmTcFamily):
                                       plugin="common/lab_epilogue_plugin.cuh"),
                   "rung 06 with exercise 08's functor (a plugin header)", "persistent"))
     PERSISTENT_RUNGS = (*GemmTcFamily.PERSISTENT_RUNGS, PLUGIN_RUNG)  # by key, for other layers
+    # Rung 10 with the chain: applied to the accumulators in registers before its TMA-store staging (C in the GEMM's
+    # type, beta = 0), else on its register stores as rung 06 does. Launch "cluster_tma_store" (GemmTcFamily.grid),
+    # the chain's parameters after store_by_tma. Compiled and checked on the CPU; its GPU tests have not run yet.
+    TMA_STORE = next(r for r in GemmTcFamily.rungs if r.key == "10_tma_store")
+    candidate_rungs = (Rung("gemm_tc_epilogue", "10_tma_store", TMA_STORE.spec,
+                            "rung 10, the chain applied before its TMA-store epilogue", "cluster_tma_store"),)
 
     def make_problem(self, seed: int = 0, dist: str = "normal", M: int = 64, N: int = 64, K: int = 64,
                      alpha: float = 1.0, beta: float = 0.0, pad: int = 0, layout: str = "TN", dtype: str = "float16",

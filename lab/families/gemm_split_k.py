@@ -142,6 +142,7 @@ class GemmSplitKFamily(GemmTcFamily):
     title = "Split-K GEMM for K-heavy shapes with few output tiles (fp16/bf16, fp32 accumulation)"
     PLAIN = GemmTcFamily.rungs[5]
     launches = ("persistent", "split_k")
+    candidate_rungs = ()  # gemm_tc's are not split-K rungs
     rungs = (
         # Launch "persistent" (GemmTcFamily's launcher, with this family's tile choice: variant): a 1-D grid of
         # min(tiles, SMs) blocks.

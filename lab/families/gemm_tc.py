@@ -48,6 +48,10 @@ verified by the tile tests of tests/test_gpu_gemm_tc.py (their H200 log: results
 and memcheck (results/h200/gemm_tc_sanitize_10_bn*.json).
 Records: results/h200/gemm_tc.json; rungs 06, 09, 10, 11 against the library: results/h200/hopper_gemm_study*.json;
 rung 10's tile builds: results/h200/hopper_tile_study.json.
+Candidate (`candidate_rungs`, not in the ladder until its GPU tests pass): rung 12, stream-K over clusters on rung 10's
+loop. It compiles for sm_90a with no spill and rung 10's wgmma pattern, and its launches are in the golden table
+(tests/test_family_launch_geometry.py); it has not run on a GPU. `scripts/device_run.sh new-rungs` checks it, times it
+(lab.studies.stream_k_cluster_study) and runs compute-sanitizer on it.
 """
 
 from __future__ import annotations
@@ -71,6 +75,8 @@ STORAGE = {"float16": np.dtype(np.float16), BFLOAT16: np.dtype(np.uint16)}
 MIN_ARCH = 80  # mma.sync m16n8k16 for fp16 and bf16
 HOPPER_ARCH = 90  # TMA, wgmma and setmaxnreg; the last two only in the arch-specific sm_90a target
 SLOW_RUNGS_MAX_SIDE = 4096  # rung 01 (scalar fragment loads) leaves sweep sizes past this side and the tail
+CLUSTER_LAUNCHES = ("cluster", "cluster_tma_store", "cluster_stream_k")  # clusters of two blocks that share B
+TMA_STORE_LAUNCHES = ("cluster_tma_store", "cluster_stream_k")  # C's tensor map and store_by_tma after ldc
 
 
 def _rung(key: str, entry: str, title: str, *, launch: str, min_arch: int = MIN_ARCH, arch_suffix: str = "",
@@ -92,14 +98,14 @@ def _knobs(rung: Rung) -> dict:
 def dynamic_smem_bytes(rung: Rung) -> int:
     """Dynamic shared memory of a multistage rung: STAGES * (BM + BN) * BK two-byte elements (unpadded,
     swizzled A and B tiles; the formula in rung 03's Requires line), plus 1024 bytes on the TMA rungs to
-    align the tiles to the 128-byte swizzle's 1024-byte period and, on rungs 10 and 11, a buffer of 64 x BN / C_PARTS
+    align the tiles to the 128-byte swizzle's 1024-byte period and, on rungs 10-12, a buffer of 64 x BN / C_PARTS
     for C's staging per consumer warpgroup; 0 for the rungs with static tiles. The kernel traps at entry if it is
     given less."""
     k = _knobs(rung)
     if "STAGES" not in k:
         return 0
     consumers = k.get("CONSUMERS", k["BM"] // 64)
-    staging = consumers * 64 * k["BN"] * 2 // k["C_PARTS"] if rung.launch == "cluster_tma_store" else 0
+    staging = consumers * 64 * k["BN"] * 2 // k["C_PARTS"] if rung.launch in TMA_STORE_LAUNCHES else 0
     return k["STAGES"] * (k["BM"] + k["BN"]) * k["BK"] * 2 + staging + (1024 if uses_tma(rung) else 0)
 
 
@@ -165,7 +171,8 @@ class GemmTcFamily(Family):
     ceiling_title = "cuBLAS (same type and layout)"
     sweep_figure = "throughput"
     profile_figure = "bank_conflicts"  # ldmatrix against padded (and, from rung 03, swizzled) tiles
-    launches = ("tiles", "tiles_vec", "persistent", "stream_k", "cluster", "cluster_tma_store")  # `grid` maps them
+    # The launch schemes; `grid` maps each to its grid.
+    launches = ("tiles", "tiles_vec", "persistent", "stream_k", "cluster", "cluster_tma_store", "cluster_stream_k")
     rungs = (
         # Launch "tiles": grid (ceil(N / BN), ceil(M / BM)) of THREADS threads (BM x BN = 16 WARPS_M x 16 WARPS_N),
         # A and B by pointer.
@@ -218,6 +225,15 @@ class GemmTcFamily(Family):
               "ping-pong: each consumer warpgroup owns a tile, one's epilogue under the other's k-loop",
               launch="cluster_tma_store", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=64, BN=256, BK=64,
               STAGES=4, C_PARTS=1, CONSUMERS=2, RASTER=2, GROUP_M=8, THREADS=384),
+    )
+    candidate_rungs = (
+        # Launch "cluster_stream_k": rung 10's arguments, then rung 07's workspace (a slot and a flag per block); a 1-D
+        # grid of 2 x min(pair tiles x k-tiles, the clusters that fit at once) blocks. Compiled and checked on the CPU
+        # (tests/test_gemm_tc_family.py); its GPU tests (tests/test_gpu_gemm_tc.py) have not run yet.
+        _rung("12_stream_k_cluster", "gemm_tc_stream_k_cluster",
+              "stream-K on rung 10's loop: clusters split the last partial wave of pair tiles along K",
+              launch="cluster_stream_k", min_arch=HOPPER_ARCH, arch_suffix="a", BF16=0, TN=0, BM=128, BN=256, BK=64,
+              STAGES=4, C_PARTS=2, RASTER=2, GROUP_M=4, SK_WAVES=1, THREADS=384),
     )
     # The rungs of each kind by key, for the lessons, scripts and tests (the launcher reads each rung's launch).
     PERSISTENT_RUNGS = tuple(r.key for r in rungs if r.launch in ("persistent", "stream_k"))  # <= 1 block per SM
@@ -348,12 +364,13 @@ class GemmTcFamily(Family):
             (map_a, map_b), a, b = self._tensor_maps(rung, p, a, b)  # a, b: what the maps point at
             args = (map_a, map_b, np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]),
                     np.float32(p["beta"]), out, np.int32(p["ldc"]))
-            if self.launch_scheme(rung) == "stream_k":
-                args += stream_k_workspace(grid[0], *block_tile(rung))
-            if self.launch_scheme(rung) == "cluster_tma_store":
+            scheme = self.launch_scheme(rung)
+            if scheme in TMA_STORE_LAUNCHES:
                 why = c_store_refusal(p, out)
                 c_map = tma.TensorMap2D(out.data.ptr, p["N"], p["M"], 2 * p["ldc"], 64, 64)  # boxes of 64 x 64
                 args += (map_a if why else tma.encode(c_map), np.int32(why is None))  # map_a: a map never read
+            if scheme in ("stream_k", "cluster_stream_k"):
+                args += stream_k_workspace(grid[0], *block_tile(rung))
         else:
             args = (np.int32(p["M"]), np.int32(p["N"]), np.int32(p["K"]), np.float32(p["alpha"]), a,
                     np.int32(p["lda"]), b, np.int32(p["ldb"]), np.float32(p["beta"]), out, np.int32(p["ldc"]))
@@ -362,15 +379,18 @@ class GemmTcFamily(Family):
     def grid(self, rung: Rung, p: dict) -> tuple[int, ...]:
         """The grid of a built rung (`variant`'s) on a problem of params p, by its launch scheme: the tiles of C,
         (ceil(N / BN), ceil(M / BM)), for "tiles" and "tiles_vec"; one block per SM at most, a 1-D grid of
-        min(tiles, SMs) for "persistent" and min(tiles x k-tiles, SMs) for "stream_k"; for "cluster", two blocks for
-        each pair tile (2 BM x BN) up to the clusters that fit on the GPU at once (cluster_slots)."""
+        min(tiles, SMs) for "persistent" and min(tiles x k-tiles, SMs) for "stream_k"; for "cluster" and
+        "cluster_tma_store", two blocks for each pair tile (2 BM x BN) up to the clusters that fit on the GPU at once
+        (cluster_slots); for "cluster_stream_k", two for each of pair tiles x k-tiles up to the same."""
         bm, bn = block_tile(rung)
         grid = ((p["N"] + bn - 1) // bn, (p["M"] + bm - 1) // bm)
         scheme = self.launch_scheme(rung)
         if scheme in ("tiles", "tiles_vec"):
             return grid
-        if scheme in ("cluster", "cluster_tma_store"):
+        if scheme in CLUSTER_LAUNCHES:
             pair_tiles = grid[0] * (-(-p["M"] // (CLUSTER * bm)))
+            if scheme == "cluster_stream_k":
+                return (CLUSTER * min(pair_tiles * -(-p["K"] // _knobs(rung)["BK"]), stream_k_cluster_slots(rung)),)
             return (CLUSTER * min(pair_tiles, cluster_slots(rung)),)
         if scheme not in ("persistent", "stream_k"):
             raise LabError(f"{self.name} rung {rung.key}: launch {scheme!r} has no grid here (GemmTcFamily.grid).")
@@ -389,7 +409,7 @@ class GemmTcFamily(Family):
         maps = [tma.TensorMap2D(a.data.ptr, p["K"], p["M"], 2 * lda, k["BK"], k["BM"])]
         if p["layout"] == "TN":
             b, ldb = tma_operand(b, p["N"], p["K"], p["ldb"])
-            clustered = self.launch_scheme(rung) in ("cluster", "cluster_tma_store")
+            clustered = self.launch_scheme(rung) in CLUSTER_LAUNCHES
             rows = k["BN"] // (CLUSTER if clustered else 1)  # each block's share of B
             maps.append(tma.TensorMap2D(b.data.ptr, p["K"], p["N"], 2 * ldb, k["BK"], rows))
         else:
@@ -408,7 +428,7 @@ class GemmTcFamily(Family):
             why = {name: tma.refusal(x.data.ptr, ld) for name, x, ld in (("A", a, p["lda"]), ("B", b, p["ldb"]))}
             repacked = {name: reason for name, reason in why.items() if reason}
             notes = {"path": "tma"} if not repacked else {"path": "repack+tma", "repacked": repacked}
-            if self.launch_scheme(rung) == "cluster_tma_store":
+            if self.launch_scheme(rung) in TMA_STORE_LAUNCHES:
                 notes["store"] = c_store_refusal(p, out) or "tma"
             return notes
         if self.launch_scheme(rung) == "tiles_vec":
@@ -511,7 +531,9 @@ class GemmTcFamily(Family):
 
 
 def c_store_refusal(p: dict, out) -> str | None:
-    """Why rungs 10 and 11 store C from registers instead of through TMA on this problem (one sentence), or None."""
+    """Why rungs 10-12 store C from registers instead of through TMA on this problem (one sentence), or None."""
+    if out.dtype.itemsize != 2:
+        return "a quantized output (a fused epilogue's) is stored from registers"
     if p["beta"] != 0:
         return "beta != 0 reads C, which the TMA store does not"
     if p["ldc"] != p["N"] and p["N"] % 8:
@@ -540,11 +562,20 @@ def cluster_fit(rung: Rung) -> int | None:
 
 
 def cluster_slots(rung: Rung) -> int:
-    """cluster_fit for the clusters of two of rungs 09 and 10; where the driver cannot say, SMs / 2: a grid larger
+    """cluster_fit for the clusters of two of rungs 09-12; where the driver cannot say, SMs / 2: a grid larger
     than what fits is still correct, its last clusters just start later."""
     from lab.core import device
 
     return cluster_fit(rung) or device.current().sm_count // CLUSTER
+
+
+def stream_k_cluster_slots(rung: Rung) -> int:
+    """The clusters rung 12 may launch: all must be on the GPU at once, since a cluster waits for lower-numbered ones
+    and CUDA promises no order of dispatch. The driver's count (cluster_fit); where it cannot say, a quarter of the
+    SMs, which every GPC's pairs of SMs hold (cluster_slots' half of the SMs need not all fit)."""
+    from lab.core import device
+
+    return cluster_fit(rung) or max(device.current().sm_count // (2 * CLUSTER), 1)
 
 
 REPACK = KernelSpec("common/repack_rows.cu", "lab_repack_rows", min_arch=MIN_ARCH)
@@ -581,9 +612,9 @@ def stream_k_workspace(blocks: int, bm: int, bn: int) -> tuple:
 
     key = (cp.cuda.Device().id, cp.cuda.get_current_stream().ptr)
     slots, flags = _WORKSPACES.get(key, (None, None))
-    if slots is None or slots.size < blocks * bm * bn:
-        slots = cp.empty(blocks * bm * bn, dtype=cp.float32)
-        flags = cp.zeros(blocks, dtype=cp.int32)
+    if slots is None or slots.size < blocks * bm * bn or flags.size < blocks:  # a flag per block, whatever the tile
+        slots = cp.empty(max(blocks * bm * bn, 0 if slots is None else slots.size), dtype=cp.float32)
+        flags = cp.zeros(max(blocks, 0 if flags is None else flags.size), dtype=cp.int32)
         _WORKSPACES[key] = (slots, flags)
     return slots, flags
 

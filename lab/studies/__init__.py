@@ -99,6 +99,14 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("splitk-plans", "lab.studies.split_k_plans", "split-K's cluster mode, every plan that runs in one wave, "
           "beside the workspace mode and the library", "split_k_plans.json",
           options=(Option("rounds", int, 3, "interleaved rounds", at_least=1),)),
+    Study("streamk-clusters", "lab.studies.stream_k_cluster_study", "stream-K over clusters (gemm_tc rung 12) "
+          "beside rung 10's tiles and the library", "stream_k_cluster_study.json",
+          options=(Option("rounds", int, 3, "interleaved rounds", at_least=1),
+                   Option("quick", bool, False, "one shape (a smoke run)"))),
+    Study("fused-epilogue", "lab.studies.fused_epilogue_study", "GEMM + bias + GELU fused on rungs 06 and 10 "
+          "against torch's F.gelu(F.linear(...))", "fused_epilogue_study.json",
+          options=(Option("rounds", int, 3, "interleaved rounds", at_least=1),
+                   Option("quick", bool, False, "one case (a smoke run)"))),
     Study("grouped-table-cost", "lab.studies.grouped_table_cost", "host time to build grouped GEMM's problem table",
           "grouped_table_cost.json", options=(Option("repeats", int, 5, "builds timed per case", at_least=1),)),
     Study("checklist", "lab.studies.checklist", "the optimization checklist on GEMM + bias + GELU", "checklist.json",
