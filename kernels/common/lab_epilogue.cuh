@@ -222,6 +222,25 @@ __host__ __device__ constexpr int lab_epi_chunk() {
     return LabEpiUses<OP1, OP2, OP3, OP4>::residual ? 2 : 8;
 }
 
+// The chunk of column pairs j0 .. j0 + CHUNK - 1 of a fragment: every column value and residual it needs, loaded
+// together (e[pair][h][column of the pair]).
+template <int IS_BF16, int OP1, int OP2, int OP3, int OP4, int CHUNK>
+__device__ __forceinline__ void lab_epi_load_chunk(LabEpiElem (&e)[CHUNK][2][2], const LabEpilogue& ep, int row,
+                                                   int col0, int j0, int t, int M, int N) {
+#pragma unroll
+    for (int j = 0; j < CHUNK; ++j)
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const int col = col0 + 8 * (j0 + j) + 2 * t + k;
+            const LabEpiElem c = lab_epi_col<OP1, OP2, OP3, OP4>(ep, col, N);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                e[j][h][k] = c;
+                lab_epi_residual<OP1, OP2, OP3, OP4, IS_BF16>(e[j][h][k], ep, row + 8 * h, col, M, N);
+            }
+        }
+}
+
 template <int IS_BF16, int TILE_N, int OP1, int OP2, int OP3, int OP4, int OUT,
           int CHUNK = lab_epi_chunk<OP1, OP2, OP3, OP4>()>
 __device__ __forceinline__ void lab_epi_store_wgmma_fragment(unsigned short* __restrict__ C, int ldc, bool pairs,
@@ -231,19 +250,8 @@ __device__ __forceinline__ void lab_epi_store_wgmma_fragment(unsigned short* __r
     static_assert((TILE_N / 8) % CHUNK == 0, "whole chunks of column pairs");
 #pragma unroll
     for (int j0 = 0; j0 < TILE_N / 8; j0 += CHUNK) {
-        LabEpiElem e[CHUNK][2][2];  // [pair][h][column of the pair]
-#pragma unroll
-        for (int j = 0; j < CHUNK; ++j)
-#pragma unroll
-            for (int k = 0; k < 2; ++k) {
-                const int col = col0 + 8 * (j0 + j) + 2 * t + k;
-                const LabEpiElem c = lab_epi_col<OP1, OP2, OP3, OP4>(ep, col, N);
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    e[j][h][k] = c;
-                    lab_epi_residual<OP1, OP2, OP3, OP4, IS_BF16>(e[j][h][k], ep, row + 8 * h, col, M, N);
-                }
-            }
+        LabEpiElem e[CHUNK][2][2];
+        lab_epi_load_chunk<IS_BF16, OP1, OP2, OP3, OP4, CHUNK>(e, ep, row, col0, j0, t, M, N);
 #pragma unroll
         for (int j = 0; j < CHUNK; ++j)
 #pragma unroll
@@ -266,19 +274,8 @@ __device__ __forceinline__ void lab_epi_apply_wgmma_fragment(float (&acc)[TILE_N
     static_assert((TILE_N / 8) % CHUNK == 0, "whole chunks of column pairs");
 #pragma unroll
     for (int j0 = 0; j0 < TILE_N / 8; j0 += CHUNK) {
-        LabEpiElem e[CHUNK][2][2];  // [pair][h][column of the pair]
-#pragma unroll
-        for (int j = 0; j < CHUNK; ++j)
-#pragma unroll
-            for (int k = 0; k < 2; ++k) {
-                const int col = col0 + 8 * (j0 + j) + 2 * t + k;
-                const LabEpiElem c = lab_epi_col<OP1, OP2, OP3, OP4>(ep, col, N);
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    e[j][h][k] = c;
-                    lab_epi_residual<OP1, OP2, OP3, OP4, IS_BF16>(e[j][h][k], ep, row + 8 * h, col, M, N);
-                }
-            }
+        LabEpiElem e[CHUNK][2][2];
+        lab_epi_load_chunk<IS_BF16, OP1, OP2, OP3, OP4, CHUNK>(e, ep, row, col0, j0, t, M, N);
 #pragma unroll
         for (int j = 0; j < CHUNK; ++j)
 #pragma unroll

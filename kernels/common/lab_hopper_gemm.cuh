@@ -1,6 +1,7 @@
 // The pieces the Hopper GEMM rungs (gemm_tc 04 on) share unchanged, so that the diff from one rung to the
 // next shows only what that rung changes: one k-step of wgmma (and, from rung 09, one k-tile's), one stage's TMA
-// loads, the staging of C for a TMA store, and the epilogue's store of two adjacent outputs. Each takes the rung's knobs as template parameters, named apart from the
+// loads, the staging of C and its TMA store (rung 10's, for the rungs after it), and the epilogue's store of two
+// adjacent outputs. Each takes the rung's knobs as template parameters, named apart from the
 // knob macros (BM, BN, BK, TN, BF16 arrive as -D options and would replace same-named parameters).
 #pragma once
 
@@ -110,6 +111,33 @@ __device__ __forceinline__ void stage_c_part(unsigned staging, const float (&acc
                                              float_to_half_bits<IS_BF16>(alpha * acc[4 * j + 2 * h + 1]));
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(bits) : "memory");
         }
+}
+
+// A consumer warpgroup's 64 x TILE_N tile of C (alpha * acc, rounded) out through its staging buffer and TMA stores,
+// PART_N columns at a time, with its top-left at (row0, col0) (rung 10's epilogue, written out there; rungs 11 and
+// 12 call this): before a part overwrites the
+// buffer the warpgroup's `storer` thread waits until the stores before have read it, and the warpgroup's named
+// barrier `bar` (its 128 threads) passes that on; once every thread's writes are in and visible to the copy engine,
+// the storer issues a store a 64-column box and commits them as one bulk group.
+template <int IS_BF16, int TILE_N, int PART_N>
+__device__ __forceinline__ void tma_store_tile(const TensorMap* map_c, unsigned staging, const float (&acc)[TILE_N / 2],
+                                               float alpha, int row0, int col0, unsigned bar, bool storer, int warp,
+                                               int g, int t) {
+    constexpr unsigned ROW = 128;
+#pragma unroll
+    for (int part = 0; part < TILE_N / PART_N; ++part) {
+        if (storer) tma_store_wait_read<0>();  // the stores before have read the buffer
+        named_barrier_sync(bar, 128);
+        stage_c_part<IS_BF16, TILE_N, PART_N>(staging, acc, alpha, part, warp, g, t);
+        fence_async_shared();  // this thread's writes, visible to the copy engine
+        named_barrier_sync(bar, 128);
+        if (storer) {
+#pragma unroll
+            for (int box = 0; box < PART_N / 64; ++box)
+                tma_store_2d(map_c, col0 + part * PART_N + 64 * box, row0, staging + box * 64 * ROW);
+            tma_store_commit();
+        }
+    }
 }
 
 // C[row][col, col+1] = alpha * acc + beta * C rounded once to the output type, only inside M x N; C is

@@ -9,13 +9,7 @@
 // Knobs: BF16 (0), EPI_OP1 (0) .. EPI_OP4 (0), EPI_OUT (0), EPI_QROW (0), as in gemm_tc rung 06.
 #include "lab_epilogue.cuh"
 
-#include "lab_epilogue_knobs.cuh"  // BF16, EPI_OP1 .. EPI_OP4, each 0 unless given
-#ifndef EPI_OUT
-#define EPI_OUT 0
-#endif
-#ifndef EPI_QROW
-#define EPI_QROW 0
-#endif
+#include "lab_epilogue_knobs.cuh"  // BF16, EPI_OP1 .. EPI_OP4, EPI_OUT, EPI_QROW, each 0 unless given
 
 extern "C" __global__ void __launch_bounds__(128)
 lab_epilogue_apply(const float* __restrict__ Z, int M, int N, long long ldz, unsigned short* __restrict__ C, int ldc,

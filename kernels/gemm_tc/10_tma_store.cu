@@ -88,24 +88,7 @@
 #define STAGES 4  // with C_PARTS = 1 (a whole tile staged), only 3 fit
 #endif
 #include "lab_hopper_knobs.cuh"  // the other knobs' defaults, ACC, STAGE_BYTES, CONSUMERS, the register split
-#ifndef EPI_OP1
-#define EPI_OP1 0
-#endif
-#ifndef EPI_OP2
-#define EPI_OP2 0
-#endif
-#ifndef EPI_OP3
-#define EPI_OP3 0
-#endif
-#ifndef EPI_OP4
-#define EPI_OP4 0
-#endif
-#ifndef EPI_OUT
-#define EPI_OUT 0
-#endif
-#ifndef EPI_QROW
-#define EPI_QROW 0
-#endif
+#include "lab_epilogue_knobs.cuh"  // EPI_OP1 .. EPI_OP4, EPI_OUT, EPI_QROW: no chain unless given
 #define FUSED_EPILOGUE (EPI_OP1 || EPI_OP2 || EPI_OP3 || EPI_OP4 || EPI_OUT)
 
 #define PART_COLS (BN / C_PARTS)

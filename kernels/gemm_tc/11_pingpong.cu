@@ -168,21 +168,8 @@ gemm_tc_pingpong(const __grid_constant__ TensorMap map_a, const __grid_constant_
                 for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(empty_at[r] + 8 * ((it - 1) % STAGES));
 
             if (store_by_tma) {
-#pragma unroll
-                for (int part = 0; part < C_PARTS; ++part) {
-                    if (storer) tma_store_wait_read<0>();  // the stores before have read the buffer
-                    named_barrier_sync(1 + c, 128);
-                    stage_c_part<BF16, BN, PART_COLS>(staging, acc, alpha, part, warp, g, t);
-                    fence_async_shared();  // this thread's writes, visible to the copy engine
-                    named_barrier_sync(1 + c, 128);
-                    if (storer) {
-#pragma unroll
-                        for (int box = 0; box < PART_COLS / 64; ++box)
-                            tma_store_2d(&map_c, col0 + part * PART_COLS + 64 * box, row0,
-                                         staging + box * 64 * ROW_BYTES);
-                        tma_store_commit();
-                    }
-                }
+                tma_store_tile<BF16, BN, PART_COLS>(&map_c, staging, acc, alpha, row0, col0, 1 + c,
+                                                    storer, warp, g, t);
                 continue;
             }
             // Rung 09's stores from registers: acc[4j + 2h + e] is row 16 * (warp % 4) + g + 8h, column 8j + 2t + e.

@@ -209,21 +209,8 @@ gemm_tc_stream_k_cluster(const __grid_constant__ TensorMap map_a, const __grid_c
             // Read from threadIdx.x here, not kept from the start: kept live across the piece, they spilled.
             const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
             if (store_by_tma) {  // rung 10's epilogue
-#pragma unroll
-                for (int part = 0; part < C_PARTS; ++part) {
-                    if (storer) tma_store_wait_read<0>();  // the stores before have read the buffer
-                    named_barrier_sync(1 + c, 128);
-                    stage_c_part<BF16, BN, PART_COLS>(staging, acc, alpha, part, warp, g, t);
-                    fence_async_shared();  // this thread's writes, visible to the copy engine
-                    named_barrier_sync(1 + c, 128);
-                    if (storer) {
-#pragma unroll
-                        for (int box = 0; box < PART_COLS / 64; ++box)
-                            tma_store_2d(&map_c, col0 + part * PART_COLS + 64 * box, row0 + c * 64,
-                                         staging + box * 64 * ROW_BYTES);
-                        tma_store_commit();
-                    }
-                }
+                tma_store_tile<BF16, BN, PART_COLS>(&map_c, staging, acc, alpha, row0 + c * 64, col0, 1 + c,
+                                                    storer, warp, g, t);
                 return;
             }
             // Rung 09's stores from registers: acc[4j + 2h + e] is row 16 * (warp % 4) + g + 8h, column 8j + 2t + e.
