@@ -356,11 +356,15 @@ def test_rung_10_stores_through_tma_only_where_a_store_cannot_touch_what_lies_ou
     written), needs a 16-byte-aligned C and stride, and does not read C: each refusal is one sentence."""
     from lab.families.gemm_tc import c_store_refusal
 
-    out = types.SimpleNamespace(data=types.SimpleNamespace(ptr=1 << 20))
+    half = np.dtype(np.float16)
+    out = types.SimpleNamespace(data=types.SimpleNamespace(ptr=1 << 20), dtype=half)
     base = {"M": 129, "N": 136, "ldc": 136, "beta": 0.0}
     assert c_store_refusal(base, out) is None
     assert "multiple of 8" in c_store_refusal(base | {"N": 131}, out)
     assert "row stride" in c_store_refusal(base | {"N": 131, "ldc": 131}, out)
     assert "beta" in c_store_refusal(base | {"beta": 0.5}, out)
-    unaligned = types.SimpleNamespace(data=types.SimpleNamespace(ptr=(1 << 20) + 2))
+    unaligned = types.SimpleNamespace(data=types.SimpleNamespace(ptr=(1 << 20) + 2), dtype=half)
     assert "aligned" in c_store_refusal(base, unaligned)
+    # A fused epilogue's int8 or e4m3 output is stored from registers: no 2-byte tensor map is made for it.
+    quantized = types.SimpleNamespace(data=types.SimpleNamespace(ptr=1 << 20), dtype=np.dtype(np.int8))
+    assert "quantized" in c_store_refusal(base, quantized)

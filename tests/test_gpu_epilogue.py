@@ -34,8 +34,8 @@ def test_rung_10_with_the_chain_is_correct_on_every_case():
 # Shapes whose C the TMA store takes (N a multiple of 8, C 16-byte aligned, beta = 0), with M and K tails, for each
 # kind of op: per column, per row, per element (the residual), activations and the clamp.
 TMA_CHAINS = ("bias+gelu_tanh", "bias+gelu_tanh+residual", "row_scale+col_scale", "col_scale+silu+clamp", "gelu_erf")
-TMA_SHAPES = ({"M": 129, "N": 264, "K": 65, "layout": "TN", "dtype": "float16"},
-              {"M": 300, "N": 512, "K": 200, "layout": "NN", "dtype": "bfloat16"})
+TMA_SHAPES = ({"M": 129, "N": 264, "K": 65, "layout": "TN", "dtype": "float16", "alpha": -1.25},
+              {"M": 300, "N": 512, "K": 200, "layout": "NN", "dtype": "bfloat16"})  # alpha != 1: applied once
 
 
 @pytest.mark.parametrize("chain", TMA_CHAINS)
