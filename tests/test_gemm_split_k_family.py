@@ -157,15 +157,15 @@ def test_check_cases_cover_uneven_and_excess_split_factors():
 
 
 @pytest.mark.parametrize("fits, params, plan", [
-    ({8: 14, 4: 32, 2: 66, 1: 132}, dict(M=256, N=256, K=65536), (4, 32)),  # 3 clusters of 8 a tile: 96 SMs
-    ({8: 16, 4: 33, 2: 66, 1: 132}, dict(M=256, N=256, K=65536), (8, 32)),  # 16 of 8 fit: the widest
-    ({8: 14, 4: 32, 2: 66, 1: 132}, dict(M=128, N=128, K=131072), (8, 112)),  # 4 a cluster: 16 slices at most
+    ({8: 14, 4: 32, 2: 66, 1: 132}, dict(M=256, N=256, K=65536), (8, 24)),  # 3 clusters of 8 a tile: the widest
+    ({8: 16, 4: 33, 2: 66, 1: 132}, dict(M=256, N=256, K=65536), (8, 32)),  # 16 of 8 fit: 4 a tile
+    ({8: 14, 4: 32, 2: 66, 1: 132}, dict(M=128, N=128, K=131072), (8, 96)),  # one tile: PLAN_GROUPS clusters at most
     ({8: 14, 4: 32, 2: 66, 1: 132}, dict(M=1024, N=1024, K=16384), (4, 4)),
     ({8: 14, 4: 30, 2: 66, 1: 132}, dict(M=1024, N=1024, K=16384), (2, 4)),  # 32 tiles: clusters of 4 do not fit
 ])
 def test_the_cluster_plan_keeps_every_cluster_in_the_first_wave(monkeypatch, fits, params, plan):
-    """Mode 3's size and S from how many clusters of each size fit at once (the driver's count, here given): a cluster
-    that does not fit would run after the first wave."""
+    """Mode 3's size and S from how many clusters of each size fit at once (the driver's count, here given): the widest
+    size of which every tile gets a cluster in the first wave (one that does not fit would run after it)."""
     from lab.core import device
     from lab.families import gemm_split_k
 

@@ -175,14 +175,15 @@ def test_main_writes_one_row_per_tool_and_rung(cpu_parent, tmp_path, monkeypatch
     payload = json.loads(out.read_text())
     assert payload["provenance"] == {"device": "fake"} and payload["sanitizer"]["version"] == "2025.3.1.0"
     rows = {(r["tool"], r["rung"]): r for r in payload["rows"]}
-    assert set(rows) == {(t, r.key) for t in sanitizer.TOOLS for r in TC.rungs}
+    assert set(rows) == {(t, r.key) for t in sanitizer.TOOLS for r in TC.rungs + TC.candidate_rungs}
     hazard = rows[("racecheck", "02_ldmatrix_smem")]
     assert hazard["status"] == "fail" and hazard["errors"] == 1 and hazard["hazards"] == 1
     assert "1 racecheck error(s)" in hazard["problems"] and "RACECHECK SUMMARY" in hazard["output_tail"]
     clean = rows[("memcheck", "03_swizzled_multistage")]
     assert clean["status"] == "pass" and clean["errors"] == 0 and clean["checks"] == 4 and clean["hazards"] is None
     assert clean["shapes"] == payload["cases"]["memcheck"] and clean["wall_s"] >= 0
-    assert payload["counts"] == {"pass": 3 * len(TC.rungs) - 1, "fail": 1, "skipped": 0, "not run": 0}
+    assert payload["counts"] == {"pass": 3 * len(TC.rungs + TC.candidate_rungs) - 1, "fail": 1, "skipped": 0,
+                                 "not run": 0}
     assert payload["passed"] is False
 
 

@@ -7,7 +7,7 @@ within the bound and leaves its workspace clean for the next launch; the cluster
 import numpy as np
 import pytest
 
-from lab.families.gemm_split_k import MAX_SLICES, MODE_NAMES, SPLIT_MODES, GemmSplitKFamily, run_to_run_bits
+from lab.families.gemm_split_k import MODE_NAMES, PLAN_GROUPS, SPLIT_MODES, GemmSplitKFamily, run_to_run_bits
 
 pytestmark = pytest.mark.gpu
 
@@ -105,9 +105,9 @@ def test_launch_notes_name_the_split_and_the_reduction():
     out = cp.empty(problem.out_shape, problem.dtype)
     for key, mode in SPLIT_MODES.items():
         notes = FAM.launch_notes(FAM.rung(key), problem, out)
-        if mode == 3:  # one tile: as many whole clusters as run at once (15 of 8 on an H100), at most MAX_SLICES
+        if mode == 3:  # one tile: as many whole clusters as run at once (15 of 8 on an H100), at most PLAN_GROUPS
             width, fit = notes["cluster"], notes["clusters_at_once"]
-            assert notes["splits"] == width * min(fit, 132 // width, MAX_SLICES), notes
+            assert notes["splits"] == width * min(fit, 132 // width, PLAN_GROUPS), notes
         else:
             assert notes["splits"] == 132, notes
         assert notes["tile"] == "128x128" and notes["path"] == "tma", notes

@@ -84,3 +84,13 @@ def test_verdicts_give_same_round_ratios_beside_the_predictions():
     summary = same_round_summary(_rows(SHAPE, times), "TFLOP/s", ("torch_mm", "cublaslt"), "x_library", study.BASE,
                                  "x_10")
     assert record["summary"] == summary
+
+
+def test_the_readme_rows_give_both_ratios_to_the_library_and_rung_12_over_the_pick():
+    forced, picked = "12 SK_MIN_GAIN=0", "10 BN=192 STAGES=4 C_PARTS=1"
+    times = {"torch_mm": [1.0, 1.0, 1.0], "cublaslt": [1.1, 1.1, 1.1], study.BASE: [1.5, 1.5, 1.5],
+             picked: [1.2, 1.2, 1.2], study.STREAM_K: [1.1, 1.1, 1.1], forced: [1.1, 1.1, 1.1]}
+    prov = {"device": "SYNTHETIC", "commit": "synthetic", "date": "2000-01-01", "sm_count": 132}
+    (row,) = study.verdicts_table_rows(study.assemble(_rows(SHAPE, times), [SHAPE], 66, 3, [], prov))
+    assert row == (f"| 2176 x 2176 x 4096 | float16 | yes | {1 / 1.1:.2f}x | {1 / 1.2:.2f}x ({picked}) | "
+                   f"{1.2 / 1.1:.2f}x |")

@@ -88,9 +88,15 @@
 //   x 131072 (results/h100/split_k_cluster_fit.json, scripts/split_k_cluster_fit.py, 823c643). What is left, not yet
 //   measured apart: clusters of 2 leave 16 slices a tile, which the last cluster of each band sums alone while the
 //   other SMs idle, and every block waits at its cluster barrier for its partner. The plan counts busy SMs only.
-//   Next: a plan that weighs the slices too (8 x 24 splits leaves 3 slices a tile, 4 x 28 leaves 7), timed beside
-//   it in the rounds study; then the sums without a whole-cluster wait (each block pushes its band to its owner and
-//   arrives on that block's mbarrier, as the norms' st.async exchange does).
+//   Predicted before timing each plan (lab.studies.split_k_plans): 8 x 3 and 4 x 7 about 4 us faster than 2 x 16 at
+//   256 x 256 x 65536, still behind mode 0; 8 x 15 stays best at 128 x 128 x 131072.
+// Measured plan by plan (results/h100/split_k_plans.json, an H100 at 730294a, 3 rounds, cold L2): at 256 x 256 x
+//   65536, 8 x 3 ran 1.01x mode 0 (0.88x the library) and 4 x 7 0.98x, where 2 x 16 ran 0.87x: the direction
+//   predicted, and more (8 x 3 caught mode 0). At 128 x 128 x 131072, 8 x 12 and 8 x 8 ran 1.04x mode 0 (0.90x the
+//   library), 8 x 15 1.02x: that half of the prediction failed by 2%. So the launcher now takes the widest cluster
+//   that gives every tile one in the first wave, at most 12 a tile (gemm_split_k.PLAN_GROUPS): 8 x 3 and 8 x 12 here.
+//   Next: the sums without a whole-cluster wait (each block pushes its band to its owner and arrives on that block's
+//   mbarrier, as the norms' st.async exchange does), for the barrier stalls ncu counts.
 // Mainloop: tensor maps, tails and the k-loop as rung 06; the consumers' k-loop is a do-while (every unit has at least one
 //   k-tile), which keeps ptxas from serializing the wgmmas (rung 07's lesson).
 // Requires: sm_90a; A and B as rung 04 (the launcher repacks otherwise). Launch: THREADS threads, a 1-D grid of

@@ -77,7 +77,7 @@
 //   cost is smaller than allowed) and 1.17x at D = 64; non-causal 1.00-1.04x at D = 128 (B=4 H=32: 0.94-1.17x, a
 //   noisy shape); but 0.98-0.99x non-causal at D = 64 and 0.95-1.00x at D = 256 (not yet profiled). So
 //   lab.families.attention builds PERSISTENT = 1 at D = 128 and at causal D = 64 (persistent_default), else 0.
-//   Measured again with those defaults (results/h100/attention_study.json, 96aa2fa, 3 rounds; same-round speed over
+//   Measured again with those defaults (results/h100/attention_study_96aa2fa.json, 3 rounds; same-round speed over
 //   PERSISTENT = 0): causal D = 128 1.12-1.13x, causal D = 64 1.17x, D = 128 fp16 0.99-1.02x and bf16 1.01-1.04x;
 //   B=4 H=32 0.82-1.06x, 1.05x in the median of the nine rounds of three runs (0.82-1.17x: the noisiest shape, where
 //   cuDNN itself moved 577-657 TFLOP/s from round to round). Timed before the q_empty change below (31 more arrivals

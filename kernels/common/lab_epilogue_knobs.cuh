@@ -1,5 +1,5 @@
 // The epilogue chain's knobs, defaulted to none, for kernels that run the chain alone (epilogue/apply.cu,
-// epilogue/in_place.cu) and gemm_tc rung 10: EPI_OP1 .. EPI_OP4 are lab_epilogue.cuh's op codes (0 = none), EPI_OUT
+// epilogue/in_place.cu): EPI_OP1 .. EPI_OP4 are lab_epilogue.cuh's op codes (0 = none), EPI_OUT
 // the output type (0: the 16-bit type; 1 int8, 2 fp8 e4m3), EPI_QROW a quantization scale per row (1) or one (0), BF16
 // the 16-bit type.
 #pragma once

@@ -59,6 +59,10 @@
 //   k-loop, not hidden (the warpgroup's next k-loop waits): ~1.04x rung 10's plain time. Against torch's
 //   F.gelu(F.linear(...)) (its GEMM about rung 10's, then a GELU kernel reading and writing C, ~20 us at 4096^3):
 //   1.03-1.07x at 4096^3, 1.01-1.03x at 8192^3; per-row int8 (torch: three more elementwise kernels) 1.15-1.25x.
+//   Measured (results/h100/fused_epilogue_study.json, an H100 at 730294a, 3 rounds, cold L2): 0.97x its plain time
+//   and 1.09x torch's pair at 4096^3 fp16 (rung 06 fused 1.01x), 1.07x bf16, 1.04x at 8192^3 (its noisiest: 0.97x
+//   in one round); per-row int8 2.24x, since torch's quantization took three kernels at 290 TFLOP/s-equivalent. Short
+//   of 1.10x at fp16: the chain's ~3% is not hidden behind the other warpgroup's k-loop (ping-pong's schedule would).
 // Tensor maps, tails and the main loop as rung 09; C's map (when used) has boxes of 64 columns x 64 rows.
 // Requires: sm_90a (wgmma, setmaxnreg, clusters); A and B as rung 09; C 16-byte aligned with ldc a multiple of 8, and
 //   N one too where ldc > N, for the TMA store (else the register stores). Launch: rung 09's grid and threads,
@@ -88,7 +92,24 @@
 #define STAGES 4  // with C_PARTS = 1 (a whole tile staged), only 3 fit
 #endif
 #include "lab_hopper_knobs.cuh"  // the other knobs' defaults, ACC, STAGE_BYTES, CONSUMERS, the register split
-#include "lab_epilogue_knobs.cuh"  // EPI_OP1 .. EPI_OP4, EPI_OUT, EPI_QROW: no chain unless given
+#ifndef EPI_OP1
+#define EPI_OP1 0  // the epilogue chain (lab_epilogue.cuh), none unless given: the knobs as rung 06's
+#endif
+#ifndef EPI_OP2
+#define EPI_OP2 0
+#endif
+#ifndef EPI_OP3
+#define EPI_OP3 0
+#endif
+#ifndef EPI_OP4
+#define EPI_OP4 0
+#endif
+#ifndef EPI_OUT
+#define EPI_OUT 0
+#endif
+#ifndef EPI_QROW
+#define EPI_QROW 0
+#endif
 #define FUSED_EPILOGUE (EPI_OP1 || EPI_OP2 || EPI_OP3 || EPI_OP4 || EPI_OUT)
 
 #define PART_COLS (BN / C_PARTS)

@@ -33,7 +33,7 @@
 //   RMSNorm (which already exchanges once): within 0.03 of RMSNorm's fraction of the copy at n >= 32768, from
 //   0.06-0.15 behind it with STATS = 2 (H100). The block still reduces twice (its sum, then its squares about its
 //   own mean): those are barriers inside one SM, not round trips across a GPC.
-// Measured (results/h100/cluster_rows_study.json, H100, both builds in the same rounds; notebook 07 replays it): the
+// Measured (results/h100/cluster_rows_study_5b68074.json, H100, both builds in the same rounds): the
 //   prediction failed. STATS = 1 was slower than STATS = 2 at every n >= 16384: by 0.00-0.02 of the copy in fp16 and
 //   by 0.06-0.15 in bf16 (at n = 65536, 0.73 against 0.88). ptxas gives both builds the same registers (48 fp16,
 //   59-62 bf16) and no spills, so it is not register pressure. Their SASS (sm_90, clusters of 8) differs as

@@ -35,7 +35,8 @@ with its loop peeled (PEELED = 1, the default since aa2b89c): the GPU tests of t
 passed on an H100 at 5b68074 (results/h100/attention_gpu_tests_5b68074.log), rung 05's again at 40aa909 with its
 other builds (PEELED = 0, LONGEST_FIRST = 1; results/h100/varlen_run_40aa909.log); compute-sanitizer memcheck and
 synccheck clean at 5b68074, racecheck clean at 40aa909 (results/h100/sanitize_attention/);
-results/h100/attention_study.json holds its newest timing beside SDPA's backends (at 96aa2fa, rung 05 persistent by
+results/h100/attention_study.json holds its newest timing beside SDPA's backends (at 730294a, after the q_empty fix;
+results/h100/attention_study_96aa2fa.json the one before, at 96aa2fa, rung 05 persistent by
 default at D = 128 and causal D = 64, whose GPU tests, with lab.ops.attention's, passed on an H100 at 823c643:
 results/h100/fix_run_823c643.log; racecheck on the persistent build is clean there, after a fix of the hazard it
 found at 96aa2fa; LONGEST_FIRST = 1 measured 1.01x on causal shapes at 40aa909,
@@ -162,7 +163,7 @@ def persistent_default(params: dict) -> int:
     Measured against PERSISTENT = 0 in the same rounds (results/h100/attention_study_262d23d.json and
     attention_study_d*.json, an H100 at 262d23d, three rounds each): causal 1.12x at D = 128 and 1.17x at D = 64,
     non-causal 1.00-1.04x at D = 128 (0.94-1.17x on B=4 H=32); but 0.98-0.99x non-causal at D = 64 and 0.95-1.00x at
-    D = 256, which keep one block a query block. Again with these defaults (results/h100/attention_study.json, 96aa2fa):
+    D = 256, which keep one block a query block. Again with these defaults (results/h100/attention_study_96aa2fa.json):
     causal 1.12x and 1.17x, D = 128 0.99-1.04x, B=4 H=32 0.82-1.06x (1.05x over the nine rounds of three runs)."""
     return int(params["D"] == 128 or (params["D"] == 64 and bool(params["causal"])))
 

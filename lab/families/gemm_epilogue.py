@@ -18,8 +18,10 @@ tensor-core rungs (results/h200/sanitize_fusion/). Records: results/h200/gemm_tc
 gemm_fp32_epilogue.json (c89eb79); the first run's, before the loads were issued ahead of the math,
 gemm_tc_epilogue_first_run.json.
 Candidate (`candidate_rungs`): gemm_tc rung 10 with the chain applied before its TMA store, compiled without spills for
-every chain the tests build, not yet run on a GPU (`scripts/device_run.sh new-rungs` checks and times it against
-torch's F.gelu(F.linear(...)) in lab.studies.fused_epilogue_study).
+every chain the tests build. tests/test_gpu_epilogue.py passed on an H100 at 730294a (results/h100/
+epilogue_gpu_tests_730294a.log), memcheck, racecheck and synccheck clean there (results/h100/sanitize_new_rungs/);
+timed against torch's F.gelu(F.linear(...)) by lab.studies.fused_epilogue_study (results/h100/
+fused_epilogue_study.json). Not yet on the H200.
 """
 
 from __future__ import annotations

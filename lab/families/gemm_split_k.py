@@ -21,7 +21,8 @@ memcheck, racecheck and synccheck are clean there (results/h100/sanitize_split_k
 (_cluster_plan) came after that run, and its GPU tests passed again with it on an H100 at 262d23d (every check case,
 the same bits every run, the clusters that fit; results/h100/persist_run_262d23d.log) but for the launch-notes test,
 since changed to check the splits against the driver's count. Where its time goes: the kernel's header
-(results/h100/split_k_ncu.json).
+(results/h100/split_k_ncu.json). The plan rule changed again after results/h100/split_k_plans.json (730294a: the
+widest size that fits, PLAN_GROUPS at most); its GPU tests have not run since.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ MODE_NAMES = {0: "workspace + reduction kernel", 1: "in-kernel after a grid barr
               3: "clusters through DSMEM, then their slices"}
 MAX_SPLIT_CLUSTER = 8  # the portable cluster size
 MAX_SLICES = 16  # mode 3: at most this many clusters a tile (the slices its last cluster sums, band by band)
+# The most clusters a tile the launcher's plan takes: each slice more is more for the tile's last cluster to sum, and
+# past 12 that cost more than the K it shared out (results/h100/split_k_plans.json, 730294a: at 128 x 128 x 131072,
+# 8 x 12 and 8 x 8 ran 1.04x the workspace mode, 8 x 15 1.02x).
+PLAN_GROUPS = 12
 MIN_K_TILES_PER_SPLIT = 4  # a split shorter than this spends more on its pipeline fill and partial tile than it saves
 MAX_WORKSPACE_BYTES = 1 << 30
 REDUCE_THREADS = 256
@@ -218,10 +223,12 @@ class GemmSplitKFamily(GemmTcFamily):
 
     def _cluster_plan(self, tiled: Rung, problem: Problem) -> tuple[int, int]:
         """Mode 3's (cluster size, S) for the S the other modes would run (_wanted_splits). A cluster's blocks share
-        a GPC, so fewer clusters fit at once than SMs / size (cluster_fit: the driver's count; on an H100, fewer than
-        16 of 8), and a cluster that does not fit runs in a second wave, after the first: each size (8, 4, 2, 1,
-        up to S) gets as many clusters a tile as fit for every tile at once (at most MAX_SLICES, the slices the last
-        cluster sums), and the size that keeps the most SMs busy wins, the widest within a tenth of it (fewer slices).
+        a GPC, so fewer clusters fit at once than SMs / size (cluster_fit: the driver's count; on an H100, 15 of 8),
+        and a cluster that does not fit runs in a second wave, after the first. The widest size (8, 4, 2, 1, up to S)
+        of which every tile gets a cluster in one wave wins, with as many clusters a tile as fit (at most PLAN_GROUPS).
+        Measured plan by plan (results/h100/split_k_plans.json, an H100 at 730294a): wider clusters won even with
+        fewer SMs busy, because a tile's last cluster has fewer slices to sum; at 256 x 256 x 65536, 8 x 3 (96 blocks)
+        ran 1.01x the workspace mode and 4 x 7 (112) 0.98x, where the earlier rule's 2 x 16 (most SMs busy) ran 0.87x.
         With no count (no GPU, or the driver cannot say): the widest, S rounded down to a multiple of it. A problem
         made with `cluster` gets that size, S rounded down to a multiple of it (at least one cluster)."""
         wanted = self._wanted_splits(tiled, problem)
@@ -233,19 +240,14 @@ class GemmSplitKFamily(GemmTcFamily):
         k, p = dict(tiled.spec.knobs), problem.params
         tiles = -(-p["M"] // k["BM"]) * -(-p["N"] // k["BN"])
         widest = split_cluster_width(wanted)
-        options = []  # (blocks busy, width, groups)
         for width in (w for w in (8, 4, 2, 1) if w <= widest):
             fit = cluster_fit(dataclasses.replace(tiled, spec=tiled.spec.with_knobs(SPLIT_CLUSTER=width)))
             if fit is None:
                 return widest, widest * (wanted // widest)
-            groups = min(wanted // width, fit // tiles, MAX_SLICES)
+            groups = min(wanted // width, fit // tiles, PLAN_GROUPS)
             if groups:
-                options.append((tiles * groups * width, width, groups))
-        if not options:  # not even one cluster a tile fits at once: the widest, in waves
-            return widest, widest * (wanted // widest)
-        most = max(busy for busy, _, _ in options)
-        busy, width, groups = next(o for o in options if o[0] >= 0.9 * most)  # widths in falling order
-        return width, width * groups
+                return width, width * groups
+        return widest, widest * (wanted // widest)  # not even one cluster a tile fits at once: the widest, in waves
 
     def _wanted_splits(self, tiled: Rung, problem: Problem) -> int:
         """The problem's S, else choose_splits', clamped (splits_for) for the tile knobs of `tiled`."""

@@ -48,10 +48,10 @@ verified by the tile tests of tests/test_gpu_gemm_tc.py (their H200 log: results
 and memcheck (results/h200/gemm_tc_sanitize_10_bn*.json).
 Records: results/h200/gemm_tc.json; rungs 06, 09, 10, 11 against the library: results/h200/hopper_gemm_study*.json;
 rung 10's tile builds: results/h200/hopper_tile_study.json.
-Candidate (`candidate_rungs`, not in the ladder until its GPU tests pass): rung 12, stream-K over clusters on rung 10's
-loop. It compiles for sm_90a with no spill and rung 10's wgmma pattern, and its launches are in the golden table
-(tests/test_family_launch_geometry.py); it has not run on a GPU. `scripts/device_run.sh new-rungs` checks it, times it
-(lab.studies.stream_k_cluster_study) and runs compute-sanitizer on it.
+Candidate (`candidate_rungs`, not in the ladder until its GPU tests pass on the H200): rung 12, stream-K over clusters
+on rung 10's loop. Its GPU tests passed on an H100 at 730294a (results/h100/new_rungs_run_730294a.log), memcheck,
+racecheck and synccheck clean there (results/h100/sanitize_new_rungs/); timed by lab.studies.stream_k_cluster_study
+(results/h100/stream_k_cluster_study.json). `scripts/device_run.sh new-rungs` runs all three.
 """
 
 from __future__ import annotations

@@ -32,9 +32,9 @@ notes) passed on an H100 at 5b68074 (results/h100/norms_gpu_tests_5b68074.log; L
 then, STATS = 2 since, the same source). compute-sanitizer: memcheck (RMSNorm), racecheck and synccheck (LayerNorm)
 clean at dc9f18b, whose LayerNorm build is today's STATS = 2 (the same SASS, scripts/same_sass.py); memcheck and
 racecheck clean on LayerNorm's STATS = 1 at 5b68074 (results/h100/sanitize_cluster_rows/). Measured by
-lab.studies.cluster_rows_study (results/h100/cluster_rows_study.json, 5b68074: LayerNorm's "04_cluster" rows there
-are STATS = 1, its "04 STATS=2" rows today's default) and `lab bench --kinds headline` (results/h100/*_headline.json,
-ed5f671); not yet on an H200.
+lab.studies.cluster_rows_study (results/h100/cluster_rows_study_5b68074.json, 5b68074: LayerNorm's "04_cluster" rows
+there are STATS = 1, its "04 STATS=2" rows today's default; results/h100/cluster_rows_study.json again at 730294a)
+and `lab bench --kinds headline` (results/h100/*_headline.json, ed5f671); not yet on an H200.
 """
 
 from __future__ import annotations

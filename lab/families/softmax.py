@@ -27,9 +27,9 @@ sanitize_fusion/). Records: results/h200/softmax.json (5a65fcb). The rung header
 07 holds them against the records. Rung 05 (sm_90, clusters): its GPU tests passed on an H100 at ed5f671 and, after
 its fp32 load order changed (the header says why), again at dc9f18b (results/h100/cluster_rungs_run_dc9f18b.log);
 compute-sanitizer memcheck, racecheck and synccheck clean at dc9f18b (results/h100/sanitize_cluster_rows/); measured
-there (results/h100/cluster_rows_study_dc9f18b.json) and at 5b68074 (results/h100/cluster_rows_study.json); not yet on
-an H200. Later, the storage type and definitions every rung
-repeated moved into kernels/common/lab_softmax.cuh; every rung's SASS stayed the same on sm_80 and sm_90 (both
+there (results/h100/cluster_rows_study_dc9f18b.json), at 5b68074 (results/h100/cluster_rows_study_5b68074.json) and
+at 730294a (results/h100/cluster_rows_study.json); not yet on an H200. Later, the storage type and definitions every
+rung repeated moved into kernels/common/lab_softmax.cuh; every rung's SASS stayed the same on sm_80 and sm_90 (both
 types, rung 05's cluster sizes 1, 2 and 4: scripts/same_sass.py), and no GPU has run the rungs since.
 """
 

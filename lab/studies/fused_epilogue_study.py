@@ -45,12 +45,12 @@ def _torch_composed(problem, fam):
     import torch
     import torch.nn.functional as F
 
-    from lab.tools.library_gemm import _torch_view
+    from lab.tools.library_gemm import torch_view
 
     p = problem.params
     dtype = p["dtype"]
-    a = _torch_view(problem.inputs["A"][0], p["M"], p["K"], p["lda"], dtype)
-    w = _torch_view(problem.inputs["B"][0], p["N"], p["K"], p["ldb"], dtype)
+    a = torch_view(problem.inputs["A"][0], p["M"], p["K"], p["lda"], dtype)
+    w = torch_view(problem.inputs["B"][0], p["N"], p["K"], p["ldb"], dtype)
     arrays = problem.inputs["epilogue"]
     bias = torch.from_dlpack(arrays["bias"]).to(a.dtype)
     q_scale = torch.from_dlpack(arrays["q_scale"]) if "q_scale" in arrays else None

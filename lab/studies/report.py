@@ -180,8 +180,8 @@ def readme_results(rs_by_family: dict[str, RecordSet]) -> str:
             cliff = alignment_cliff_sentence(family, bests)
             if cliff:
                 sentences.append(cliff)
-    return "\n".join(lines + [""] + sentences + hopper_lines() + split_k_rounds_lines() + cluster_rows_lines()
-                     + attention_study_lines()
+    return "\n".join(lines + [""] + sentences + hopper_lines() + stream_k_cluster_lines() + fused_epilogue_lines()
+                     + split_k_rounds_lines() + cluster_rows_lines() + attention_study_lines()
                      + varlen_study_lines() + ops_lines())
 
 
@@ -271,6 +271,56 @@ def hopper_lines() -> list[str]:
                      for r in rungs]
             out.append(f"| {shape['M']} x {shape['N']} x {shape['K']} | {shape['layout']}, {shape['dtype']} | "
                        f"{'-' if library is None else f'{library:.0f}'} | " + " | ".join(cells) + " |")
+    return out
+
+
+def _committed(filename: str) -> Path | None:
+    """A study's committed record: the reference GPU's (results/h200), else an H100's beside it (results/h100)."""
+    from lab.measure.records import reference_dir
+
+    return next((f / filename for f in (reference_dir(), reference_dir().parent / "h100") if (f / filename).is_file()),
+                None)
+
+
+def stream_k_cluster_lines() -> list[str]:
+    """Rung 12 (stream-K over clusters on rung 10's loop; a candidate, not yet in the ladder) beside rung 10's tiles
+    and the library (lab.studies.stream_k_cluster_study), when its record exists."""
+    import json
+
+    from lab.studies.stream_k_cluster_study import verdicts_table_rows
+
+    path = _committed("stream_k_cluster_study.json")
+    if path is None:
+        return []
+    study = json.loads(path.read_text())
+    return ["", "Stream-K over clusters on rung 10's main loop (rung 12, built outside the ladder until its GPU tests "
+                f"pass on the H200) beside rung 10 with the tile the family picks now "
+                f"({_study_source(path, study, 'stream_k_cluster_study')}): the median of the per-round ratios to "
+                "the faster of torch.mm and cuBLASLt.", "",
+            "| M x N x K | type | split | rung 12 | rung 10, the family's tile | rung 12 / rung 10's pick |",
+            "|---|---|---|---:|---:|---:|", *verdicts_table_rows(study)]
+
+
+def fused_epilogue_lines() -> list[str]:
+    """GEMM + bias + GELU fused on rungs 06 and 10 against torch's composition (lab.studies.fused_epilogue_study),
+    when its record exists."""
+    import json
+
+    path = _committed("fused_epilogue_study.json")
+    if path is None:
+        return []
+    study = json.loads(path.read_text())
+    methods = ("06 fused", "10 fused", "10 plain", "torch_mm")
+    out = ["", "GEMM + bias + GELU with the chain fused into rung 06's stores and into rung 10's registers before its "
+               "TMA store (a candidate rung of gemm_tc_epilogue), against torch's `F.gelu(F.linear(x, w, b))` "
+               f"({_study_source(path, study, 'fused_epilogue_study')}): the median of the per-round speed ratios "
+               "to torch's composition (for int8, with its per-row quantization).", "",
+           "| M x N x K | type, output | " + " | ".join(methods) + " |", "|---|---|" + "---:|" * len(methods)]
+    for key, rows in _by_shape(study["summary"]).items():
+        c = dict(key)
+        out_type = c.get("out", "same") + (" per row" if c.get("q_per_row") else "")
+        cells = [f"{rows[m]['x_torch']:.2f}x" if m in rows and rows[m].get("x_torch") else "-" for m in methods]
+        out.append(f"| {c['M']} x {c['N']} x {c['K']} | {c['dtype']}, {out_type} | " + " | ".join(cells) + " |")
     return out
 
 

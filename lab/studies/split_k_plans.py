@@ -2,11 +2,12 @@
 number of clusters a tile (the slices the tile's last cluster sums, band by band), the time of one launch beside the
 workspace mode (rung 08 with its reduction kernel) and the library, in the same interleaved rounds on cold L2.
 
-The launcher's plan (gemm_split_k._cluster_plan) picks the size that keeps the most SMs busy. It does not weigh
-what a plan costs after its main loop: a cluster's blocks wait for one another at its barriers, and a tile's last
-cluster sums every other cluster's slice alone. This study measures each plan so that a rule can be read off the
-table rather than guessed. Each plan is checked on an odd case (its cluster size and number of clusters pinned)
-before it is timed; one that fails gets a row saying so and is not timed. Nothing here asserts a speed.
+The launcher's plan (gemm_split_k._cluster_plan) picked the size that kept the most SMs busy when this study was
+written. That does not weigh what a plan costs after its main loop: a cluster's blocks wait for one another at its
+barriers, and a tile's last cluster sums every other cluster's slice alone. This study measures each plan so that a
+rule can be read off the table rather than guessed. Each plan is checked on an odd case (its cluster size and number
+of clusters pinned) before it is timed; one that fails gets a row saying so and is not timed. Nothing here asserts a
+speed.
 
 Prediction (written before the first run; fp16 TN, cold L2): at 256 x 256 x 65536 (four 128 x 128 tiles, 1024
 k-tiles) the launcher's plan of clusters of 2, 16 a tile (S = 32, 128 blocks), leaves each block of a tile's last
@@ -16,6 +17,10 @@ latency. Clusters of 4, 7 a tile (S = 28) read 112 KB (~1 us), clusters of 8, 3 
 faster than 2 x 16 (about 40 against 45 us on an H100), still behind the workspace mode (~38 us) unless the cluster
 waits cost less than the ncu stalls suggest. At 128 x 128 x 131072 (one tile) the launcher's 8 x 15 (S = 120) stays
 best: a block of its last cluster reads 15 x 8 KB, and the smaller plans run 64 blocks or fewer.
+
+Measured (results/h100/split_k_plans.json, an H100 at 730294a): 8 x 3 1.01x the workspace mode, 4 x 7 0.98x, 2 x 16
+0.87x at 256 x 256 x 65536; 8 x 12 1.04x, 8 x 15 1.02x at 128 x 128 x 131072. The launcher now takes the widest size
+that fits, at most 12 clusters a tile (rung 08's header).
 
     python -m lab.studies.split_k_plans OUT_DIR [--rounds 3]
 """

@@ -129,6 +129,20 @@ def assemble(rows: list[dict], shapes, slots: int, rounds: int, failed: list, pr
             "model": models, "verdicts": verdicts(summary, models), "failed": failed}
 
 
+def verdicts_table_rows(record: dict) -> list[str]:
+    """The README's table rows: per shape, whether the model splits, rung 12's and rung 10's picked build's ratios to
+    the library, and rung 12's over that build (same rounds)."""
+    rows = []
+    for v in record["verdicts"]:
+        sh, mine, picked = v["shape"], v.get("stream_k"), v.get("picked_10")
+        if not mine or not picked:
+            continue
+        rows.append(f"| {sh['M']} x {sh['N']} x {sh['K']} | {sh['dtype']} | {'yes' if v['split'] else 'no'} | "
+                    f"{mine['x_library']:.2f}x | {picked['x_library']:.2f}x ({picked['method']}) | "
+                    f"{mine['x_10'] / picked['x_10']:.2f}x |")
+    return rows
+
+
 def report_lines(record: dict) -> list[str]:
     """The record as the console prints it: every method per shape, then the verdicts beside the predictions."""
     ratio = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731

@@ -317,7 +317,7 @@ _TORCH_VIEWS: OrderedDict = OrderedDict()  # the last few views (each keeps its 
 TORCH_VIEWS_KEPT = 16
 
 
-def _torch_view(x, rows: int, cols: int, ld: int, dtype: str):
+def torch_view(x, rows: int, cols: int, ld: int, dtype: str):
     """A (rows x cols, row stride ld) PyTorch view of a CuPy array's memory (DLPack, zero-copy), cached per address:
     the memory from x's first element to its last, whatever x's own strides."""
     import cupy as cp
@@ -339,6 +339,6 @@ def torch_mm(p: dict, a, b, out) -> None:
     import torch
 
     M, N, K, dtype = p["M"], p["N"], p["K"], p["dtype"]
-    ta = _torch_view(a, M, K, p["lda"], dtype)
-    tb = _torch_view(b, K, N, p["ldb"], dtype) if p["layout"] == "NN" else _torch_view(b, N, K, p["ldb"], dtype).t()
-    torch.mm(ta, tb, out=_torch_view(out, M, N, p["ldc"], dtype))
+    ta = torch_view(a, M, K, p["lda"], dtype)
+    tb = torch_view(b, K, N, p["ldb"], dtype) if p["layout"] == "NN" else torch_view(b, N, K, p["ldb"], dtype).t()
+    torch.mm(ta, tb, out=torch_view(out, M, N, p["ldc"], dtype))
