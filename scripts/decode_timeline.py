@@ -17,6 +17,10 @@ active 62% of its cycles, 120 blocks on 132 SMs): a ramp of 1-2 us, a spread of 
 that started last, and the DRAM they share), and a combine tail of 2-3 us, so that a block's main loop itself takes
 13-15 us of the span.
 
+Measured (results/h100/decode_timeline.json, an H100 at 730294a): at B = 1 a ramp of 0.06 us, loop ends spread over
+13.6 us of a 24.3 us span, a combine tail of 4.9 us; the spread, not the ramp, is where the time goes (rung 02's
+header says what follows from it).
+
     python3 scripts/decode_timeline.py OUT_DIR [--rounds N]   (on a GPU machine; writes OUT_DIR/decode_timeline.json)
 """
 

@@ -40,8 +40,13 @@
 //   of its cycles: 4 warps an SM, and the time with no block on an SM (the launch's ramp, the 12 SMs without a
 //   split, the slowest split and the combine after it) is a third of the kernel. SDPA here is cuDNN's kernel
 //   (17.3 us) and its reduction kernel (4.4 us). At B = 8 (268 MB) DRAM reaches 81% of peak and the two are within 2%.
-//   Next: each block's start and end (%globaltimer) to split the ramp from the tail, then more bytes in flight a
-//   warp (TMA bulk copies of whole tiles instead of 16-byte cp.async) with the same grid.
+//   Each block's start, loop end and exit (TIMELINE = 1; scripts/decode_timeline.py, results/h100/decode_timeline.json,
+//   an H100 at 730294a, median of 5 rounds). Predicted: a ramp of 1-2 us, loop ends spread over 3-5 us, a combine tail
+//   of 2-3 us. Measured at B = 1 (120 blocks, one an SM): a ramp of 0.06 us, but loop ends spread over 13.6 us of a
+//   24.3 us span (the first split done at 5.5 us, the last at 19.1 us, the same work each), then a 4.9 us combine tail;
+//   at B = 8, 22.9 us of spread in a 103.6 us span. So the splits' unequal speed, not the ramp, is the lost third: the
+//   SMs that finish early sit idle. Next: more, smaller splits taken from a queue (a persistent grid, as attention's
+//   rung 05), so a fast SM takes more of the keys; then more bytes in flight a warp (TMA bulk copies).
 // Requires: sm_80+ (mma.sync, cp.async), HEAD_DIM 64 or 128, 16-byte-aligned Q, K, V, O, page_size >= 1.
 //   Launch: grid (splits, H_kv * ceil(G * S_q / 16), B), block THREADS, dynamic shared memory
 //   (16 + 2 * STAGES * BLOCK_N) * (HEAD_DIM + PAD) * 2 bytes; a workspace of splits * 16 * HEAD_DIM fp32 output rows
