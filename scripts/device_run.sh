@@ -114,6 +114,8 @@
 #                                              on attention rung 05 PERSISTENT=1
 #   bash scripts/device_run.sh new-rungs       the candidate rungs (gemm_tc 12, gemm_tc_epilogue's 10): GPU tests,
 #                                              their studies, compute-sanitizer (BUDGET_S 570; its own call)
+#   bash scripts/device_run.sh hopper-sched    lab.ops's hopper path (rung 10's tile or rung 12, as the family schedules
+#                                              them) and gemm_tc rungs 10 and 12: GPU tests; split-K's GPU tests and rounds
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
@@ -992,6 +994,17 @@ for r in rs.records:
         --knobs SK_MIN_GAIN=0 --tools memcheck,racecheck,synccheck --budget "$(box 55 45)" --child-timeout 40 | tail -6
       timeout "$(box 40 3)" python3 scripts/gemm_tc_sanitize.py "$pack/sanitize/sanitize_gemm_tc_epilogue_10.json" \
         --family gemm_tc_epilogue --rungs 10 --tools memcheck --budget "$(box 35 5)" --child-timeout 30 | tail -6
+      keep_cache ;;
+    hopper-sched)  # after the family's schedule (rung 12 or rung 10's tile per shape) and lab.ops's hopper path: their
+                   # GPU tests with rungs 10 and 12 again, then split-K's GPU tests and rounds with its plan rule
+      carried; mkdir -p "$pack/study"
+      gpu_tests "$(box 180 330)" tests/test_gpu_ops.py -k "hopper" --durations=6
+      gpu_tests "$(box 200 150)" tests/test_gpu_gemm_tc.py -k "12 or 10_tma_store or rung_10 or family_builds" \
+        --durations=6
+      keep_cache
+      gpu_tests "$(box 120 60)" tests/test_gpu_split_k.py --durations=6
+      echo "== split-K rounds"
+      timeout "$(box 100 5)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -30
       keep_cache ;;
     *) echo "unknown mode $mode"; exit 2 ;;
   esac

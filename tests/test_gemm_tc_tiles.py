@@ -78,3 +78,51 @@ def test_shaped_builds_rung_10_with_the_models_tile_and_leaves_other_rungs_alone
     assert built.key == RUNG.key and built.launch == RUNG.launch
     other = TC.rung("06_persistent")
     assert TC.shaped(other, problem, slots=H200_SLOTS) is other
+
+
+@pytest.mark.parametrize("M,N,K,expected", [
+    (2176, 2176, 4096, ("12_stream_k_cluster", 256)), (3200, 4096, 4096, ("12_stream_k_cluster", 256)),
+    (4352, 4096, 4096, ("12_stream_k_cluster", 256)), (1152, 4096, 4096, ("12_stream_k_cluster", 256)),
+    (3072, 3072, 3072, ("10_tma_store", 192)), (4096, 4096, 4096, ("10_tma_store", 256)),
+    (6144, 6144, 6144, ("10_tma_store", 256)), (8192, 8192, 8192, ("10_tma_store", 256)),
+    (2048, 2048, 2048, ("10_tma_store", 256))])
+def test_the_schedule_orders_the_study_shapes_as_measured(M, N, K, expected):
+    """The fitted costs pick what results/h100/stream_k_cluster_study.json measured fastest on each shape (rung 12
+    ahead of rung 10's pick at 2176, 3200, 4352 and 1152; rung 10 BN = 192 at 3072^3), and rung 10 where rung 12
+    does not split (whole waves, or a partial one too full to pay for the fix-up)."""
+    assert tiles.schedule(M, N, K, "TN", H200_SLOTS) == expected
+
+
+def test_rung_12_is_only_scheduled_where_its_own_model_splits():
+    for m in range(256, 8193, 640):
+        for n in range(256, 8193, 768):
+            for k in (512, 4096):
+                key, bn = tiles.schedule(m, n, k, "TN", H200_SLOTS)
+                if key == tiles.STREAM_K_RUNG:
+                    assert bn == 256 and tiles.stream_k_split(m, n, k, H200_SLOTS)["split"], (m, n, k)
+
+
+def test_the_split_model_is_the_kernels_arithmetic_and_its_defaults_are_the_rungs():
+    """tiles.split_model mirrors kernels/common/lab_stream_k.cuh, and STREAM_K_KNOBS rung 12's knob defaults."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    rung = (root / "kernels/gemm_tc/12_stream_k_cluster.cu").read_text()
+    for knob in ("SK_WAVES", "SK_FIXUP_COST", "SK_MIN_GAIN"):
+        assert re.search(rf"#define {knob} (\d+)", rung).group(1) == str(tiles.STREAM_K_KNOBS[knob])
+    m = tiles.split_model(81, 64, 66)
+    assert (m["dp"], m["sk"], m["split"], m["sk_tiles"]) == (200, 172, True, 81)
+    # The launcher's clusters: never more than pair tiles x k-tiles.
+    assert tiles.stream_k_split(128, 256, 192, 66)["workers"] == 3
+
+
+def test_scheduled_builds_rung_12_or_rung_10_with_its_tile():
+    def problem(m, n, k):
+        params = {"M": m, "N": n, "K": k, "layout": "TN", "dtype": "float16"}
+        return Problem(f"{m}x{n}x{k}", {}, (m, n), 0, params=params)
+
+    assert TC.scheduled(problem(2176, 2176, 4096), slots=H200_SLOTS) is TC.rung("12_stream_k_cluster")
+    built = TC.scheduled(problem(3072, 3072, 3072), slots=H200_SLOTS)
+    assert built.key == "10_tma_store" and dict(built.spec.knobs)["BN"] == 192
+    assert TC.scheduled(problem(4096, 4096, 4096), slots=H200_SLOTS).key == "10_tma_store"

@@ -69,7 +69,7 @@ def _shape(m, n, k, dtype="float16", layout="TN", epilogue="none"):
     return GemmShape(m, n, k, dtype, layout, True, epilogue)
 
 
-@pytest.mark.parametrize("path", ["decode", "split_k", "persistent", "stream_k", "generic", "cublas"])
+@pytest.mark.parametrize("path", ["decode", "split_k", "persistent", "hopper", "stream_k", "generic", "cublas"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_every_path_correct_on_tails(path, dtype):
     from lab.ops.paths import PATHS
@@ -90,6 +90,38 @@ def test_every_path_correct_on_tails(path, dtype):
             expected = path if PATHS[path].refusal(served, rt.arch) is None else "cublas"
             assert decision.path == expected, f"{shape}: ran {decision.path}, expected {expected}"
     assert not failures, "\n".join(failures)
+
+
+def test_the_hopper_path_runs_the_build_the_family_schedules(monkeypatch):
+    """Pair tiles a few past the clusters that fit (rung 12 predicted ahead), 3072^3 and a ragged 3071 x 3071 x 3072
+    (rung 10, 192 columns), and a fused chain (gemm_tc_epilogue's rung 10): each checked, and the launch spied on."""
+    from lab.families import gemm_tc_tiles as tiles
+    from lab.families.gemm_tc import cluster_slots
+    from lab.ops import paths
+    from lab.studies.serving_trace import forced_runtime
+
+    if not _hopper():
+        pytest.skip("the hopper path needs sm_90a (an H100 or H200)")
+    tc = paths.family("gemm_tc")
+    slots = cluster_slots(tc.variant(tc.rung("10_tma_store"), tc.make_problem(M=256, N=256, K=64)))
+    n_tiles = slots // 5 + 1  # 5 x n_tiles pair tiles: 1-5 past a whole wave
+    launched = []
+    for fam in (tc, paths.family("gemm_tc_epilogue")):
+        real = fam.launch
+        monkeypatch.setattr(fam, "launch", lambda rung, problem, out, *a, _real=real, _fam=fam.name, **k: (
+            launched.append((_fam, rung.key, dict(rung.spec.knobs).get("BN"))), _real(rung, problem, out, *a, **k)))
+    cases = [((1280, 256 * n_tiles, 4096, "float16", "TN", "none"), ("gemm_tc", tiles.STREAM_K_RUNG, 256)),
+             ((1280, 256 * n_tiles, 4096, "bfloat16", "NN", "none"), ("gemm_tc", tiles.STREAM_K_RUNG, 256)),
+             ((3072, 3072, 3072, "float16", "TN", "none"), ("gemm_tc", "10_tma_store", 192)),
+             ((3071, 3071, 3072, "float16", "TN", "none"), ("gemm_tc", "10_tma_store", 192)),
+             ((1000, 1536, 2048, "bfloat16", "TN", "bias+gelu_tanh"), ("gemm_tc_epilogue", "10_tma_store", 256))]
+    for (m, n, k, dtype, layout, epilogue), expected in cases:
+        if epilogue == "none":  # the model's choice on this GPU, before the run
+            assert tiles.schedule(m, n, k, layout, slots) == expected[1:], (m, n, k, layout, slots)
+        launched.clear()
+        bad, decision = _run_and_check(_shape(m, n, k, dtype, layout, epilogue), forced_runtime("hopper"))
+        assert decision.path == "hopper" and launched == [expected], (m, n, k, launched)
+        assert bad == 0, f"{m}x{n}x{k} {dtype} {layout} {epilogue}: {bad} elements outside the bound"
 
 
 # Where cuBLAS may split K and add the slices in fp16/bf16 (PyTorch's default allows it): the library path keeps
@@ -153,7 +185,7 @@ def test_default_dispatch_serves_each_family():
         assert decision == rt.rule_decision(shape) and decision.source.startswith("rule"), (m, n, k, decision)
 
 
-@pytest.mark.parametrize("path", ["table", "persistent", "stream_k", "generic", "cublas"])
+@pytest.mark.parametrize("path", ["table", "persistent", "hopper", "stream_k", "generic", "cublas"])
 def test_unaligned_operands_on_every_path_and_their_replays(path):
     """A 2-byte-offset base and 1001-element rows (TMA refuses both): the Hopper paths repack, the generic one loads
     elements, the library reads them as they are; the recorded call replays on new values."""

@@ -340,6 +340,16 @@ class GemmTcFamily(Family):
         bn = gemm_tc_tiles.choose(p["M"], p["N"], p["layout"], slots)
         return dataclasses.replace(rung, spec=rung.spec.with_knobs(**gemm_tc_tiles.TILE_KNOBS[bn]))
 
+    def scheduled(self, problem: Problem, slots: int | None = None) -> Rung:
+        """The Hopper build the family runs for the problem's shape (gemm_tc_tiles.schedule): rung 12 where its split
+        is predicted ahead, else rung 10 with the tile `shaped` picks. lab.ops's "hopper" path launches this."""
+        ten = self.rung(gemm_tc_tiles.TILED_RUNGS[0])
+        p = problem.params
+        if slots is None:
+            slots = cluster_slots(self.variant(ten, problem))
+        key, _ = gemm_tc_tiles.schedule(p["M"], p["N"], p["K"], p["layout"], slots)
+        return self.rung(key) if key == gemm_tc_tiles.STREAM_K_RUNG else self.shaped(ten, problem, slots)
+
     def extra_knobs(self, problem: Problem) -> dict:
         """Knobs a subclass adds per problem (the fused epilogue's); none here."""
         return {}

@@ -7,6 +7,9 @@ and replays them on later calls with the same shape and addresses.
     decode        decode rung 01, the tensor-core GEMV           TN, M <= 64, 16-byte rows   after
     split_k       gemm_split_k rung 08 (slices + reduction)      aligned (TMA)               after
     persistent    gemm_tc rung 06 (TMA, wgmma, one block/SM)     sm_90; repacks unaligned    fused into stores
+    hopper        gemm_tc rung 10 with the tile for the shape,   sm_90; repacks unaligned    fused before the
+                  or rung 12 where its split is predicted                                    TMA store (rung 10)
+                  ahead (GemmTcFamily.scheduled)
     stream_k      gemm_tc rung 07                                sm_90; repacks unaligned    after
     generic       gemm_tc rung 03 (cp.async, mma.sync)           any shape, sm_80+           after
     cublas        cuBLASLt (nvmath-python) / cublasGemmEx        every shape                 bias (+ ReLU or
@@ -126,15 +129,36 @@ class Persistent(_TcRungPath):
     def launch(self, call: Call, config: dict) -> None:
         if not call.ops:
             return super().launch(call, config)
-        fused = family("gemm_tc_epilogue")
-        rung = fused.rungs[0]
-        knobs = {k: v for k, v in config.items() if k.isupper()}
-        rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs)) if knobs else rung
-        problem = _gemm_problem(call, epilogue="+".join(call.ops), out="same", q_per_row=False,
-                                clamp=(-np.inf, np.inf))
-        problem.inputs["epilogue"] = {k: v for k, v in (("bias", call.bias), ("residual", call.residual))
-                                      if v is not None}
-        fused.launch(rung, problem, call.out)
+        _launch_fused(call, "06_persistent", config)
+
+
+def _launch_fused(call: Call, rung_key: str, config: dict) -> None:
+    """The call with its epilogue chain fused, on gemm_tc_epilogue's rung `rung_key` (its knobs from config)."""
+    fused = family("gemm_tc_epilogue")
+    rung = fused.rung(rung_key)
+    knobs = {k: v for k, v in config.items() if k.isupper()}
+    rung = dataclasses.replace(rung, spec=rung.spec.with_knobs(**knobs)) if knobs else rung
+    problem = _gemm_problem(call, epilogue="+".join(call.ops), out="same", q_per_row=False, clamp=(-np.inf, np.inf))
+    problem.inputs["epilogue"] = {k: v for k, v in (("bias", call.bias), ("residual", call.residual)) if v is not None}
+    fused.launch(rung, problem, call.out)
+
+
+class Hopper(_TcRungPath):
+    """The fastest main loop the family has (clusters of two, B multicast, the epilogue through a TMA store), with
+    the build the family picks for the shape: rung 10 with its tile, or rung 12 where its stream-K split is predicted
+    ahead (lab.families.gemm_tc_tiles.schedule). A call with an epilogue runs gemm_tc_epilogue's rung 10 (128 x 256
+    tiles, the chain applied in registers before the store)."""
+
+    name = "hopper"
+    fuses_epilogue = True
+    min_arch = 90
+
+    def launch(self, call: Call, config: dict) -> None:
+        if call.ops:
+            return _launch_fused(call, "10_tma_store", config)
+        fam = self._family()
+        problem = _gemm_problem(call)
+        fam.launch(fam.scheduled(problem), problem, call.out)
 
 
 class StreamK(_TcRungPath):
@@ -235,7 +259,8 @@ def _fuse_key(call: Call):
     return call.shape, call.ldc
 
 
-PATHS: dict[str, Path] = {p.name: p for p in (Decode(), SplitK(), Persistent(), StreamK(), Generic(), Cublas())}
+PATHS: dict[str, Path] = {p.name: p for p in (Decode(), SplitK(), Persistent(), Hopper(), StreamK(), Generic(),
+                                               Cublas())}
 
 
 # --- the epilogue after the product (paths that do not fuse it) ------------------------------------------------

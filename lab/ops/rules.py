@@ -29,12 +29,13 @@ from pathlib import Path
 
 from lab.core.errors import LabError
 
-PATHS = ("decode", "split_k", "persistent", "stream_k", "generic", "cublas")
+PATHS = ("decode", "split_k", "persistent", "hopper", "stream_k", "generic", "cublas")
 # Each path's configuration keys and the values they take (checked when a table is loaded).
 CONFIGS = {
     "decode": {},
     "split_k": {"splits": range(0, 257)},  # 0: the launcher's choice (about one wave of units)
     "persistent": {"BN": (128, 256), "GROUP_M": (1, 2, 4, 8, 16)},
+    "hopper": {},  # the family picks the build per shape (GemmTcFamily.scheduled)
     "stream_k": {},
     "generic": {},
     "cublas": {},

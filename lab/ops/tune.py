@@ -26,6 +26,7 @@ CANDIDATES = {
     "decode": ({},),
     "split_k": ({"splits": 0},),
     "persistent": ({"BN": 256, "GROUP_M": 8}, {"BN": 128, "GROUP_M": 8}),
+    "hopper": ({},),
     "stream_k": ({},),
     "generic": ({},),
     "cublas": ({},),

@@ -293,12 +293,14 @@ def stream_k_cluster_lines() -> list[str]:
     if path is None:
         return []
     study = json.loads(path.read_text())
-    return ["", "Stream-K over clusters on rung 10's main loop (rung 12, built outside the ladder until its GPU tests "
-                f"pass on the H200) beside rung 10 with the tile the family picks now "
+    return ["", "Stream-K over clusters on rung 10's main loop (rung 12, a rung outside the ladder's walk that the "
+                "family and lab.ops run where its model puts it ahead) beside rung 10 with the tile picked for the "
+                "shape "
                 f"({_study_source(path, study, 'stream_k_cluster_study')}): the median of the per-round ratios to "
                 "the faster of torch.mm and cuBLASLt.", "",
-            "| M x N x K | type | split | rung 12 | rung 10, the family's tile | rung 12 / rung 10's pick |",
-            "|---|---|---|---:|---:|---:|", *verdicts_table_rows(study)]
+            "| M x N x K | type | split | rung 12 | rung 10, its tile for the shape | rung 12 / rung 10 | "
+            "the family runs |",
+            "|---|---|---|---:|---:|---:|---|", *verdicts_table_rows(study)]
 
 
 def fused_epilogue_lines() -> list[str]:

@@ -41,20 +41,9 @@ SHAPES = [dict(M=m, N=n, K=k, layout="TN", dtype="float16")
                           (3072, 3072, 3072), (4096, 4096, 4096))]
 SHAPES.append(dict(M=2176, N=2176, K=4096, layout="TN", dtype="bfloat16"))
 QUICK_SHAPES = SHAPES[:1]
-KNOB_DEFAULTS = {"SK_WAVES": 1, "SK_FIXUP_COST": 50, "SK_MIN_GAIN": 105, "BK": 64}  # the rung's knobs (its header)
+KNOB_DEFAULTS = tiles.STREAM_K_KNOBS  # the rung's knobs (its header)
+split_model = tiles.split_model  # the kernel's split decision in Python
 MEASURED_FIXUP = 0.25  # tile-times: what rung 07's 1.51x over rung 06 at 1152 x 4096 x 4096 implies (rung 12's header)
-
-
-def split_model(tiles_: int, k_tiles: int, workers: int, waves: int = 1, fixup_cost: int = 50,
-                min_gain: int = 105) -> dict:
-    """LabStreamK's decision (kernels/common/lab_stream_k.cuh) in Python: the rounds data-parallel takes and the
-    tile-times stream-K takes, both in hundredths as the kernel reckons them (integer division), whether it splits,
-    and how many tiles the stream-K region holds."""
-    dp = 100 * -(-tiles_ // workers)
-    sk = 100 * tiles_ // workers + 64 * fixup_cost // k_tiles
-    split = tiles_ % workers != 0 and 100 * dp >= min_gain * sk
-    return {"tiles": tiles_, "k_tiles": k_tiles, "workers": workers, "dp": dp, "sk": sk, "split": split,
-            "sk_tiles": min(tiles_, tiles_ % workers + waves * workers) if split else 0}
 
 
 def predicted_over_base(tiles_: int, workers: int, fixup: float, split: bool) -> float:
@@ -74,6 +63,9 @@ def model_rows(shapes, slots: int) -> list[dict]:
         model = split_model(t, -(-shape["K"] // KNOB_DEFAULTS["BK"]), workers)
         out.append({"shape": shape, "slots": slots, "split_model": model,
                     "chosen_bn_10": tiles.choose(shape["M"], shape["N"], shape["layout"], slots),
+                    "family": tiles.schedule(shape["M"], shape["N"], shape["K"], shape["layout"], slots),
+                    "predicted_costs": tiles.schedule_costs(shape["M"], shape["N"], shape["K"], shape["layout"],
+                                                            slots),
                     "predicted_x_10": {
                         "model_fixup": predicted_over_base(t, workers, KNOB_DEFAULTS["SK_FIXUP_COST"] / 100 * 64
                                                            / model["k_tiles"], model["split"]),
@@ -99,7 +91,9 @@ def verdicts(summary: list[dict], models: list[dict]) -> list[dict]:
         mine = {s["method"]: s for s in summary if s["shape"] == m["shape"]}
         picked = BASE if m["chosen_bn_10"] == tiles.DEFAULT_BN else knob_name(BASE, tiles.TILE_KNOBS[m["chosen_bn_10"]])
         row = {"shape": m["shape"], "split": m["split_model"]["split"], "predicted_x_10": m["predicted_x_10"]}
-        for label, name in (("stream_k", STREAM_K), ("forced", knob_name(STREAM_K, FORCED)), ("picked_10", picked)):
+        family = STREAM_K if m.get("family", (BASE,))[0] == STREAM_K else picked  # the build the family runs
+        for label, name in (("stream_k", STREAM_K), ("forced", knob_name(STREAM_K, FORCED)), ("picked_10", picked),
+                            ("family", family)):
             if name in mine:
                 row[label] = {"method": name, "x_10": mine[name]["x_10"], "x_library": mine[name]["x_library"],
                               "x_library_min": mine[name]["x_library_min"], "TFLOP/s": mine[name]["TFLOP/s"]}
@@ -131,15 +125,18 @@ def assemble(rows: list[dict], shapes, slots: int, rounds: int, failed: list, pr
 
 def verdicts_table_rows(record: dict) -> list[str]:
     """The README's table rows: per shape, whether the model splits, rung 12's and rung 10's picked build's ratios to
-    the library, and rung 12's over that build (same rounds)."""
+    the library, rung 12's over that build (same rounds), and which of the two the family runs (tiles.schedule on
+    the record's cluster count) with its ratio."""
     rows = []
     for v in record["verdicts"]:
         sh, mine, picked = v["shape"], v.get("stream_k"), v.get("picked_10")
         if not mine or not picked:
             continue
+        runs_12 = tiles.schedule(sh["M"], sh["N"], sh["K"], sh["layout"], record["cluster_slots"])[0] == STREAM_K
+        family = f"rung 12, {mine['x_library']:.2f}x" if runs_12 else f"rung 10, {picked['x_library']:.2f}x"
         rows.append(f"| {sh['M']} x {sh['N']} x {sh['K']} | {sh['dtype']} | {'yes' if v['split'] else 'no'} | "
                     f"{mine['x_library']:.2f}x | {picked['x_library']:.2f}x ({picked['method']}) | "
-                    f"{mine['x_10'] / picked['x_10']:.2f}x |")
+                    f"{mine['x_10'] / picked['x_10']:.2f}x | {family} |")
     return rows
 
 

@@ -123,7 +123,8 @@ def compile_time_per_variant(record: dict, ax=None, path: Path | None = None):
 
 # One colour per lab.ops path (and per method of the trace), the same in every figure of the notebook.
 OPS_COLORS = {"decode": RUNG_COLORS[1], "split_k": RUNG_COLORS[4], "persistent": RUNG_COLORS[5],
-              "stream_k": RUNG_COLORS[6], "generic": RUNG_COLORS[2], "cublas": BASELINE_COLOR,
+              "hopper": RUNG_COLORS[7], "stream_k": RUNG_COLORS[6], "generic": RUNG_COLORS[2],
+              "cublas": BASELINE_COLOR,
               "lab_ops": RUNG_COLORS[0], "hot_forced": RUNG_COLORS[3]}
 STEP_MARKERS = {"decode": "o", "prefill": "s"}
 
