@@ -17,9 +17,12 @@ active 62% of its cycles, 120 blocks on 132 SMs): a ramp of 1-2 us, a spread of 
 that started last, and the DRAM they share), and a combine tail of 2-3 us, so that a block's main loop itself takes
 13-15 us of the span.
 
-Measured (results/h100/decode_timeline.json, an H100 at 730294a): at B = 1 a ramp of 0.06 us, loop ends spread over
-13.6 us of a 24.3 us span, a combine tail of 4.9 us; the spread, not the ramp, is where the time goes (rung 02's
-header says what follows from it).
+Measured (results/h100/decode_timeline.json, an H100 at 730294a): at B = 1 a ramp of 0.06 us, loop ends over 13.6 us
+of a 24.3 us span, and a combine tail of 4.9 us. That spread counts the 8 short last splits (128 keys of 576, loop
+ends at 5.5-8.8 us in the kept round's per-block readings); the 112 full splits' loop ends fell between 14.8 and
+19.1 us, 4.3 us, as predicted. So at B = 1 the main loop's rate (576 keys in about 15-19 us) and the combine tail
+are where the time goes; at B = 8 (2 splits of 4096 keys, all full) the loop ends do spread over 23 us of a 100 us
+span. The summary now gives the full splits' first loop end and spread apart (short_splits).
 
     python3 scripts/decode_timeline.py OUT_DIR [--rounds N]   (on a GPU machine; writes OUT_DIR/decode_timeline.json)
 """
@@ -43,11 +46,20 @@ SHAPES = ({"B": 1, "S_k": 8192}, {"B": 8, "S_k": 8192})
 ROUNDS = 5
 
 
-def summarize(rows: np.ndarray, grid: tuple[int, int, int]) -> dict:
+def short_splits(grid: tuple[int, int, int], keys: int, split_keys: int) -> np.ndarray:
+    """Per block in linear order (x fastest): whether its split holds fewer keys than split_keys (the last split of a
+    sequence of `keys` keys when split_keys does not divide it), so the loop ends of equal work can be told apart."""
+    x = np.arange(grid[0] * grid[1] * grid[2]) % grid[0]
+    return np.minimum(keys - x * split_keys, split_keys) < split_keys
+
+
+def summarize(rows: np.ndarray, grid: tuple[int, int, int], short: np.ndarray | None = None) -> dict:
     """One launch's readings, rows (blocks, 4) of (start, loop end, exit, SM) in linear block order (x fastest), as
-    times in ns from the earliest start. A row left at zero is a block that recorded nothing."""
+    times in ns from the earliest start. A row left at zero is a block that recorded nothing. `short` (short_splits)
+    marks the blocks with less work: the full splits' first loop end and spread are given apart."""
     rows = np.asarray(rows, dtype=np.int64)
     recorded = rows[:, 0] > 0
+    full = recorded & ~(np.zeros(len(rows), bool) if short is None else np.asarray(short[:len(rows)], bool))
     start, loop, end, sm = (rows[recorded, i] for i in range(4))
     if not len(start):
         return {"blocks": len(rows), "blocks_missing": len(rows)}
@@ -65,6 +77,9 @@ def summarize(rows: np.ndarray, grid: tuple[int, int, int]) -> dict:
         "loop_end_first_ns": int(loop.min()) - t0,
         "loop_end_last_ns": int(loop.max()) - t0,
         "loop_end_spread_ns": int(loop.max() - loop.min()),
+        "full_splits": int(full.sum()),
+        "full_loop_end_first_ns": int(rows[full, 1].min()) - t0 if full.any() else None,
+        "full_loop_end_spread_ns": int(rows[full, 1].max() - rows[full, 1].min()) if full.any() else None,
         "span_ns": int(end.max()) - t0,
         "median_block_ns": float(np.median(end - start)),
         "median_loop_ns": float(np.median(loop - start)),
@@ -123,6 +138,8 @@ def run_shape(shape: dict, rounds: int) -> dict:
                        "TIMELINE_BLOCKS in the kernel and in this script together.")
     fam.launch(rung, problem, out)  # warm-up: builds and loads the kernel, makes the workspace
     table = timeline_array(fam, rung, problem)[:blocks]
+    notes = fam.launch_notes(rung, problem, out)
+    short = short_splits(grid, problem.params["S_k"], notes["split_keys"])
     flusher = timing.L2Flusher()
     rows, readings = [], []
     for r in range(rounds):
@@ -135,14 +152,14 @@ def run_shape(shape: dict, rounds: int) -> dict:
         stop.synchronize()
         readings.append(table.get())
         rows.append({"round": r, "event_us": cp.cuda.get_elapsed_time(begin, stop) * 1e3,
-                     **summarize(readings[-1], grid)})
+                     **summarize(readings[-1], grid, short)})
         print(json.dumps({"shape": shape, **rows[-1]}), flush=True)
     plain = cp.empty_like(out)
     fam.launch(base, problem, plain)
     cp.cuda.Device().synchronize()
     spans = [row.get("span_ns", 0) for row in rows]
     kept = int(np.argsort(spans)[len(spans) // 2])
-    return {"shape": shape, "params": problem.params, "grid": list(grid), "notes": fam.launch_notes(rung, problem, out),
+    return {"shape": shape, "params": problem.params, "grid": list(grid), "notes": notes,
             "same_bits_as_uninstrumented": bool((out.view(cp.uint16) == plain.view(cp.uint16)).all()),
             "rounds": rows, "blocks_round": kept, "per_block": raw_blocks(readings[kept])}
 
@@ -162,12 +179,13 @@ def main(out_dir: Path, rounds: int = ROUNDS) -> int:
         write_json(path, record)  # what there is so far, should a later shape fail
     print(f"wrote {path}")
     for entry in record["shapes"]:
-        keys = ("ramp_ns", "loop_end_spread_ns", "span_ns", "median_block_ns", "combine_tail_ns")
-        med = {k: float(np.median([row[k] for row in entry["rounds"] if k in row])) for k in keys}
+        keys = ("ramp_ns", "full_loop_end_spread_ns", "span_ns", "median_block_ns", "combine_tail_ns")
+        med = {k: float(np.median([row[k] or 0 for row in entry["rounds"] if k in row] or [0])) for k in keys}
         first = entry["rounds"][0]
         print(f"B={entry['shape']['B']} grid {tuple(entry['grid'])}, {first.get('sms_used')} SMs "
               f"{first.get('blocks_per_sm')}: median over {rounds} rounds: ramp {med['ramp_ns'] / 1e3:.2f} us, "
-              f"loop ends spread {med['loop_end_spread_ns'] / 1e3:.2f} us, span {med['span_ns'] / 1e3:.2f} us, "
+              f"full splits' loop ends spread {med['full_loop_end_spread_ns'] / 1e3:.2f} us, "
+              f"span {med['span_ns'] / 1e3:.2f} us, "
               f"block {med['median_block_ns'] / 1e3:.2f} us, combine tail {med['combine_tail_ns'] / 1e3:.2f} us; "
               f"same bits: {entry['same_bits_as_uninstrumented']}")
     return 0

@@ -187,6 +187,13 @@ def test_the_timeline_summary_splits_the_ramp_from_the_tail(decode_timeline):
     assert s["timer_step_ns"] == 100
     raw = decode_timeline.raw_blocks(rows)
     assert raw["start_ns"] == [0, 100, 300, 0, 200, None] and raw["smid"] == [0, 1, 2, 3, 0, None]
+    # 250 keys in splits of 100: the third split of each row has 50, so blocks 2 and 5 are short; the full splits'
+    # loop ends are 5000, 6000, 7000, 6500 (4000 .. 6000 from the first start).
+    short = decode_timeline.short_splits((3, 2, 1), 250, 100)
+    assert short.tolist() == [False, False, True, False, False, True]
+    s = decode_timeline.summarize(rows, (3, 2, 1), short)
+    assert (s["full_splits"], s["full_loop_end_first_ns"], s["full_loop_end_spread_ns"]) == (4, 4000, 2000)
+    assert decode_timeline.short_splits((2, 1, 1), 200, 100).tolist() == [False, False]  # an exact split
 
 
 def test_the_timeline_script_says_in_one_sentence_that_it_needs_a_gpu(decode_timeline, tmp_path, capsys,
