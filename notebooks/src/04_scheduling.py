@@ -39,6 +39,7 @@
 from lab import lessons
 from lab.core import tile_order
 from lab.families import work_queue
+from lab.lessons import hopper_schedule
 from lab.lessons import scheduling as lesson
 from lab.lessons import scheduling_live as live
 from lab.lessons import scheduling_model as model
@@ -705,6 +706,34 @@ print(lesson.determinism(STREAM_K))
 # lost its gain at the larger K. Ways to make it cheaper still: a k-loop that ptxas does not serialize, rung 06's
 # kernel where the model splits nothing, and a cheaper fix-up (reduce through distributed shared memory inside a
 # cluster, or store the partial tile with TMA).
+
+# %% [markdown]
+# ### Stream-K on the fastest loop, and which build the family runs
+#
+# Rung 12 (`kernels/gemm_tc/12_stream_k_cluster.cu`) makes the same split on notebook 03's fastest main loop (rung
+# 10: clusters of two, B multicast, the store through TMA): the worker is a cluster, the unit a k-tile of a pair tile,
+# and the fix-up goes through a per-block workspace slot as in rung 07. That leaves the family two ways to shed a
+# partial last wave: rung 10 with a narrower tile (notebook 03's tile model) or rung 12 with 256 columns split along
+# K. `lab.families.gemm_tc_tiles.schedule` chooses between them by a cost in tile-times: waves x BN / 256 for rung
+# 10, divided by how fast each width ran against its model; T / P plus a fix-up for rung 12, where its own model
+# splits. The two fitted numbers (each width's efficiency, the fix-up's cost) come from the record below, so the
+# record shows how well a model fitted to it ranks the builds, not an independent test; a shape outside it is the
+# test. Predict first: the model's costs and picks on the study's shapes.
+
+# %%
+SK_STUDY = hopper_schedule.load(hopper_schedule.STREAM_K_STUDY)
+if SK_STUDY:
+    print(hopper_schedule.schedule_lines([m["shape"] for m in SK_STUDY[0]["model"]], SK_STUDY[0]["cluster_slots"]))
+
+# %% [markdown]
+# The measurement (`python -m lab.studies.stream_k_cluster_study`): rung 12, rung 10 with its tile for the shape and
+# both library calls once a round on each shape, each ratio taken within its round. What to look at: where rung 12
+# beats the narrower tile (the shapes whose last wave is a sliver), where it loses (3072^3: 48 k-tiles make the
+# fix-up a larger share of a tile, and 192 columns fill three waves exactly), and how far the family's pick still is
+# from the library.
+
+# %%
+print(hopper_schedule.stream_k_table(SK_STUDY))
 
 # %% [markdown]
 # ---

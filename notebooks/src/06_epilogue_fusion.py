@@ -48,7 +48,7 @@ import numpy as np
 from lab import lessons
 from lab.families import get_family
 from lab.lessons import fusion as lesson
-from lab.lessons import plots
+from lab.lessons import hopper_schedule, plots
 from lab.measure import timing, verify
 from lab.studies import checklist as checklist_study
 
@@ -405,6 +405,22 @@ print(lesson.sweep_overhead(TC, "gemm_tc_epilogue"))
 # passes over `C` and their launches; the op-by-op path pays once per op, in fp32. A fused ratio close to one
 # next to library ratios well above it is the case for fusion; a fused ratio that grows at small sizes says the
 # epilogue's arithmetic, not its bytes, is what is left to hide.
+
+# %% [markdown]
+# ### The chain on the fastest main loop
+#
+# Rung 06 applies the chain in its consumer warpgroups between the last k-tile and the stores, with nothing to hide
+# it behind. Notebook 03's rung 10 stores C through shared memory and TMA; gemm_tc_epilogue builds it with the same
+# chain applied to the accumulators in registers before they are staged (`lab_epi_apply_wgmma_fragment`), so the
+# fused kernel inherits the faster loop. A quantized output (int8 here) or a C that TMA cannot store goes through
+# rung 06's register stores instead. The study (`python -m lab.studies.fused_epilogue_study`) times both fused rungs,
+# rung 10 without the chain and torch.mm against torch's own `F.gelu(F.linear(x, w, b), approximate="tanh")` (for
+# int8, followed by its per-row quantization), all in the same rounds. What to look at: the gap between "10 fused"
+# and "10 plain" (what the chain still costs on this loop) against the gap between torch_mm and 1.0 (what torch's
+# separate pass costs it).
+
+# %%
+print(hopper_schedule.fused_table(hopper_schedule.load(hopper_schedule.FUSED_STUDY)))
 
 # %% [markdown]
 # ---
