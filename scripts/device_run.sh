@@ -116,6 +116,8 @@
 #                                              their studies, compute-sanitizer (BUDGET_S 570; its own call)
 #   bash scripts/device_run.sh hopper-sched    lab.ops's hopper path (rung 10's tile or rung 12, as the family schedules
 #                                              them) and gemm_tc rungs 10 and 12: GPU tests; split-K's GPU tests and rounds
+#   bash scripts/device_run.sh hopper-sched-b  lab.ops's sweep with the hopper path (the table it would choose, not
+#                                              installed), the stream-K cluster study, decode's block timeline
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
@@ -1005,6 +1007,16 @@ for r in rs.records:
       gpu_tests "$(box 120 60)" tests/test_gpu_split_k.py --durations=6
       echo "== split-K rounds"
       timeout "$(box 100 5)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -30
+      keep_cache ;;
+    hopper-sched-b)  # after hopper-sched: lab.ops's sweep with the hopper path (the table it would choose, written
+                     # beside the record, not installed), the stream-K cluster study, decode's block timeline
+      carried; mkdir -p "$pack/study" "$pack/ops"
+      echo "== lab.ops sweep"
+      timeout "$(box 260 230)" python3 -m lab.studies.ops_sweep "$pack/ops" --rounds 3 \
+        --write-table "$pack/ops/table.json" 2>&1 | tail -70
+      echo "== stream-K cluster study"
+      timeout "$(box 180 50)" python3 -m lab.studies.stream_k_cluster_study "$pack/study" --rounds 3 2>&1 | tail -30
+      echo "== decode timeline"; timeout "$(box 60 5)" python3 scripts/decode_timeline.py "$pack/study" 2>&1 | tail -4
       keep_cache ;;
     *) echo "unknown mode $mode"; exit 2 ;;
   esac
