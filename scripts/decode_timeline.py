@@ -17,12 +17,12 @@ active 62% of its cycles, 120 blocks on 132 SMs): a ramp of 1-2 us, a spread of 
 that started last, and the DRAM they share), and a combine tail of 2-3 us, so that a block's main loop itself takes
 13-15 us of the span.
 
-Measured (results/h100/decode_timeline.json, an H100 at 730294a): at B = 1 a ramp of 0.06 us, loop ends over 13.6 us
-of a 24.3 us span, and a combine tail of 4.9 us. That spread counts the 8 short last splits (128 keys of 576, loop
-ends at 5.5-8.8 us in the kept round's per-block readings); the 112 full splits' loop ends fell between 14.8 and
-19.1 us, 4.3 us, as predicted. So at B = 1 the main loop's rate (576 keys in about 15-19 us) and the combine tail
-are where the time goes; at B = 8 (2 splits of 4096 keys, all full) the loop ends do spread over 23 us of a 100 us
-span. The summary now gives the full splits' first loop end and spread apart (short_splits).
+Measured (results/h100/decode_timeline.json, an H100 at ec4fdb8; the first run, at 730294a, is
+decode_timeline_730294a.json): at B = 1 a ramp of 0.06 us, the full splits' loop ends spread over 5.2 us (the first
+run's 13.6 us "spread" counted the 8 short last splits, 128 keys of 576, which end at 5.4 us), a combine tail of
+4.7 us, in a 24.1 us span; at B = 8 (all splits full) the loop ends spread over 23.2 us of 101.4. So at B = 1 the
+main loop's rate and the combine tail are where the time goes, and the spread at B = 8 (rung 02's header says what
+follows).
 
     python3 scripts/decode_timeline.py OUT_DIR [--rounds N]   (on a GPU machine; writes OUT_DIR/decode_timeline.json)
 """

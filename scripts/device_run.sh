@@ -1008,6 +1008,16 @@ for r in rs.records:
       echo "== split-K rounds"
       timeout "$(box 100 5)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -30
       keep_cache ;;
+    hopper-sched-c)  # rungs 10 and 12's GPU tests in a longer box, then hopper-sched-b's sweep and study
+      carried; mkdir -p "$pack/study" "$pack/ops"
+      gpu_tests "$(box 260 250)" tests/test_gpu_gemm_tc.py -k "12 or 10_tma_store or rung_10 or family_builds" \
+        --durations=6
+      echo "== stream-K cluster study"
+      timeout "$(box 150 90)" python3 -m lab.studies.stream_k_cluster_study "$pack/study" --rounds 3 2>&1 | tail -30
+      echo "== lab.ops sweep"
+      timeout "$(box 200 5)" python3 -m lab.studies.ops_sweep "$pack/ops" --rounds 3 \
+        --write-table "$pack/ops/table.json" 2>&1 | tail -70
+      keep_cache ;;
     hopper-sched-b)  # after hopper-sched: lab.ops's sweep with the hopper path (the table it would choose, written
                      # beside the record, not installed), the stream-K cluster study, decode's block timeline
       carried; mkdir -p "$pack/study" "$pack/ops"

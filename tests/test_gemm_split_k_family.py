@@ -162,10 +162,13 @@ def test_check_cases_cover_uneven_and_excess_split_factors():
     ({8: 14, 4: 32, 2: 66, 1: 132}, dict(M=128, N=128, K=131072), (8, 96)),  # one tile: PLAN_GROUPS clusters at most
     ({8: 14, 4: 32, 2: 66, 1: 132}, dict(M=1024, N=1024, K=16384), (4, 4)),
     ({8: 14, 4: 30, 2: 66, 1: 132}, dict(M=1024, N=1024, K=16384), (2, 4)),  # 32 tiles: clusters of 4 do not fit
+    ({8: 15, 4: 30, 2: 66, 1: 132}, dict(M=512, N=512, K=32768), (2, 8)),  # 4 x 1 keeps half the blocks of 2 x 4
+    ({8: 15, 4: 30, 2: 66, 1: 132}, dict(M=256, N=256, K=65536), (8, 24)),  # 96 of 4 x 7's 112 blocks: wide enough
 ])
 def test_the_cluster_plan_keeps_every_cluster_in_the_first_wave(monkeypatch, fits, params, plan):
-    """Mode 3's size and S from how many clusters of each size fit at once (the driver's count, here given): the widest
-    size of which every tile gets a cluster in the first wave (one that does not fit would run after it)."""
+    """Mode 3's size and S from how many clusters of each size fit at once (the driver's count, here given): every
+    cluster in the first wave (one that does not fit would run after it), the widest size that keeps PLAN_BUSY_SHARE
+    of the busiest size's blocks."""
     from lab.core import device
     from lab.families import gemm_split_k
 

@@ -75,7 +75,7 @@
 //   about mode 0's first-wave time with no second kernel, so the prediction above; where they do not, clusters of 4
 //   (or fewer splits) and 1.0-1.15x mode 0. Whether a cluster's barriers and DSMEM reads cost more than the
 //   reduction kernel they replace is what that run must show.
-// Measured with that launcher (results/h100/split_k_rounds.json, an H100 at 262d23d, 3 rounds): 1.00-1.01x mode 0 at
+// Measured with that launcher (results/h100/split_k_rounds_262d23d.json, an H100, 3 rounds): 1.00-1.01x mode 0 at
 //   128 x 128 x 131072 (120 splits: the 15 clusters of 8 the driver counts), but 0.85-0.92x elsewhere (0.85-0.88x at
 //   256 x 256 x 65536), against 1.0-1.25x predicted; 0.75-0.89x the library. Nsight Compute on both shapes
 //   (results/h100/split_k_ncu.json, scripts/split_k_ncu.py, 96aa2fa; caches flushed clean) says where: at 256 x 256 x
@@ -95,6 +95,11 @@
 //   predicted, and more (8 x 3 caught mode 0). At 128 x 128 x 131072, 8 x 12 and 8 x 8 ran 1.04x mode 0 (0.90x the
 //   library), 8 x 15 1.02x: that half of the prediction failed by 2%. So the launcher now takes the widest cluster
 //   that gives every tile one in the first wave, at most 12 a tile (gemm_split_k.PLAN_GROUPS): 8 x 3 and 8 x 12 here.
+// Measured with that rule (results/h100/split_k_rounds.json, an H100 at ec4fdb8, 3 rounds): 1.01x / 0.99x mode 0 at
+//   256 x 256 x 65536 fp16 / bf16 (0.86x the library; 0.85-0.88x mode 0 before), 1.02x / 1.03x at 128 x 128 x 131072
+//   (0.89-0.90x the library); but 0.80x at 512 x 512 x 32768, where 4 x 1 left half the blocks idle (2 x 4 had run
+//   0.92x), and 0.91x at 1024 x 1024 x 16384 (2 x 2, as before). So the widest size now wins only while it keeps
+//   three quarters of the blocks the busiest size keeps (gemm_split_k.PLAN_BUSY_SHARE): 2 x 4 again at 512 x 512.
 //   Next: the sums without a whole-cluster wait (each block pushes its band to its owner and arrives on that block's
 //   mbarrier, as the norms' st.async exchange does), for the barrier stalls ncu counts.
 // Mainloop: tensor maps, tails and the k-loop as rung 06; the consumers' k-loop is a do-while (every unit has at least one

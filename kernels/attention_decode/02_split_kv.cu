@@ -41,14 +41,16 @@
 //   split, the slowest split and the combine after it) is a third of the kernel. SDPA here is cuDNN's kernel
 //   (17.3 us) and its reduction kernel (4.4 us). At B = 8 (268 MB) DRAM reaches 81% of peak and the two are within 2%.
 //   Each block's start, loop end and exit (TIMELINE = 1; scripts/decode_timeline.py, results/h100/decode_timeline.json,
-//   an H100 at 730294a, median of 5 rounds). Predicted: a ramp of 1-2 us, loop ends spread over 3-5 us, a combine tail
-//   of 2-3 us. Measured at B = 1 (120 blocks, one an SM): a ramp of 0.06 us; the 112 full splits' loop ends between
-//   14.8 and 19.1 us (4.3 us, as predicted; the 8 short last splits of 128 keys ended at 5.5-8.8 us), then a 4.9 us
-//   combine tail; at B = 8 (2 full splits of 4096 keys a head) the loop ends spread over 23 us of a 100 us span. So at
-//   B = 1 the lost third is the main loop's rate (576 keys, 295 KB a block, in 15-19 us: about 1.9 TB/s over the GPU)
-//   and the combine tail, not the ramp or the spread. Next: more bytes in flight a block (TMA bulk copies of whole
-//   tiles, or two blocks an SM) and a combine spread over the block row's last few blocks; at B = 8, more, smaller
-//   splits taken from a queue (a persistent grid, as attention's rung 05), so a fast SM takes more of the keys.
+//   an H100 at ec4fdb8, median of 5 rounds; the first run, at 730294a, is decode_timeline_730294a.json). Predicted: a
+//   ramp of 1-2 us, loop ends spread over 3-5 us, a combine tail of 2-3 us. Measured at B = 1 (120 blocks, one an SM):
+//   a ramp of 0.06 us; the 112 full splits' loop ends spread over 5.2 us (the first at 13.8 us; the 8 short last
+//   splits, 128 keys of 576, end at 5.4 us and were what the first run's 13.6 us "spread" counted), then a 4.7 us
+//   combine tail, in a 24.1 us span; at B = 8 (2 full splits of 4096 keys a head) the loop ends spread over 23.2 us of
+//   a 101.4 us span. So at B = 1 the lost third is the main loop's rate (576 keys, 295 KB a block, in a median 17.5
+//   us: about 1.9 TB/s over the GPU) and the combine tail, not the ramp, and only a fifth of it the spread. Next: more
+//   bytes in flight a block (TMA bulk copies of whole tiles, or two blocks an SM) and a combine spread over the block
+//   row's last few blocks; at B = 8, more, smaller splits taken from a queue (a persistent grid, as attention's rung
+//   05), so a fast SM takes more of the keys.
 // Requires: sm_80+ (mma.sync, cp.async), HEAD_DIM 64 or 128, 16-byte-aligned Q, K, V, O, page_size >= 1.
 //   Launch: grid (splits, H_kv * ceil(G * S_q / 16), B), block THREADS, dynamic shared memory
 //   (16 + 2 * STAGES * BLOCK_N) * (HEAD_DIM + PAD) * 2 bytes; a workspace of splits * 16 * HEAD_DIM fp32 output rows

@@ -25,13 +25,15 @@
 //   1.05x its BN = 192 build; 1.23x at 3072^3 (144, K = 3072), 0.96x the BN = 192 build, which should stay the pick
 //   there; 1.0x at 4096^3 (256 tiles in 3.88 rounds: the model, 4 against 3.88 + 0.5, splits nothing).
 //   The contributions write and read 128 KB per block, ~34 MB per launch through L2: a few microseconds.
-// Measured (results/h100/stream_k_cluster_study.json, an H100 at 730294a, 3 rounds, cold L2; over rung 10 BN = 256 and
+// Measured (results/h100/stream_k_cluster_study_730294a.json, an H100, 3 rounds, cold L2; over rung 10 BN = 256 and
 //   the library in the same rounds): 1.33x and 0.84x the library at 2176 x 2176 x 4096 (the BN = 192 pick 1.25x, so
 //   1.06x it); 1.14x and 0.96x at 3200 x 4096 x 4096 (1.15x the BN = 128 pick); 1.11x and 0.99x at 4352 x 4096 x 4096
 //   (1.04x the pick); 1.16x at 3072^3, where the BN = 192 pick ran 1.25x (0.93x it); 0.99x at 4096^3 (not split).
 //   The quarter-tile fix-up nearly held: each ratio fell 0.03-0.08 short of that prediction, above the model's own.
-//   GPU tests and memcheck, racecheck and synccheck clean there (results/h100/sanitize_new_rungs/). Next: the family
-//   picks it (or rung 10's narrower tiles) per shape, and the split itself on BN = 192 pair tiles.
+//   GPU tests and memcheck, racecheck and synccheck clean there (results/h100/sanitize_new_rungs/). Repeated at
+//   ec4fdb8 (results/h100/stream_k_cluster_study.json): the same within 0.02x. The family now runs it where its fitted
+//   costs put it ahead of rung 10's tile (lab/families/gemm_tc_tiles.py, schedule): 2176, 3200, 4352 and 1152 rows
+//   here, not 3072^3 or 4096^3. Next: the split itself on BN = 192 pair tiles, for 2176 and 3072.
 // Deadlock: a cluster waits only for lower-numbered clusters, each of which makes its contribution before any wait
 //   of its own; the launcher runs no more clusters than the driver says fit at once (a quarter of the SMs where it
 //   cannot say: stream_k_cluster_slots), so every cluster is resident whatever order they start in. A wait of 10 s

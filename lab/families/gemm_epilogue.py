@@ -21,7 +21,9 @@ Candidate (`candidate_rungs`): gemm_tc rung 10 with the chain applied before its
 every chain the tests build. tests/test_gpu_epilogue.py passed on an H100 at 730294a (results/h100/
 epilogue_gpu_tests_730294a.log), memcheck, racecheck and synccheck clean there (results/h100/sanitize_new_rungs/);
 timed against torch's F.gelu(F.linear(...)) by lab.studies.fused_epilogue_study (results/h100/
-fused_epilogue_study.json). Not yet on the H200.
+fused_epilogue_study.json). Its GPU tests passed again at ec4fdb8, after rung 10's knob defaults moved into its
+source (results/h100/epilogue_rung10_gpu_tests_ec4fdb8.log). lab.ops's hopper path runs it for calls with an
+epilogue. Not yet on the H200.
 """
 
 from __future__ import annotations

@@ -22,7 +22,11 @@ memcheck, racecheck and synccheck are clean there (results/h100/sanitize_split_k
 the same bits every run, the clusters that fit; results/h100/persist_run_262d23d.log) but for the launch-notes test,
 since changed to check the splits against the driver's count. Where its time goes: the kernel's header
 (results/h100/split_k_ncu.json). The plan rule changed again after results/h100/split_k_plans.json (730294a: the
-widest size that fits, PLAN_GROUPS at most); its GPU tests have not run since.
+widest size that fits, PLAN_GROUPS at most); its GPU tests passed with it on an H100 at ec4fdb8 (14 passed;
+results/h100/hopper_sched_run_ec4fdb8.log) and split_k_rounds.json was measured there. That run showed the widest
+size losing where it left half the blocks idle (512 x 512 x 32768), so the rule keeps PLAN_BUSY_SHARE of the busiest
+plan's blocks since: CPU-tested (tests/test_gemm_split_k_family.py); the plans it picks on the study's shapes are
+the ones those two GPU runs measured.
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ MAX_SLICES = 16  # mode 3: at most this many clusters a tile (the slices its las
 # past 12 that cost more than the K it shared out (results/h100/split_k_plans.json, 730294a: at 128 x 128 x 131072,
 # 8 x 12 and 8 x 8 ran 1.04x the workspace mode, 8 x 15 1.02x).
 PLAN_GROUPS = 12
+# A wider cluster wins only while it keeps this share of the blocks the busiest plan keeps: at 512 x 512 x 32768 on
+# that H100, 4 x 1 (64 blocks) ran 0.80x the workspace mode where 2 x 4 (128) had run 0.92x
+# (results/h100/split_k_rounds.json at ec4fdb8 against split_k_rounds_262d23d.json).
+PLAN_BUSY_SHARE = 0.75
 MIN_K_TILES_PER_SPLIT = 4  # a split shorter than this spends more on its pipeline fill and partial tile than it saves
 MAX_WORKSPACE_BYTES = 1 << 30
 REDUCE_THREADS = 256
@@ -224,8 +232,9 @@ class GemmSplitKFamily(GemmTcFamily):
     def _cluster_plan(self, tiled: Rung, problem: Problem) -> tuple[int, int]:
         """Mode 3's (cluster size, S) for the S the other modes would run (_wanted_splits). A cluster's blocks share
         a GPC, so fewer clusters fit at once than SMs / size (cluster_fit: the driver's count; on an H100, 15 of 8),
-        and a cluster that does not fit runs in a second wave, after the first. The widest size (8, 4, 2, 1, up to S)
-        of which every tile gets a cluster in one wave wins, with as many clusters a tile as fit (at most PLAN_GROUPS).
+        and a cluster that does not fit runs in a second wave, after the first. Each size (8, 4, 2, 1, up to S) gets
+        as many clusters a tile as fit for every tile in one wave (at most PLAN_GROUPS); the widest wins that keeps
+        PLAN_BUSY_SHARE of the blocks the busiest size keeps.
         Measured plan by plan (results/h100/split_k_plans.json, an H100 at 730294a): wider clusters won even with
         fewer SMs busy, because a tile's last cluster has fewer slices to sum; at 256 x 256 x 65536, 8 x 3 (96 blocks)
         ran 1.01x the workspace mode and 4 x 7 (112) 0.98x, where the earlier rule's 2 x 16 (most SMs busy) ran 0.87x.
@@ -240,14 +249,18 @@ class GemmSplitKFamily(GemmTcFamily):
         k, p = dict(tiled.spec.knobs), problem.params
         tiles = -(-p["M"] // k["BM"]) * -(-p["N"] // k["BN"])
         widest = split_cluster_width(wanted)
+        groups = {}  # width -> clusters a tile, all in the first wave
         for width in (w for w in (8, 4, 2, 1) if w <= widest):
             fit = cluster_fit(dataclasses.replace(tiled, spec=tiled.spec.with_knobs(SPLIT_CLUSTER=width)))
             if fit is None:
                 return widest, widest * (wanted // widest)
-            groups = min(wanted // width, fit // tiles, PLAN_GROUPS)
-            if groups:
-                return width, width * groups
-        return widest, widest * (wanted // widest)  # not even one cluster a tile fits at once: the widest, in waves
+            if n := min(wanted // width, fit // tiles, PLAN_GROUPS):
+                groups[width] = n
+        if not groups:  # not even one cluster a tile fits at once: the widest, in waves
+            return widest, widest * (wanted // widest)
+        busy = {w: w * n * tiles for w, n in groups.items()}
+        width = next(w for w in groups if busy[w] >= PLAN_BUSY_SHARE * max(busy.values()))  # widest first
+        return width, width * groups[width]
 
     def _wanted_splits(self, tiled: Rung, problem: Problem) -> int:
         """The problem's S, else choose_splits', clamped (splits_for) for the tile knobs of `tiled`."""

@@ -48,10 +48,14 @@ verified by the tile tests of tests/test_gpu_gemm_tc.py (their H200 log: results
 and memcheck (results/h200/gemm_tc_sanitize_10_bn*.json).
 Records: results/h200/gemm_tc.json; rungs 06, 09, 10, 11 against the library: results/h200/hopper_gemm_study*.json;
 rung 10's tile builds: results/h200/hopper_tile_study.json.
-Candidate (`candidate_rungs`, not in the ladder until its GPU tests pass on the H200): rung 12, stream-K over clusters
-on rung 10's loop. Its GPU tests passed on an H100 at 730294a (results/h100/new_rungs_run_730294a.log), memcheck,
-racecheck and synccheck clean there (results/h100/sanitize_new_rungs/); timed by lab.studies.stream_k_cluster_study
-(results/h100/stream_k_cluster_study.json). `scripts/device_run.sh new-rungs` runs all three.
+Candidate (`candidate_rungs`: the tour, notebooks and README ladder do not walk it; not in the ladder until its GPU
+tests pass on the H200): rung 12, stream-K over clusters on rung 10's loop, which `scheduled` (and lab.ops's hopper
+path) runs where gemm_tc_tiles.schedule puts it ahead of rung 10's tile. Its GPU tests passed on an H100 at 730294a
+(results/h100/new_rungs_run_730294a.log) and again, with rung 10's builds, at ec4fdb8 (36 passed;
+results/h100/hopper_sched_run_ec4fdb8.log); memcheck, racecheck and synccheck clean at 730294a
+(results/h100/sanitize_new_rungs/); timed by lab.studies.stream_k_cluster_study (results/h100/
+stream_k_cluster_study.json, ec4fdb8; stream_k_cluster_study_730294a.json the first run). `scripts/device_run.sh
+new-rungs` runs all three.
 """
 
 from __future__ import annotations

@@ -32,13 +32,15 @@ T / P tile-times plus a fix-up instead of ceil(T / P). Both costs, in tile-times
     rung 10, BN:  waves(BN) * BN / 256 / EFFICIENCY[BN]
     rung 12:      T / P + FIXUP_TILES * 64 / k-tiles          (where it splits; else rung 10's BN = 256 build)
 
-EFFICIENCY and FIXUP_TILES are fitted to one record, results/h100/stream_k_cluster_study.json (an H100 at 730294a,
+EFFICIENCY and FIXUP_TILES are fitted to one record, results/h100/stream_k_cluster_study_730294a.json (an H100,
 rung 12 and rung 10's builds over rung 10's BN = 256 build in the same rounds): the narrower builds ran 0.94-0.97
 (BN = 192, four shapes) and 0.87 (BN = 128, one shape) of the model's speed, and rung 12's fix-up cost 0.28-0.37 of
 a tile-time at 64 k-tiles (0.41 at 48, as the scaling says). With them the model orders the study's shapes as
 measured: rung 12 at 2176 x 2176 x 4096 (predicted 1.03x the BN = 192 build; measured 1.06x), 3200 x 4096 x 4096
 (1.15x BN = 128; 1.15x), 4352 x 4096 x 4096 (1.07x BN = 192; 1.04x) and 1152 x 4096 x 4096 (1.04x; 1.05x); rung 10
 BN = 192 at 3072^3 (rung 12 0.92x; 0.93x); and rung 10 at 4096^3, 6144^3 and 8192^3, where rung 12 does not split.
+The study's repeat at ec4fdb8 (results/h100/stream_k_cluster_study.json, after the fit) ranked them the same: rung 12
+1.05x, 1.17x, 1.04x and 1.06x the narrower tile on the first four, 0.92x at 3072^3.
 
 Ideas: the wave-quantization arithmetic of NVIDIA's CUTLASS stream-K notes and DeepGEMM's choice of block sizes per
 shape (its BLOCK_N = 112 to busy more SMs); the model and code are this lab's own.
@@ -54,7 +56,7 @@ PAIR_ROWS = 256  # rows of a pair tile: two blocks of BM = 128
 DEFAULT_BN = 256
 MIN_GAIN = 1.05  # a narrower tile must be predicted this much faster to be chosen
 # Measured speed of each build against the wave model's, and rung 12's fix-up in tile-times at 64 k-tiles (fitted to
-# results/h100/stream_k_cluster_study.json: see the module's docstring).
+# results/h100/stream_k_cluster_study_730294a.json: see the module's docstring).
 EFFICIENCY = {256: 1.0, 192: 0.945, 128: 0.87}
 FIXUP_TILES = 0.31
 STREAM_K_MARGIN = 1.02  # rung 12 must be predicted this much faster than rung 10's pick (the fit's error is ~4%)

@@ -326,6 +326,44 @@ def fused_epilogue_lines() -> list[str]:
     return out
 
 
+def hopper_path_lines() -> list[str]:
+    """lab.ops's hopper path in a sweep that timed it (results/h100/ops_sweep.json, when it exists): per shape class,
+    its geometric-mean speed over the library beside the class's winner, and the rules whose choice differs from the
+    built-in table (lab.ops.rules.DEFAULT)."""
+    import json
+
+    from lab.measure.records import reference_dir
+    from lab.ops import rules
+
+    path = reference_dir().parent / "h100" / f"{OPS_SWEEP}.json"
+    if not path.is_file():
+        return []
+    sweep = json.loads(path.read_text())
+    choices = [c for c in sweep.get("choices", []) if "hopper" in c.get("scores", {})]
+    if not choices:
+        return []
+    p = sweep["provenance"]
+    out = ["", "lab.ops's hopper path (rung 10 with the tile for the shape, or rung 12, as the family schedules them; "
+               "a call with an epilogue on gemm_tc_epilogue's rung 10) in the sweep of `lab tune --table` "
+               f"(`results/h100/{OPS_SWEEP}.json`, {p.get('device')}, {str(p.get('date', ''))[:10]}, commit "
+               f"{str(p.get('commit', ''))[:7]}; {sweep['rounds']} interleaved rounds, cold L2): the geometric mean "
+               "over each class's samples of the library's time over the path's.", "",
+           "| shape class | hopper | persistent (best BN) | the class's winner |", "|---|---:|---:|---|"]
+    for c in choices:
+        sc = c["scores"]
+        persistent = max((v for k, v in sc.items() if k.startswith("persistent")), default=None)
+        shown = f"{persistent:.2f}x" if persistent is not None else "-"
+        out.append(f"| {c['class']} | {sc['hopper']:.2f}x | {shown} | {c['method']} ({c['score']:.2f}x) |")
+    swept = rules.parse(sweep["table"], "the H100 sweep's table")
+    moved = [f"rule {i} ({c['class']}) would take {a.path}" for i, (a, b, c) in
+             enumerate(zip(swept.rules, rules.DEFAULT.rules, sweep["choices"], strict=False), 1) if a != b]
+    if moved:
+        out.append("")
+        out.append("Against the built-in table (`lab/ops/default_table.json`, from the H200's sweep): "
+                   + "; ".join(moved) + ". The built-in table stays the H200's until the sweep runs there again.")
+    return out
+
+
 def split_k_rounds_lines() -> list[str]:
     """Split-K's workspace and cluster modes against the library in interleaved rounds (lab.studies.split_k_rounds),
     when its record exists: per shape, each mode's median TFLOP/s, the median of its same-round ratios to the faster
@@ -499,7 +537,7 @@ def ops_lines() -> list[str]:
         return json.loads(path.read_text()) if path.is_file() else None
 
     trace, gemms, overhead, latency = (load(n) for n in (OPS_TRACE, OPS_GEMMS, OPS_OVERHEAD, OPS_LATENCY))
-    head = torch_lines(load)
+    head = torch_lines(load) + hopper_path_lines()
     if trace is None:
         return head
     t = trace["totals_us"]
