@@ -118,6 +118,8 @@
 #                                              them) and gemm_tc rungs 10 and 12: GPU tests; split-K's GPU tests and rounds
 #   bash scripts/device_run.sh hopper-sched-b  lab.ops's sweep with the hopper path (the table it would choose, not
 #                                              installed), the stream-K cluster study, decode's block timeline
+#   bash scripts/device_run.sh split-plan      split-K's cluster-mode GPU tests and rounds after a plan-rule change
+#                                              (BUDGET_S about 200)
 #   bash scripts/device_run.sh rows-stats-b    the norms' GPU tests and lab.ops's rows, the cluster-rows study,
 #                                              compute-sanitizer on LayerNorm rung 04
 #   bash scripts/device_run.sh gpu-tests [FILES] the GPU tests of FILES (every GPU test when none) in one box, with
@@ -1008,6 +1010,11 @@ for r in rs.records:
       echo "== split-K rounds"
       timeout "$(box 100 5)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -30
       keep_cache ;;
+    split-plan)  # after a change to split-K's cluster plan (gemm_split_k._cluster_plan): its GPU tests, then the rounds
+      carried; mkdir -p "$pack/study"
+      gpu_tests "$(box 80 110)" tests/test_gpu_split_k.py -k "cluster or launch_notes" --durations=4
+      echo "== split-K rounds"
+      timeout "$(box 110 3)" python3 -m lab.studies.split_k_rounds "$pack/study" --rounds 3 2>&1 | tail -30 ;;
     hopper-sched-c)  # rungs 10 and 12's GPU tests in a longer box, then hopper-sched-b's sweep and study
       carried; mkdir -p "$pack/study" "$pack/ops"
       gpu_tests "$(box 260 250)" tests/test_gpu_gemm_tc.py -k "12 or 10_tma_store or rung_10 or family_builds" \

@@ -100,6 +100,7 @@
 //   (0.89-0.90x the library); but 0.80x at 512 x 512 x 32768, where 4 x 1 left half the blocks idle (2 x 4 had run
 //   0.92x), and 0.91x at 1024 x 1024 x 16384 (2 x 2, as before). So the widest size now wins only while it keeps
 //   three quarters of the blocks the busiest size keeps (gemm_split_k.PLAN_BUSY_SHARE): 2 x 4 again at 512 x 512.
+//   Predicted for it (before the run): 0.90-0.93x mode 0 there, as 2 x 4 ran at 262d23d; the other shapes unchanged.
 //   Next: the sums without a whole-cluster wait (each block pushes its band to its owner and arrives on that block's
 //   mbarrier, as the norms' st.async exchange does), for the barrier stalls ncu counts.
 // Mainloop: tensor maps, tails and the k-loop as rung 06; the consumers' k-loop is a do-while (every unit has at least one
