@@ -331,12 +331,15 @@ print(lesson.header_field("gemm_split_k", "08_split_k_cluster", "Prediction for 
 print(lesson.cluster_rounds_text())
 
 # %% [markdown]
-# Which plan? The launcher counts the SMs a plan keeps busy, but not what a plan costs after its main loop: with `G`
-# clusters a tile, the tile's last cluster reads the other clusters' slices back and sums them while the rest of the
-# grid has left, and a cluster's blocks wait for one another at its barriers. `lab study splitk-plans` times every
-# plan that runs in one wave (each cluster size, each number of clusters a tile) in the same rounds, beside the
-# workspace mode and the library, with what a block of each plan moves. The study's prediction, written before its
-# first run, is in `lab/studies/split_k_plans.py`; the record, where there is one:
+# Which plan? Counting the SMs a plan keeps busy misses what a plan costs after its main loop: with `G` clusters a
+# tile, the tile's last cluster reads the other clusters' slices back and sums them while the rest of the grid has
+# left, and a cluster's blocks wait for one another at its barriers. `lab study splitk-plans` times every plan that
+# runs in one wave (each cluster size, each number of clusters a tile) in the same rounds, beside the workspace mode
+# and the library, with what a block of each plan moves. The launcher's rule comes from these measurements: the
+# widest size that keeps every cluster in the first wave and at least three quarters of the blocks the busiest plan
+# keeps (`PLAN_BUSY_SHARE` in `lab/families/gemm_split_k.py`; rung 08's header says which run showed each half). The
+# study's prediction, written before its first run, is in `lab/studies/split_k_plans.py`; the record, where there is
+# one:
 
 # %%
 print(lesson.cluster_plans_text())
