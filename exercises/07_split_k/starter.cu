@@ -95,9 +95,9 @@
 //   predicted, and more (8 x 3 caught mode 0). At 128 x 128 x 131072, 8 x 12 and 8 x 8 ran 1.04x mode 0 (0.90x the
 //   library), 8 x 15 1.02x: that half of the prediction failed by 2%. So the launcher now takes the widest cluster
 //   that gives every tile one in the first wave, at most 12 a tile (gemm_split_k.PLAN_GROUPS): 8 x 3 and 8 x 12 here.
-// Measured with that rule (results/h100/split_k_rounds.json, an H100 at ec4fdb8, 3 rounds): 1.01x / 0.99x mode 0 at
+// Measured with that rule (results/h100/split_k_rounds.json, an H100 at ec4fdb8, 3 rounds): 1.00x / 0.99x mode 0 at
 //   256 x 256 x 65536 fp16 / bf16 (0.86x the library; 0.85-0.88x mode 0 before), 1.02x / 1.03x at 128 x 128 x 131072
-//   (0.89-0.90x the library); but 0.80x at 512 x 512 x 32768, where 4 x 1 left half the blocks idle (2 x 4 had run
+//   (0.89x the library); but 0.80x at 512 x 512 x 32768, where 4 x 1 left half the blocks idle (2 x 4 had run
 //   0.92x), and 0.91x at 1024 x 1024 x 16384 (2 x 2, as before). So the widest size now wins only while it keeps
 //   three quarters of the blocks the busiest size keeps (gemm_split_k.PLAN_BUSY_SHARE): 2 x 4 again at 512 x 512.
 //   Predicted for it (before the run): 0.90-0.93x mode 0 there, as 2 x 4 ran at 262d23d; the other shapes unchanged.

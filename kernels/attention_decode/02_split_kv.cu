@@ -47,7 +47,7 @@
 //   splits, 128 keys of 576, end at 5.4 us and were what the first run's 13.6 us "spread" counted), then a 4.7 us
 //   combine tail, in a 24.1 us span; at B = 8 (2 full splits of 4096 keys a head) the loop ends spread over 23.2 us of
 //   a 101.4 us span. So at B = 1 the lost third is the main loop's rate (576 keys, 295 KB a block, in a median 17.5
-//   us: about 1.9 TB/s over the GPU) and the combine tail, not the ramp, and only a fifth of it the spread. Next: more
+//   us: about 1.9 TB/s over the GPU) and the combine tail, not the ramp; the spread of equal work is 5.2 us. Next: more
 //   bytes in flight a block (TMA bulk copies of whole tiles, or two blocks an SM) and a combine spread over the block
 //   row's last few blocks; at B = 8, more, smaller splits taken from a queue (a persistent grid, as attention's rung
 //   05), so a fast SM takes more of the keys.

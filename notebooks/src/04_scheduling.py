@@ -729,8 +729,8 @@ if SK_STUDY:
 # The measurement (`python -m lab.studies.stream_k_cluster_study`): rung 12, rung 10 with its tile for the shape and
 # both library calls once a round on each shape, each ratio taken within its round. What to look at: where rung 12
 # beats the narrower tile (the shapes whose last wave is a sliver), where it loses (3072^3: 48 k-tiles make the
-# fix-up a larger share of a tile, and 192 columns fill three waves exactly), and how far the family's pick still is
-# from the library.
+# fix-up a larger share of a tile, and 192 columns nearly fill three waves, 192 pair tiles on 66 clusters), and how
+# far the family's pick still is from the library.
 
 # %%
 print(hopper_schedule.stream_k_table(SK_STUDY))
